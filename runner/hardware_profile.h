@@ -1,0 +1,67 @@
+// A hardware profile: the machine a job runs on, as the performance model and the launchers
+// need it. Every number says where it comes from (published, measured, fitted or assumed).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "search/layout.h"
+
+namespace tunepar::runner {
+
+enum class NumberOrigin {
+  kPublished,  // a vendor or facility figure (spec sheet, user guide, paper)
+  kMeasured,   // measured directly on the machine (a GEMM or bandwidth probe)
+  kFitted,     // fitted to measured training runs (tunepar calibrate)
+  kAssumed,    // an engineering estimate awaiting measurement or fit
+};
+std::string_view ToString(NumberOrigin origin);
+
+struct ProfileNumber {
+  double value = 0.0;
+  NumberOrigin origin = NumberOrigin::kAssumed;
+  std::string source;  // where the figure comes from, or the fit that produced it
+};
+
+struct LaunchSettings {
+  std::string visible_devices_env;    // e.g. ROCR_VISIBLE_DEVICES, set to the local rank
+  std::vector<std::string> cpu_masks; // per local rank (hex), from the GPU-to-NUMA map
+  int cpus_per_task = 1;
+  std::string mpi = "pmix";           // srun --mpi=...
+  std::vector<std::pair<std::string, std::string>> env;  // communication/runtime settings
+  std::string kernel_cache_dir;       // per-node local cache (MIOpen), "" when not needed
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+
+  std::string device_name;
+  ProfileNumber peak_tflops_fp32;  // dense matrix peak per device
+  ProfileNumber peak_tflops_fp16;
+  ProfileNumber peak_tflops_bf16;
+  ProfileNumber memory_gb;         // device memory, GB (1e9 bytes)
+  ProfileNumber memory_bandwidth_gbs;
+
+  int gpus_per_node = 0;
+  ProfileNumber intra_node_bandwidth_gbs;  // per direction, between devices of one node
+  ProfileNumber nics_per_node;
+  ProfileNumber nic_bandwidth_gbs;         // per NIC, per direction
+
+  // Efficiency parameters of the performance model (kFitted or kAssumed), by name.
+  std::map<std::string, ProfileNumber> efficiency;
+
+  LaunchSettings launch;
+
+  double PeakFlops(search::Precision precision) const;  // FLOP/s per device
+  double MemoryBytes() const { return memory_gb.value * 1e9; }
+};
+
+// Parses and validates a hardware TOML (see configs/hardware/*.toml for the format).
+Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source);
+
+}  // namespace tunepar::runner

@@ -1,0 +1,62 @@
+#include "runner/model_backend.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/provenance.h"
+
+namespace tunepar::runner {
+
+std::string PredictionJson(const Prediction& p) {
+  nlohmann::json j = {
+      {"step_time_s", p.step_time_s},
+      {"tokens_per_s", p.tokens_per_s},
+      {"tflops_per_gpu", p.tflops_per_gpu},
+      {"mfu", p.mfu},
+      {"memory_bytes", p.memory_bytes},
+      {"fits", p.fits},
+      {"breakdown",
+       {{"compute_s", p.time.compute},
+        {"tp_comm_s", p.time.tp_comm},
+        {"pp_p2p_s", p.time.pp_p2p},
+        {"bubble_s", p.time.bubble},
+        {"dp_comm_exposed_s", p.time.dp_comm_exposed},
+        {"optimizer_s", p.time.optimizer}}},
+      {"memory",
+       {{"weights", p.memory.weights},
+        {"gradients", p.memory.gradients},
+        {"optimizer_states", p.memory.optimizer_states},
+        {"activations", p.memory.activations},
+        {"comm_buffers", p.memory.comm_buffers},
+        {"runtime_overhead", p.memory.runtime_overhead}}},
+  };
+  return j.dump();
+}
+
+ModelBackend::ModelBackend(const search::ModelShape& model, const HardwareProfile& hardware)
+    : model_(model), hardware_(hardware), host_(HostName()) {}
+
+TrialResult ModelBackend::Evaluate(const search::Layout& layout) const {
+  TrialResult r;
+  r.backend = "model";
+  r.hosts = host_;
+  r.started_at = UtcNow();
+  const Prediction p = Predict(layout, model_, hardware_);
+  r.details_json = PredictionJson(p);
+  r.metrics.peak_memory_bytes = p.memory_bytes;
+  if (p.fits) {
+    r.metrics.step_time_s = p.step_time_s;
+    r.metrics.tokens_per_s = p.tokens_per_s;
+    r.metrics.tflops_per_gpu = p.tflops_per_gpu;
+    r.status = search::TrialStatus::kOk;
+    r.message = "predicted";
+  } else {
+    r.status = search::TrialStatus::kOom;
+    r.message = fmt::format("predicted not to fit: {:.1f} GB needed, {:.1f} GB on the device",
+                            p.memory_bytes / 1e9, hardware_.memory_gb.value);
+  }
+  r.finished_at = r.started_at;
+  return r;
+}
+
+}  // namespace tunepar::runner

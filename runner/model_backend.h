@@ -1,0 +1,31 @@
+// The `model` backend: "evaluates" a layout with the performance model. A dry run at any scale;
+// a layout predicted not to fit is an `oom` trial (with its predicted memory, and no throughput:
+// it would not run).
+#pragma once
+
+#include <string>
+
+#include "runner/hardware_profile.h"
+#include "runner/performance_model.h"
+#include "runner/trial_result.h"
+#include "search/model_shape.h"
+
+namespace tunepar::runner {
+
+class ModelBackend {
+ public:
+  ModelBackend(const search::ModelShape& model, const HardwareProfile& hardware);
+
+  TrialResult Evaluate(const search::Layout& layout) const;
+
+ private:
+  const search::ModelShape& model_;
+  const HardwareProfile& hardware_;
+  std::string host_;
+};
+
+// The prediction as a JSON object: step_time_s, tokens_per_s, tflops_per_gpu, mfu,
+// memory_bytes, fits, breakdown {...seconds}, memory {...bytes}.
+std::string PredictionJson(const Prediction& prediction);
+
+}  // namespace tunepar::runner

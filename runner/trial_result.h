@@ -1,0 +1,30 @@
+// What evaluating one layout produced: a status (failures are data) and, when it ran, metrics.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "search/trial_status.h"
+
+namespace tunepar::runner {
+
+struct TrialMetrics {
+  std::optional<double> step_time_s;        // wall clock per optimizer step
+  std::optional<double> tokens_per_s;       // global batch * seq_len / step time
+  std::optional<double> tflops_per_gpu;     // model FLOPs (no recompute) / step time / GPUs
+  std::optional<double> peak_memory_bytes;  // per device, when known
+};
+
+struct TrialResult {
+  search::TrialStatus status = search::TrialStatus::kCrash;
+  TrialMetrics metrics;
+  std::string message;      // why it failed, or a note ("predicted by model v0")
+  std::string details_json; // backend-specific detail (breakdowns), a JSON object
+  std::string log_path;     // "" when the backend writes no log
+  std::string backend;      // "model", "command", "local", "slurm"
+  std::string hosts;        // where it ran
+  std::string started_at;
+  std::string finished_at;
+};
+
+}  // namespace tunepar::runner

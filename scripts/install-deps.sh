@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages tunepar needs that are missing, with apt-get.
+# Idempotent: a second run installs nothing. Nothing is downloaded from anywhere but the
+# Debian archive configured in /etc/apt.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libnlopt-cxx-dev libeigen3-dev libsqlite3-dev sqlite3
+  libopenmpi-dev openmpi-bin
+  libspdlog-dev libfmt-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists only when they are absent or a first install attempt fails.
+if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -E '^(lock|partial|auxfiles)$')" ]; then
+  $sudo apt-get update -q
+fi
+if ! $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

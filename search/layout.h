@@ -1,0 +1,43 @@
+// A layout: one point of the search space, i.e. one way to split a training job over GPUs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace tunepar::search {
+
+enum class Precision { kFp32, kFp16, kBf16 };
+enum class Recompute { kNone, kSelective, kFull };
+
+std::string_view ToString(Precision precision);  // "fp32" | "fp16" | "bf16"
+std::string_view ToString(Recompute recompute);  // "none" | "selective" | "full"
+Result<Precision> ParsePrecision(std::string_view text);
+Result<Recompute> ParseRecompute(std::string_view text);
+
+struct Layout {
+  int tp = 1;                 // tensor-parallel size
+  int pp = 1;                 // pipeline-parallel size (stages)
+  int dp = 1;                 // data-parallel size, = world / (tp * pp)
+  int micro_batch = 1;        // sequences per micro-batch
+  int num_micro_batches = 1;  // per pipeline per step, = global_batch / (micro_batch * dp)
+  Precision precision = Precision::kBf16;
+  int zero = 0;  // ZeRO stage: 0 (replicated optimizer) or 1 (optimizer states sharded over dp)
+  Recompute recompute = Recompute::kNone;
+  bool seq_parallel = false;  // Megatron sequence parallelism (needs tp > 1)
+  int virtual_stages = 1;     // interleaved pipeline: model chunks per pipeline rank
+  bool flash_attention = false;
+
+  int World() const { return tp * pp * dp; }
+  bool operator==(const Layout&) const = default;
+};
+
+// The canonical text key of a layout: every field, in a fixed order, e.g.
+//   tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1
+// The key is stable across versions (stores deduplicate and join on it): new fields may only
+// be appended, with a default that keeps old keys parseable.
+std::string LayoutKey(const Layout& layout);
+Result<Layout> ParseLayoutKey(std::string_view key);
+
+}  // namespace tunepar::search

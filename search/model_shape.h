@@ -1,0 +1,35 @@
+// The shape of the transformer being trained (a GPT-style decoder).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace tunepar::search {
+
+struct ModelShape {
+  std::string name;
+  std::string description;
+  int layers = 0;        // L
+  int hidden = 0;        // h
+  int heads = 0;         // a
+  int seq_len = 0;       // s
+  int vocab = 0;         // V
+  int global_batch = 0;  // B, sequences per optimizer step (an input, not a knob)
+  int ffn_hidden = 0;    // MLP width; 4h when not given
+  bool tied_embeddings = true;  // LM head shares the token-embedding matrix
+
+  // Trainable parameters: per layer QKV + projection (4h^2 + 4h), MLP (2hf + f + h), two layer
+  // norms (4h); plus token and position embeddings (V + s) h, a separate LM head when untied,
+  // and the final layer norm. With f = 4h this is Narayanan et al. 2021 eq. 2 plus 2h:
+  // 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)).
+  double Parameters() const;
+  int HeadDim() const { return hidden / heads; }
+};
+
+// Parses and validates a model TOML (keys: name, description, layers, hidden, heads, seq_len,
+// vocab, global_batch, ffn_hidden, tied_embeddings).
+Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source);
+
+}  // namespace tunepar::search

@@ -1,0 +1,133 @@
+#include "store/schema.h"
+
+#include <array>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "base/provenance.h"
+
+namespace tunepar::store {
+
+namespace {
+
+// kMigrations[i] takes a shard from version i to i + 1. Append; never edit a released step.
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {
+    R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE studies (
+  study_id         TEXT PRIMARY KEY,
+  name             TEXT NOT NULL,
+  world            INTEGER NOT NULL,
+  model_name       TEXT NOT NULL,
+  hardware_name    TEXT NOT NULL,
+  space_name       TEXT NOT NULL,
+  model_toml       TEXT NOT NULL,
+  hardware_toml    TEXT NOT NULL,
+  space_toml       TEXT NOT NULL,
+  objective        TEXT NOT NULL,
+  backend          TEXT NOT NULL,
+  backend_settings TEXT NOT NULL,
+  created_at       TEXT NOT NULL,
+  created_by       TEXT NOT NULL
+);
+CREATE TABLE trials (
+  study_id          TEXT NOT NULL REFERENCES studies(study_id),
+  node_id           TEXT NOT NULL,
+  number            INTEGER NOT NULL,
+  layout_key        TEXT NOT NULL,
+  tp                INTEGER NOT NULL,
+  pp                INTEGER NOT NULL,
+  dp                INTEGER NOT NULL,
+  micro_batch       INTEGER NOT NULL,
+  num_micro_batches INTEGER NOT NULL,
+  precision         TEXT NOT NULL,
+  zero              INTEGER NOT NULL,
+  recompute         TEXT NOT NULL,
+  seq_parallel      INTEGER NOT NULL,
+  virtual_stages    INTEGER NOT NULL,
+  flash_attention   INTEGER NOT NULL,
+  status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'ok', 'oom', 'timeout',
+                                                    'crash', 'invalid', 'interrupted')),
+  attempt           INTEGER NOT NULL,
+  step_time_s            REAL,
+  tokens_per_s           REAL,
+  tflops_per_gpu         REAL,
+  peak_memory_bytes      REAL,
+  predicted_step_time_s  REAL,
+  predicted_tokens_per_s REAL,
+  predicted_memory_bytes REAL,
+  details           TEXT NOT NULL,
+  message           TEXT NOT NULL,
+  log_path          TEXT NOT NULL,
+  backend           TEXT NOT NULL,
+  hosts             TEXT NOT NULL,
+  tunepar_version   TEXT NOT NULL,
+  git_revision      TEXT NOT NULL,
+  host              TEXT NOT NULL,
+  pid               INTEGER NOT NULL,
+  started_at        TEXT NOT NULL,
+  finished_at       TEXT NOT NULL,
+  heartbeat_at      TEXT NOT NULL,
+  lease_expires_at  TEXT NOT NULL,
+  PRIMARY KEY (study_id, node_id, number)
+);
+CREATE INDEX trials_by_layout ON trials (study_id, layout_key);
+-- One row per rank of a measured trial: where it ran and what it measured.
+CREATE TABLE rank_measurements (
+  study_id     TEXT NOT NULL,
+  node_id      TEXT NOT NULL,
+  trial_number INTEGER NOT NULL,
+  rank         INTEGER NOT NULL,
+  host         TEXT NOT NULL,
+  local_rank   INTEGER NOT NULL,
+  cpu_mask     TEXT NOT NULL,
+  device       TEXT NOT NULL,
+  metrics      TEXT NOT NULL,
+  PRIMARY KEY (study_id, node_id, trial_number, rank)
+);
+-- Hardware profiles fitted from measurements (tunepar calibrate), with their fit error.
+CREATE TABLE hardware_profiles (
+  name         TEXT NOT NULL,
+  fitted_at    TEXT NOT NULL,
+  profile_toml TEXT NOT NULL,
+  fit_error    TEXT NOT NULL,
+  PRIMARY KEY (name, fitted_at)
+);
+)sql",
+};
+
+}  // namespace
+
+Status CheckVersionReadable(const Database& db, int64_t version) {
+  if (version > kSchemaVersion) {
+    return {StatusCode::kSchemaTooNew,
+            fmt::format("{}: written by a newer tunepar (schema version {}; this tunepar {} reads "
+                        "versions up to {}); upgrade tunepar to read it",
+                        db.label(), version, Version(), kSchemaVersion)};
+  }
+  return Status::Ok();
+}
+
+Status Migrate(Database& db) {
+  Result<int64_t> version = db.PragmaInt("user_version");
+  if (!version.ok()) return version.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(db, *version));
+  for (int64_t v = *version; v < kSchemaVersion; ++v) {
+    TUNEPAR_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+    Status s = db.Exec(kMigrations[v]);
+    if (s.ok() && v == 0) s = db.Exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
+    if (s.ok()) s = db.Exec(fmt::format("PRAGMA user_version = {}", v + 1));
+    if (!s.ok()) {
+      (void)db.Exec("ROLLBACK");
+      return s.WithContext(fmt::format("migrating schema {} -> {}", v, v + 1));
+    }
+    TUNEPAR_RETURN_IF_ERROR(db.Exec("COMMIT"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace tunepar::store

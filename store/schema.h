@@ -1,0 +1,22 @@
+// The shard schema: its version (PRAGMA user_version) and the forward migrations.
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "store/sqlite.h"
+
+namespace tunepar::store {
+
+inline constexpr int64_t kSchemaVersion = 1;
+// PRAGMA application_id of a tunepar shard ("tune"): tells our files from other SQLite files.
+inline constexpr int64_t kApplicationId = 0x74756e65;
+
+// Brings `db` from its user_version to kSchemaVersion, one step per transaction. Fails with
+// kSchemaTooNew when the file is newer than this tunepar.
+Status Migrate(Database& db);
+
+// kSchemaTooNew unless `version` <= kSchemaVersion.
+Status CheckVersionReadable(const Database& db, int64_t version);
+
+}  // namespace tunepar::store

@@ -1,0 +1,59 @@
+// The one shard this node writes. Only this process opens the work file (SQLite exclusive
+// locking refuses a second writer on the same node id); other nodes and readers see only the
+// snapshots that Publish() renames into <store>/shards/.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "store/records.h"
+#include "store/sqlite.h"
+#include "store/store_reader.h"
+
+namespace tunepar::store {
+
+struct ShardOptions {
+  std::string store_dir;  // the shared store directory
+  std::string node_id;    // this node's name (see DefaultNodeId)
+  std::string work_dir;   // "" = <store>/work; else e.g. node-local /tmp
+};
+
+class ShardWriter {
+ public:
+  // Creates the store if needed; resumes the node's work file, or restores it from the node's
+  // published snapshot when the work file is missing or older.
+  static Result<std::unique_ptr<ShardWriter>> Open(const ShardOptions& options);
+
+  // Records a study in this shard (no-op when present).
+  Status PutStudy(const StudyRecord& study);
+  // Inserts or replaces trials (keyed by study, node, number) in one transaction.
+  Status PutTrials(const std::vector<TrialRecord>& trials);
+  // This shard's studies and trials.
+  Result<std::vector<StudyRecord>> Studies();
+  Result<std::vector<TrialRecord>> Trials(const std::string& study_id);
+
+  // Writes a consistent copy of the work file to <store>/shards/<node>.sqlite atomically
+  // (VACUUM INTO a temporary file, fsync, rename, fsync the directory).
+  Status Publish();
+
+  // Every other node's snapshot, merged with this node's live shard.
+  Result<StoreView> ReadMerged(const std::string& study_id);
+
+  const std::string& node_id() const { return options_.node_id; }
+  const std::string& work_path() const { return work_path_; }
+  const std::string& snapshot_path() const { return snapshot_path_; }
+
+ private:
+  ShardWriter(ShardOptions options, std::string work_path, std::string snapshot_path, Database db)
+      : options_(std::move(options)), work_path_(std::move(work_path)),
+        snapshot_path_(std::move(snapshot_path)), db_(std::move(db)) {}
+
+  ShardOptions options_;
+  std::string work_path_;
+  std::string snapshot_path_;
+  Database db_;
+};
+
+}  // namespace tunepar::store

@@ -1,0 +1,127 @@
+#include "store/sqlite.h"
+
+#include <fmt/format.h>
+
+namespace tunepar::store {
+
+Database::~Database() {
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+
+Database::Database(Database&& other) noexcept : db_(other.db_), label_(std::move(other.label_)) {
+  other.db_ = nullptr;
+}
+
+Database& Database::operator=(Database&& other) noexcept {
+  if (this != &other) {
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+    db_ = other.db_;
+    label_ = std::move(other.label_);
+    other.db_ = nullptr;
+  }
+  return *this;
+}
+
+Result<Database> Database::Open(const std::string& target, int flags, std::string label) {
+  Database db;
+  db.label_ = std::move(label);
+  int rc = sqlite3_open_v2(target.c_str(), &db.db_, flags | SQLITE_OPEN_URI, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db.db_ != nullptr ? sqlite3_errmsg(db.db_) : sqlite3_errstr(rc);
+    return StoreError(fmt::format("{}: cannot open: {}", db.label_, message));
+  }
+  sqlite3_extended_result_codes(db.db_, 1);
+  return db;
+}
+
+Status Database::Error(std::string_view what) const {
+  return StoreError(fmt::format("{}: {}: {}", label_, what, sqlite3_errmsg(db_)));
+}
+
+Status Database::Exec(std::string_view sql) {
+  char* message = nullptr;
+  std::string text(sql);
+  int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &message);
+  if (rc != SQLITE_OK) {
+    std::string m = message != nullptr ? message : sqlite3_errstr(rc);
+    sqlite3_free(message);
+    return StoreError(fmt::format("{}: {}", label_, m));
+  }
+  return Status::Ok();
+}
+
+Result<Statement> Database::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return Error("cannot prepare a statement");
+  return Statement(stmt, this);
+}
+
+Result<int64_t> Database::PragmaInt(std::string_view pragma) {
+  Result<Statement> st = Prepare(fmt::format("PRAGMA {}", pragma));
+  if (!st.ok()) return st.status();
+  Result<bool> row = st->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Error(fmt::format("PRAGMA {} returned nothing", pragma));
+  return st->Int(0);
+}
+
+Statement::~Statement() {
+  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+}
+
+Statement::Statement(Statement&& other) noexcept : stmt_(other.stmt_), db_(other.db_) {
+  other.stmt_ = nullptr;
+}
+
+Statement& Statement::Bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::Bind(int index, double value) {
+  sqlite3_bind_double(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::Bind(int index, std::string_view value) {
+  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::Bind(int index, const std::optional<double>& value) {
+  return value ? Bind(index, *value) : BindNull(index);
+}
+Statement& Statement::BindNull(int index) {
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+
+Result<bool> Statement::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return db_->Error("statement failed");
+}
+
+Status Statement::Run() {
+  Result<bool> row = Step();
+  while (row.ok() && *row) row = Step();
+  Reset();
+  return row.ok() ? Status::Ok() : row.status();
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Statement::Double(int column) const { return sqlite3_column_double(stmt_, column); }
+std::optional<double> Statement::OptionalDouble(int column) const {
+  if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_double(stmt_, column);
+}
+std::string Statement::Text(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  return text != nullptr ? std::string(reinterpret_cast<const char*>(text)) : std::string();
+}
+
+}  // namespace tunepar::store

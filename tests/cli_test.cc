@@ -1,0 +1,183 @@
+// The tunepar binary as a user runs it: output, exit codes, and a store left intact by errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+#include "tuner/exit_codes.h"
+
+namespace tunepar {
+namespace {
+
+using testing::RunTunepar;
+using testing::TempDir;
+
+int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// One line on stderr, "tunepar: error: ...", mentioning `fragment`.
+void ExpectOneLineError(const testing::CliRun& run, int exit_code, const std::string& fragment) {
+  EXPECT_EQ(run.exit_code, exit_code) << run.err;
+  EXPECT_EQ(CountLines(run.err), 1) << run.err;
+  EXPECT_EQ(run.err.rfind("tunepar: error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(fragment), std::string::npos) << run.err;
+}
+
+TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
+  TempDir dir;
+  const std::string store = "--store " + (dir / "store");
+  testing::CliRun first = RunTunepar(store + " search --world 3072");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("Best 10 layouts"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("legal layouts 13,770"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("(new)"), std::string::npos);
+
+  testing::CliRun second = RunTunepar(store + " --json search --world 3072");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  nlohmann::json j = nlohmann::json::parse(second.out);
+  EXPECT_TRUE(j["resumed"].get<bool>());
+  EXPECT_EQ(j["evaluated_now"].get<int>(), 0);
+  EXPECT_EQ(j["trials"].get<int>(), 13770);
+  const std::string study = j["study"];
+  ASSERT_EQ(j["best"].size(), 10u);
+  // Ranked best first.
+  for (size_t i = 1; i < j["best"].size(); ++i) {
+    EXPECT_GE(j["best"][i - 1]["tokens_per_s"].get<double>(), j["best"][i]["tokens_per_s"].get<double>());
+  }
+
+  testing::CliRun list = RunTunepar(store + " list");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find(study), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("13,770"), std::string::npos) << list.out;
+
+  testing::CliRun show = RunTunepar(store + " show " + study + " --limit 3");
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("Best 3 of"), std::string::npos) << show.out;
+
+  testing::CliRun csv = RunTunepar(store + " export " + study + " --csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(CountLines(csv.out), 13770 + 1);
+  EXPECT_EQ(csv.out.rfind("study,node_id,number,layout,tp,pp,dp", 0), 0u);
+
+  testing::CliRun json = RunTunepar(store + " export " + study + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json exported = nlohmann::json::parse(json.out);
+  EXPECT_EQ(exported["rows"].size(), 13770u);
+  EXPECT_NE(exported["model_toml"].get<std::string>().find("gpt-1t"), std::string::npos);
+}
+
+TEST(Cli, BadInputGivesOneLineAndAKnownExitCodeAndLeavesTheStoreAlone) {
+  TempDir dir;
+  const std::string store_dir = dir / "store";
+  const std::string store = "--store " + store_dir;
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b").exit_code, 0);
+  const auto before = testing::SnapshotFiles(store_dir);
+
+  ExpectOneLineError(RunTunepar(store + " search --world 0"), kExitUsage, "--world must be a positive number");
+  ExpectOneLineError(RunTunepar(store + " search --world -8"), kExitUsage, "got -8");
+  ExpectOneLineError(RunTunepar(store + " search --world 12"), kExitUsage, "whole nodes");
+  ExpectOneLineError(RunTunepar(store + " search --world 7"), kExitNoLegalLayout,
+                     "micro_batch * dp divides the global batch");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --model gpt-2t"), kExitConfig, "unknown model preset 'gpt-2t'");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --hardware nope"), kExitConfig, "unknown hardware preset");
+  testing::WriteFile(dir / "broken.toml", "name = \"broken\"\nlayers = [\n");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --model " + (dir / "broken.toml")), kExitConfig,
+                     "broken.toml:");
+  testing::WriteFile(dir / "bad-heads.toml",
+                     "name = \"bad\"\nlayers = 4\nhidden = 100\nheads = 3\nseq_len = 8\nvocab = 16\nglobal_batch = 8\n");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --model " + (dir / "bad-heads.toml")), kExitConfig,
+                     "heads");
+  ExpectOneLineError(RunTunepar(store + " show no-such-study"), kExitNotFound, "no-such-study");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --backend magic"), kExitUsage, "magic");
+  ExpectOneLineError(RunTunepar(store + " export x --csv"), kExitNotFound, "no study 'x'");
+  ExpectOneLineError(RunTunepar(store + " export x"), kExitUsage, "--csv or --json");
+  EXPECT_EQ(testing::SnapshotFiles(store_dir), before);
+
+  testing::WriteFile(dir / "a-file", "x");
+  ExpectOneLineError(RunTunepar("--store " + (dir / "a-file") + " search --world 64 --model gpt-22b"), kExitStore,
+                     "a-file");
+}
+
+TEST(Cli, ShardFromANewerTuneparIsRefusedAndKept) {
+  TempDir dir;
+  const std::string store_dir = dir / "store";
+  const std::string store = "--store " + store_dir;
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
+  ASSERT_EQ(std::system(("sqlite3 " + store_dir + "/shards/n0.sqlite 'PRAGMA user_version = 7'").c_str()), 0);
+  const auto before = testing::SnapshotFiles(store_dir);
+  ExpectOneLineError(RunTunepar(store + " list"), kExitSchemaTooNew, "newer tunepar");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n1"), kExitSchemaTooNew,
+                     "n0.sqlite");
+  EXPECT_EQ(testing::SnapshotFiles(store_dir), before);
+}
+
+TEST(Cli, TruncatedShardIsNamedAndSkipped) {
+  TempDir dir;
+  const std::string store_dir = dir / "store";
+  const std::string store = "--store " + store_dir;
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id good").exit_code, 0);
+  ASSERT_EQ(RunTunepar(store + " search --world 128 --model gpt-22b --node-id bad").exit_code, 0);
+  const std::string bad = store_dir + "/shards/bad.sqlite";
+  std::filesystem::resize_file(bad, std::filesystem::file_size(bad) / 3);
+  testing::CliRun list = RunTunepar(store + " list");
+  EXPECT_EQ(list.exit_code, 0);
+  EXPECT_NE(list.err.find("bad.sqlite"), std::string::npos) << list.err;
+  EXPECT_NE(list.out.find("gpt-22b-w64"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("gpt-22b-w128"), std::string::npos) << list.out;
+}
+
+TEST(Cli, TwoNodesSearchIntoOneStoreAtTheSameTime) {
+  TempDir dir;
+  const std::string store = "--store " + (dir / "store");
+  const std::string bin = TUNEPAR_BINARY;
+  const std::string cmd = bin + " " + store + " search --world 256 --model gpt-22b --node-id a >/dev/null & " +
+                          bin + " " + store + " search --world 256 --model gpt-22b --node-id b >/dev/null & wait";
+  ASSERT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0);
+  testing::CliRun list = RunTunepar(store + " --json list");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  nlohmann::json j = nlohmann::json::parse(list.out);
+  ASSERT_EQ(j.size(), 1u);
+  // Both nodes recorded their trials (each evaluated the whole space it found unfinished).
+  EXPECT_GE(j[0]["trials"].get<int>(), 1);
+  testing::CliRun show = RunTunepar(store + " --json show " + j[0]["study"].get<std::string>() + " --all");
+  nlohmann::json rows = nlohmann::json::parse(show.out)["rows"];
+  std::set<std::string> nodes;
+  for (const auto& r : rows) nodes.insert(r["node_id"].get<std::string>());
+  EXPECT_EQ(nodes, (std::set<std::string>{"a", "b"}));
+}
+
+TEST(Cli, EverySubcommandHasHelp) {
+  for (const char* cmd : {"configs", "space", "search", "list", "show", "export"}) {
+    testing::CliRun run = RunTunepar(std::string(cmd) + " --help");
+    EXPECT_EQ(run.exit_code, 0) << cmd;
+    EXPECT_NE(run.out.find("Usage"), std::string::npos) << cmd << ": " << run.out;
+  }
+}
+
+TEST(Cli, SpaceCountsAndExplains) {
+  testing::CliRun run = RunTunepar("space --world 3072");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("legal 13,770"), std::string::npos) << run.out;
+  for (const char* c : {"tp_within_node", "pp_divides_layers", "batch_divisible", "interleave_micro_batches",
+                        "seq_parallel_needs_tp"}) {
+    EXPECT_NE(run.out.find(c), std::string::npos) << c;
+  }
+  testing::CliRun list = RunTunepar("space --world 64 --model gpt-22b --space megatron --list");
+  ASSERT_EQ(list.exit_code, 0);
+  testing::CliRun json = RunTunepar("--json space --world 64 --model gpt-22b --space megatron");
+  EXPECT_EQ(CountLines(list.out), nlohmann::json::parse(json.out)["legal"].get<int>());
+}
+
+TEST(Cli, ConfigsListsEveryPreset) {
+  testing::CliRun run = RunTunepar("configs");
+  ASSERT_EQ(run.exit_code, 0);
+  for (const char* name : {"gpt-1.3b", "gpt-22b", "gpt-175b", "gpt-1t", "tiny", "small", "frontier-mi250x", "lumi-g",
+                           "dgx-a100", "dgx-h100", "local-cpu", "default"}) {
+    EXPECT_NE(run.out.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -1,0 +1,205 @@
+#include <gtest/gtest.h>
+
+#include "runner/hardware_profile.h"
+#include "search/model_shape.h"
+#include "search/space_spec.h"
+#include "tests/test_support.h"
+#include "tuner/presets.h"
+#include "tuner/study_identity.h"
+
+namespace tunepar {
+namespace {
+
+constexpr const char* kModel = R"(
+name = "m"
+layers = 24
+hidden = 2048
+heads = 16
+seq_len = 2048
+vocab = 51200
+global_batch = 512
+)";
+
+// Replaces the first occurrence of `from` in `text` (the test's edit of a valid config).
+std::string Edit(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+// Expects a config error whose single line mentions every fragment.
+template <typename T>
+void ExpectConfigError(const Result<T>& r, std::vector<std::string> fragments) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kConfig);
+  const std::string& m = r.status().message();
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  for (const std::string& f : fragments) EXPECT_NE(m.find(f), std::string::npos) << "'" << f << "' not in: " << m;
+}
+
+TEST(ModelConfig, ParsesAndDefaultsTheMlpWidth) {
+  Result<search::ModelShape> m = search::ParseModelShape(kModel, "m.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->layers, 24);
+  EXPECT_EQ(m->ffn_hidden, 4 * 2048);
+  EXPECT_TRUE(m->tied_embeddings);
+}
+
+TEST(ModelConfig, NamesFileKeyAndProblem) {
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = 24\nlayerz = 3"), "m.toml"),
+                    {"m.toml:", "layerz", "unknown key"});
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = \"24\""), "m.toml"),
+                    {"m.toml:3:", "layers", "must be an integer, not a string"});
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "hidden = 2048\n", ""), "m.toml"),
+                    {"m.toml", "hidden", "missing"});
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "heads = 16", "heads = 24"), "m.toml"),
+                    {"m.toml", "heads", "must divide hidden"});
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = -2"), "m.toml"),
+                    {"layers", "positive"});
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = 2.5"), "m.toml"),
+                    {"layers", "not a float"});
+  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = [24"), "m.toml"),
+                    {"m.toml:", "malformed TOML"});
+}
+
+constexpr const char* kSpace = R"(
+name = "s"
+[knobs]
+tp = [1, 2, 4]
+pp = "divisors"
+micro_batch = [1, 2]
+precision = ["bf16", "fp32"]
+zero = [0, 1]
+recompute = ["none", "full"]
+seq_parallel = [false, true]
+virtual_stages = [1, 2]
+flash_attention = [true]
+[constraints]
+tp_cross_node = true
+)";
+
+TEST(SpaceConfig, Parses) {
+  Result<search::SpaceSpec> s = search::ParseSpaceSpec(kSpace, "s.toml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->tp.divisors_of_world);
+  EXPECT_EQ(s->tp.values, (std::vector<int>{1, 2, 4}));
+  EXPECT_TRUE(s->pp.divisors_of_world);
+  EXPECT_EQ(s->precision.size(), 2u);
+  EXPECT_EQ(s->recompute, (std::vector<search::Recompute>{search::Recompute::kNone, search::Recompute::kFull}));
+  EXPECT_TRUE(s->tp_cross_node);
+}
+
+TEST(SpaceConfig, RejectsBadKnobs) {
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "\"bf16\",", "\"bf15\","), "s.toml"),
+                    {"s.toml:", "knobs.precision", "bf15"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = [1, 1]"), "s.toml"),
+                    {"knobs.micro_batch", "twice"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = []"), "s.toml"),
+                    {"knobs.micro_batch", "at least one"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]\n", ""), "s.toml"),
+                    {"knobs.micro_batch", "missing"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "zero = [0, 1]", "zero = [0, 3]"), "s.toml"),
+                    {"knobs.zero", "out of range"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "pp = \"divisors\"", "pp = \"all\""), "s.toml"),
+                    {"knobs.pp", "divisors"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "tp_cross_node = true", "tp_cross_nodes = true"), "s.toml"),
+                    {"constraints.tp_cross_nodes", "unknown key"});
+  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "[knobs]", "[knob]"), "s.toml"), {"knob"});
+}
+
+TEST(HardwareConfig, EveryNumberNeedsItsOrigin) {
+  const std::string text = testing::PresetText("hardware", "frontier-mi250x");
+  ASSERT_TRUE(runner::ParseHardwareProfile(text, "hw.toml").ok());
+  ExpectConfigError(
+      runner::ParseHardwareProfile(Edit(text, R"(memory_gb = { value = 64, origin = "published", source = "Frontier user guide: 64 GB HBM2e per GCD" })", "memory_gb = 64"), "hw.toml"),
+      {"hw.toml", "device.memory_gb", "origin"});
+  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "origin = \"published\"", "origin = \"guessed\""), "hw.toml"),
+                    {"hw.toml", "origin", "guessed"});
+  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "value = 191.5", "value = -1"), "hw.toml"),
+                    {"device.peak_tflops_bf16.value", "positive"});
+  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "[node]", "[nodes]"), "hw.toml"), {"node", "missing"});
+  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "\"0xfe\", ", ""), "hw.toml"),
+                    {"launch.cpu_masks", "7 masks", "8"});
+  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "\"0xfe\", ", "\"fe\", "), "hw.toml"),
+                    {"launch.cpu_masks", "'fe'"});
+}
+
+TEST(Presets, EveryEmbeddedPresetIsValid) {
+  int models = 0, hardware = 0, spaces = 0;
+  for (const EmbeddedPreset& p : EmbeddedPresets()) {
+    const std::string text(p.text);
+    if (p.kind == "models") {
+      Result<search::ModelShape> m = search::ParseModelShape(text, p.path);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      EXPECT_EQ(m->name, p.name);
+      ++models;
+    } else if (p.kind == "hardware") {
+      Result<runner::HardwareProfile> h = runner::ParseHardwareProfile(text, p.path);
+      ASSERT_TRUE(h.ok()) << h.status().message();
+      EXPECT_EQ(h->name, p.name);
+      ++hardware;
+    } else {
+      Result<search::SpaceSpec> s = search::ParseSpaceSpec(text, p.path);
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      EXPECT_EQ(s->name, p.name);
+      ++spaces;
+    }
+  }
+  EXPECT_GE(models, 6);
+  EXPECT_GE(hardware, 5);
+  EXPECT_GE(spaces, 1);
+}
+
+TEST(Presets, PublishedShapesAreThoseOfTheMeasuredRuns) {
+  const search::ModelShape t = testing::PresetModel("gpt-1t");
+  EXPECT_EQ(t.layers, 128);
+  EXPECT_EQ(t.hidden, 25600);
+  const search::ModelShape g = testing::PresetModel("gpt-175b");
+  EXPECT_EQ(g.layers, 96);
+  EXPECT_EQ(g.hidden, 12288);
+  EXPECT_EQ(g.heads, 96);
+  const runner::HardwareProfile f = testing::PresetHardware("frontier-mi250x");
+  EXPECT_EQ(f.gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(f.peak_tflops_bf16.value, 191.5);
+  EXPECT_EQ(f.peak_tflops_bf16.origin, runner::NumberOrigin::kPublished);
+  EXPECT_EQ(f.launch.cpu_masks.size(), 8u);
+}
+
+TEST(Presets, ResolveNamesAndPaths) {
+  Result<ConfigText> unknown = ResolveConfig("models", "gpt-2t");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kConfig);
+  EXPECT_NE(unknown.status().message().find("gpt-1t"), std::string::npos);  // lists the presets
+
+  Result<ConfigText> missing = ResolveConfig("models", "/nonexistent/model.toml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/model.toml"), std::string::npos);
+
+  testing::TempDir dir;
+  testing::WriteFile(dir / "mine.toml", kModel);
+  Result<ConfigText> file = ResolveConfig("models", dir / "mine.toml");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->name, "mine");
+  EXPECT_EQ(file->text, kModel);
+}
+
+}  // namespace
+}  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+TEST(StudyIdentity, IgnoresDocumentationButNotValues) {
+  const std::string model = testing::PresetText("models", "gpt-22b");
+  const std::string base = CanonicalToml(model);
+  EXPECT_EQ(CanonicalToml("# a comment\n" + model), base);
+  EXPECT_EQ(CanonicalToml(Edit(model, "description = \"", "description = \"edited: ")), base);
+  EXPECT_NE(CanonicalToml(Edit(model, "layers = 48", "layers = 24")), base);
+  const std::string hw = testing::PresetText("hardware", "frontier-mi250x");
+  EXPECT_EQ(CanonicalToml(Edit(hw, "source = \"Frontier user guide: 64 GB", "source = \"spec sheet: 64 GB")),
+            CanonicalToml(hw));
+  EXPECT_NE(CanonicalToml(Edit(hw, "value = 64,", "value = 32,")), CanonicalToml(hw));
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -1,0 +1,85 @@
+#include "search/layout.h"
+
+#include <gtest/gtest.h>
+
+namespace tunepar::search {
+namespace {
+
+Layout Example() {
+  Layout l;
+  l.tp = 4;
+  l.pp = 16;
+  l.dp = 48;
+  l.micro_batch = 1;
+  l.num_micro_batches = 64;
+  l.precision = Precision::kBf16;
+  l.zero = 1;
+  l.recompute = Recompute::kFull;
+  l.seq_parallel = true;
+  l.virtual_stages = 2;
+  l.flash_attention = true;
+  return l;
+}
+
+// The key is a storage format: stores written by one version are read by the next. This pins
+// the exact text; changing it is a schema change.
+TEST(LayoutKey, IsPinned) {
+  EXPECT_EQ(LayoutKey(Example()), "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1");
+  EXPECT_EQ(LayoutKey(Layout{}), "tp1-pp1-dp1-mbs1-nmb1-bf16-zero0-rcnone-sp0-vpp1-fa0");
+  Layout l = Example();
+  l.precision = Precision::kFp16;
+  l.recompute = Recompute::kSelective;
+  l.seq_parallel = false;
+  EXPECT_EQ(LayoutKey(l), "tp4-pp16-dp48-mbs1-nmb64-fp16-zero1-rcselective-sp0-vpp2-fa1");
+}
+
+TEST(LayoutKey, RoundTrips) {
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      Layout l = Example();
+      l.precision = p;
+      l.recompute = r;
+      l.tp = 8;
+      l.pp = 35;
+      Result<Layout> parsed = ParseLayoutKey(LayoutKey(l));
+      ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+      EXPECT_EQ(*parsed, l);
+    }
+  }
+}
+
+TEST(LayoutKey, DistinguishesEveryField) {
+  const Layout base = Example();
+  std::vector<Layout> variants(11, base);
+  variants[0].tp = 2;
+  variants[1].pp = 8;
+  variants[2].dp = 96;
+  variants[3].micro_batch = 2;
+  variants[4].num_micro_batches = 32;
+  variants[5].precision = Precision::kFp32;
+  variants[6].zero = 0;
+  variants[7].recompute = Recompute::kNone;
+  variants[8].seq_parallel = false;
+  variants[9].virtual_stages = 1;
+  variants[10].flash_attention = false;
+  for (const Layout& v : variants) EXPECT_NE(LayoutKey(v), LayoutKey(base));
+}
+
+TEST(LayoutKey, RejectsMalformedKeys) {
+  for (const char* bad : {"", "tp4", "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2",
+                          "tp0-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1",
+                          "tp4-pp16-dp48-mbs1-nmb64-bf17-zero1-rcfull-sp1-vpp2-fa1",
+                          "tp4-pp16-dp48-mbs1-nmb64-bf16-zero2-rcfull-sp1-vpp2-fa1",
+                          "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcall-sp1-vpp2-fa1",
+                          "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1-x",
+                          "tpx-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1"}) {
+    Result<Layout> parsed = ParseLayoutKey(bad);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    if (!parsed.ok()) {
+      EXPECT_NE(parsed.status().message().find("malformed"), std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tunepar::search

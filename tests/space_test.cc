@@ -1,0 +1,239 @@
+#include "search/space.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <set>
+
+#include "tests/test_support.h"
+
+namespace tunepar::search {
+namespace {
+
+ModelShape SmallModel() {
+  ModelShape m;
+  m.name = "t";
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 8;
+  m.seq_len = 32;
+  m.vocab = 128;
+  m.global_batch = 16;
+  m.ffn_hidden = 256;
+  return m;
+}
+
+// A space with every knob pinned to one value; tests widen the one knob they exercise.
+SpaceSpec PinnedSpace() {
+  SpaceSpec s;
+  s.name = "pinned";
+  s.tp = {false, {1}};
+  s.pp = {false, {1}};
+  s.micro_batch = {1};
+  return s;
+}
+
+SpaceEnumeration Enumerate(int world, const ModelShape& m, const SpaceSpec& s, int gpus_per_node = 8) {
+  Result<SpaceEnumeration> e = EnumerateSpace({world, gpus_per_node, &m, &s});
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return *e;
+}
+
+int64_t TotalExcluded(const SpaceEnumeration& e) {
+  return std::accumulate(e.excluded.begin(), e.excluded.end(), int64_t{0});
+}
+
+void ExpectConsistent(const SpaceEnumeration& e) {
+  EXPECT_EQ(static_cast<int64_t>(e.legal.size()) + TotalExcluded(e), e.candidates);
+}
+
+TEST(Space, TpMustFitInANode) {
+  ModelShape m = SmallModel();
+  SpaceSpec s = PinnedSpace();
+  s.tp = {false, {1, 2, 4, 8, 16, 32}};
+  s.pp = {false, {1, 2, 4, 8, 16, 32}};
+  SpaceEnumeration e = Enumerate(32, m, s);
+  // tp 16 and 32 exceed an 8-GPU node: 2 tp values x 6 pp values.
+  EXPECT_EQ(e.Excluded(Constraint::kTpWithinNode), 12);
+  for (const Layout& l : e.legal) EXPECT_LE(l.tp, 8);
+  ExpectConsistent(e);
+
+  s.tp_cross_node = true;
+  SpaceEnumeration crossing = Enumerate(32, m, s);
+  EXPECT_EQ(crossing.Excluded(Constraint::kTpWithinNode), 0);
+  // tp 6 does not divide 8 GPUs per node even within a node.
+  s.tp_cross_node = false;
+  s.tp = {false, {6}};
+  s.pp = {false, {1}};
+  EXPECT_EQ(Enumerate(48, m, s).Excluded(Constraint::kTpWithinNode), 1);
+}
+
+TEST(Space, TpMustDivideHeadsAndMlp) {
+  ModelShape m = SmallModel();
+  m.heads = 4;
+  m.hidden = 64;
+  SpaceSpec s = PinnedSpace();
+  s.tp = {false, {1, 2, 4, 8}};
+  SpaceEnumeration e = Enumerate(8, m, s);
+  EXPECT_EQ(e.Excluded(Constraint::kTpDividesHeads), 1);  // tp 8 > 4 heads
+  m.heads = 8;
+  m.ffn_hidden = 12;  // 12 % 8 != 0
+  SpaceEnumeration f = Enumerate(8, m, s);
+  EXPECT_EQ(f.Excluded(Constraint::kTpDividesHeads), 0);
+  EXPECT_EQ(f.Excluded(Constraint::kTpDividesFfn), 1);
+  ExpectConsistent(f);
+}
+
+TEST(Space, TpTimesPpMustDivideWorld) {
+  ModelShape m = SmallModel();
+  SpaceSpec s = PinnedSpace();
+  s.tp = {false, {1, 2, 4}};
+  s.pp = {false, {1, 2, 4, 8}};
+  SpaceEnumeration e = Enumerate(8, m, s);
+  // (tp, pp) with tp * pp > 8 or not dividing 8: (2,8), (4,4), (4,8).
+  EXPECT_EQ(e.Excluded(Constraint::kTpPpDivideWorld), 3);
+  for (const Layout& l : e.legal) EXPECT_EQ(l.World(), 8);
+}
+
+TEST(Space, PpMustDivideLayers) {
+  ModelShape m = SmallModel();
+  m.layers = 6;
+  SpaceSpec s = PinnedSpace();
+  s.pp = {false, {1, 2, 3, 4, 6, 12}};
+  SpaceEnumeration e = Enumerate(12, m, s);
+  EXPECT_EQ(e.Excluded(Constraint::kPpDividesLayers), 2);  // 4 and 12
+  for (const Layout& l : e.legal) EXPECT_EQ(m.layers % l.pp, 0);
+}
+
+TEST(Space, GlobalBatchMustDivideIntoMicroBatchesTimesDp) {
+  ModelShape m = SmallModel();
+  m.global_batch = 12;
+  SpaceSpec s = PinnedSpace();
+  s.micro_batch = {1, 2, 3, 4, 8};
+  SpaceEnumeration e = Enumerate(2, m, s);  // dp 2
+  EXPECT_EQ(e.Excluded(Constraint::kBatchDivisible), 2);  // mbs 4 (8 !| 12) and 8
+  for (const Layout& l : e.legal) {
+    EXPECT_EQ(l.micro_batch * l.num_micro_batches * l.dp, m.global_batch);
+  }
+}
+
+TEST(Space, InterleavingConstraints) {
+  ModelShape m = SmallModel();  // 8 layers, global batch 16
+  SpaceSpec s = PinnedSpace();
+  s.pp = {false, {1, 2, 4}};
+  s.virtual_stages = {1, 2, 4};
+  s.micro_batch = {1, 8};
+  SpaceEnumeration e = Enumerate(4, m, s);
+  // pp 1 (dp 4): mbs 8 already fails the batch; mbs 1 with vpp 2 and 4.
+  EXPECT_EQ(e.Excluded(Constraint::kInterleaveNeedsPp), 2);
+  // pp 4 with vpp 4 is 16 chunks for 8 layers (mbs 1 and 8).
+  EXPECT_EQ(e.Excluded(Constraint::kInterleaveLayers), 2);
+  // mbs 8 leaves 1 micro-batch at pp 2 (vpp 2, 4) and 2 at pp 4 (vpp 2): not multiples of pp.
+  EXPECT_EQ(e.Excluded(Constraint::kInterleaveMicroBatches), 3);
+  for (const Layout& l : e.legal) {
+    if (l.virtual_stages > 1) {
+      EXPECT_GT(l.pp, 1);
+      EXPECT_EQ(m.layers % (l.pp * l.virtual_stages), 0);
+      EXPECT_EQ(l.num_micro_batches % l.pp, 0);
+    }
+  }
+  ExpectConsistent(e);
+}
+
+TEST(Space, FlashAttentionNeeds16BitPrecision) {
+  ModelShape m = SmallModel();
+  SpaceSpec s = PinnedSpace();
+  s.precision = {Precision::kFp32, Precision::kFp16, Precision::kBf16};
+  s.flash_attention = {false, true};
+  SpaceEnumeration e = Enumerate(1, m, s);
+  EXPECT_EQ(e.Excluded(Constraint::kFlashNeeds16Bit), 1);
+  EXPECT_EQ(e.legal.size(), 5u);
+}
+
+TEST(Space, RedundantKnobsAreExcluded) {
+  ModelShape m = SmallModel();
+  SpaceSpec s = PinnedSpace();
+  s.tp = {false, {1, 2}};
+  s.zero = {0, 1};
+  s.seq_parallel = {false, true};
+  // World 2: tp 1 -> dp 2, tp 2 -> dp 1.
+  SpaceEnumeration e = Enumerate(2, m, s);
+  EXPECT_EQ(e.Excluded(Constraint::kZeroNeedsDp), 2);        // tp 2, zero 1, sp off/on
+  EXPECT_EQ(e.Excluded(Constraint::kSeqParallelNeedsTp), 2);  // tp 1, sp on, zero 0/1
+  for (const Layout& l : e.legal) {
+    if (l.zero == 1) {
+      EXPECT_GT(l.dp, 1);
+    }
+    if (l.seq_parallel) {
+      EXPECT_GT(l.tp, 1);
+    }
+  }
+  EXPECT_EQ(e.legal.size(), 4u);
+  ExpectConsistent(e);
+}
+
+TEST(Space, DivisorsOfWorld) {
+  SizeCandidates c{true, {}};
+  EXPECT_EQ(c.For(12), (std::vector<int>{1, 2, 3, 4, 6, 12}));
+  EXPECT_EQ(c.For(1), (std::vector<int>{1}));
+}
+
+TEST(Space, LegalLayoutsAreUniqueAndSatisfyEveryConstraint) {
+  const ModelShape m = testing::PresetModel("gpt-175b");
+  const SpaceSpec s = testing::PresetSpace("default");
+  SpaceEnumeration e = Enumerate(1024, m, s);
+  ASSERT_FALSE(e.legal.empty());
+  std::set<std::string> keys;
+  for (const Layout& l : e.legal) {
+    EXPECT_TRUE(keys.insert(LayoutKey(l)).second);
+    EXPECT_EQ(l.World(), 1024);
+    EXPECT_EQ(8 % l.tp, 0);
+    EXPECT_EQ(m.heads % l.tp, 0);
+    EXPECT_EQ(m.layers % (l.pp * l.virtual_stages), 0);
+    EXPECT_EQ(static_cast<int64_t>(l.micro_batch) * l.num_micro_batches * l.dp, m.global_batch);
+  }
+  ExpectConsistent(e);
+}
+
+// The default space for gpt-1t at 3072 GCDs: the reference problem. The count pins
+// the constraint set; a change here must be deliberate.
+TEST(Space, Gpt1tAtWorld3072) {
+  const ModelShape m = testing::PresetModel("gpt-1t");
+  const SpaceSpec s = testing::PresetSpace("default");
+  SpaceEnumeration e = Enumerate(3072, m, s);
+  EXPECT_EQ(e.candidates, 522720);
+  EXPECT_EQ(e.legal.size(), 13770u);
+  ExpectConsistent(e);
+}
+
+TEST(Space, EmptySetIsExplained) {
+  const ModelShape m = testing::PresetModel("gpt-1t");
+  const SpaceSpec s = testing::PresetSpace("default");
+  const SpaceQuery q{7, 8, &m, &s};
+  Result<SpaceEnumeration> e = EnumerateSpace(q);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->legal.empty());
+  const std::string why = ExplainEmpty(q, *e);
+  EXPECT_NE(why.find("world 7"), std::string::npos) << why;
+  EXPECT_NE(why.find("micro_batch * dp divides the global batch"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+}
+
+TEST(Space, RejectsBadQueries) {
+  const ModelShape m = SmallModel();
+  const SpaceSpec s = PinnedSpace();
+  EXPECT_FALSE(EnumerateSpace({0, 8, &m, &s}).ok());
+  EXPECT_FALSE(EnumerateSpace({-8, 8, &m, &s}).ok());
+  EXPECT_FALSE(EnumerateSpace({8, 0, &m, &s}).ok());
+}
+
+TEST(Space, EnumerationIsDeterministic) {
+  const ModelShape m = testing::PresetModel("gpt-22b");
+  const SpaceSpec s = testing::PresetSpace("default");
+  SpaceEnumeration a = Enumerate(256, m, s), b = Enumerate(256, m, s);
+  EXPECT_EQ(a.legal, b.legal);
+}
+
+}  // namespace
+}  // namespace tunepar::search

@@ -1,0 +1,312 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "store/schema.h"
+#include "store/shard_writer.h"
+#include "store/store_layout.h"
+#include "store/store_reader.h"
+#include "tests/test_support.h"
+
+namespace tunepar::store {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+StudyRecord Study(const std::string& id = "0123456789abcdef") {
+  StudyRecord s;
+  s.id = id;
+  s.name = "study-" + id.substr(0, 4);
+  s.world = 64;
+  s.model_name = "gpt-22b";
+  s.hardware_name = "frontier-mi250x";
+  s.space_name = "default";
+  s.model_toml = "name = \"gpt-22b\"\n";
+  s.hardware_toml = "name = \"frontier-mi250x\"\n";
+  s.space_toml = "name = \"default\"\n";
+  s.objective = "max_tokens_per_s";
+  s.backend = "model";
+  s.backend_settings = "{}";
+  s.created_at = "2026-11-21T00:00:00Z";
+  s.created_by = "n0";
+  return s;
+}
+
+TrialRecord Trial(const std::string& study_id, const std::string& node, int64_t number) {
+  TrialRecord t;
+  t.study_id = study_id;
+  t.node_id = node;
+  t.number = number;
+  t.layout.tp = 1 << (number % 4);
+  t.layout.pp = 2;
+  t.layout.dp = 64 / (2 * t.layout.tp);
+  t.layout.micro_batch = static_cast<int>(number);
+  t.layout.num_micro_batches = 3;
+  t.layout.recompute = search::Recompute::kSelective;
+  t.status = number % 3 == 0 ? search::TrialStatus::kOom : search::TrialStatus::kOk;
+  if (t.status == search::TrialStatus::kOk) {
+    t.step_time_s = 1.0 + number;
+    t.tokens_per_s = 1000.0 / (1.0 + number);
+  }
+  t.predicted_step_time_s = 0.9 + number;
+  t.details = R"({"compute_s": 0.5})";
+  t.message = "msg, with \"quotes\"";
+  t.backend = "model";
+  t.hosts = node;
+  t.tunepar_version = "0.1.0";
+  t.git_revision = "abc";
+  t.host = node;
+  t.pid = 42;
+  t.started_at = t.finished_at = t.heartbeat_at = t.lease_expires_at = "2026-11-21T00:00:01Z";
+  return t;
+}
+
+std::unique_ptr<ShardWriter> OpenWriter(const std::string& store, const std::string& node, const std::string& work = "") {
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, work});
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  return w.ok() ? std::move(*w) : nullptr;
+}
+
+TEST(Store, WritesPublishesAndReadsBack) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  auto w = OpenWriter(store, "n0");
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->PutStudy(Study()).ok());
+  std::vector<TrialRecord> trials;
+  for (int i = 1; i <= 5; ++i) trials.push_back(Trial(Study().id, "n0", i));
+  ASSERT_TRUE(w->PutTrials(trials).ok());
+
+  // Nothing is visible to readers before the snapshot is published.
+  Result<StoreView> before = ReadStore(store);
+  ASSERT_TRUE(before.ok());
+  EXPECT_TRUE(before->trials.empty());
+
+  ASSERT_TRUE(w->Publish().ok());
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  ASSERT_EQ(view->studies.size(), 1u);
+  EXPECT_EQ(view->studies[0], Study());
+  EXPECT_EQ(view->trials, trials);
+  EXPECT_TRUE(view->warnings.empty());
+  EXPECT_EQ(view->shards, std::vector<std::string>{SnapshotPath(store, "n0")});
+
+  // Upserting a trial replaces it (a running trial that finished).
+  trials[1].status = search::TrialStatus::kTimeout;
+  ASSERT_TRUE(w->PutTrials({trials[1]}).ok());
+  ASSERT_TRUE(w->Publish().ok());
+  EXPECT_EQ(ReadStore(store)->trials[1].status, search::TrialStatus::kTimeout);
+}
+
+TEST(Store, TwoNodesWriteConcurrentlyFromSeparateProcesses) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  constexpr int kPerNode = 40;
+  std::vector<pid_t> children;
+  for (const char* node : {"n0", "n1"}) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Child: its own shard, one trial per transaction, a snapshot after each.
+      Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, ""});
+      if (!w.ok()) _exit(10);
+      if (!(*w)->PutStudy(Study()).ok()) _exit(11);
+      for (int i = 1; i <= kPerNode; ++i) {
+        if (!(*w)->PutTrials({Trial(Study().id, node, i)}).ok()) _exit(12);
+        if (!(*w)->Publish().ok()) _exit(13);
+      }
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  // Meanwhile a reader merges whatever is published: never an error, never a torn shard.
+  int reads = 0;
+  bool running = true;
+  while (running) {
+    Result<StoreView> view = ReadStore(store);
+    ASSERT_TRUE(view.ok()) << view.status().message();
+    EXPECT_TRUE(view->warnings.empty()) << view->warnings.front();
+    ++reads;
+    running = false;
+    for (pid_t pid : children) {
+      if (waitpid(pid, nullptr, WNOHANG) == 0) running = true;
+    }
+  }
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->shards.size(), 2u);
+  EXPECT_EQ(view->studies.size(), 1u);
+  ASSERT_EQ(view->trials.size(), 2u * kPerNode);
+  for (int i = 0; i < kPerNode; ++i) {
+    EXPECT_EQ(view->trials[i], Trial(Study().id, "n0", i + 1));
+    EXPECT_EQ(view->trials[kPerNode + i], Trial(Study().id, "n1", i + 1));
+  }
+  EXPECT_GT(reads, 0);
+}
+
+TEST(Store, RefusesASecondWriterOnTheSameNode) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", ""});
+    char c = w.ok() ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(done[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  Result<std::unique_ptr<ShardWriter>> second = ShardWriter::Open({store, "n0", ""});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kStore);
+  EXPECT_NE(second.status().message().find("another tunepar process"), std::string::npos) << second.status().message();
+  // Another node id on the same machine is fine.
+  EXPECT_TRUE(OpenWriter(store, "n1"));
+  (void)!write(done[1], "x", 1);
+  waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(OpenWriter(store, "n0"));
+}
+
+TEST(Store, SkipsTruncatedAndForeignShardsByName) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  for (const char* node : {"good", "bad"}) {
+    auto w = OpenWriter(store, node);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(w->PutStudy(Study()).ok());
+    std::vector<TrialRecord> trials;
+    for (int i = 1; i <= 300; ++i) trials.push_back(Trial(Study().id, node, i));
+    ASSERT_TRUE(w->PutTrials(trials).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  const std::string bad = SnapshotPath(store, "bad");
+  fs::resize_file(bad, fs::file_size(bad) / 2);
+  testing::WriteFile(SnapshotPath(store, "empty"), "");
+  testing::WriteFile(SnapshotPath(store, "junk"), std::string(8192, 'x'));
+  const auto before = testing::SnapshotFiles(store);
+
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->trials.size(), 300u);
+  EXPECT_EQ(view->trials.front().node_id, "good");
+  ASSERT_EQ(view->warnings.size(), 3u);
+  std::string all;
+  for (const std::string& w : view->warnings) all += w + "\n";
+  for (const char* name : {"bad.sqlite", "empty.sqlite", "junk.sqlite"}) EXPECT_NE(all.find(name), std::string::npos) << all;
+  // Reading changed nothing on disk.
+  EXPECT_EQ(testing::SnapshotFiles(store), before);
+}
+
+TEST(Store, ShardFromANewerSchemaStopsTheReadAndIsLeftAlone) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  {
+    auto w = OpenWriter(store, "n0");
+    ASSERT_TRUE(w->PutStudy(Study()).ok());
+    ASSERT_TRUE(w->PutTrials({Trial(Study().id, "n0", 1)}).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  {
+    Result<Database> db = Database::Open(SnapshotPath(store, "n0"), SQLITE_OPEN_READWRITE, "test");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->Exec("PRAGMA user_version = 99").ok());
+  }
+  const auto before = testing::SnapshotFiles(store);
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_FALSE(view.ok());
+  EXPECT_EQ(view.status().code(), StatusCode::kSchemaTooNew);
+  EXPECT_NE(view.status().message().find("n0.sqlite"), std::string::npos);
+  EXPECT_NE(view.status().message().find("99"), std::string::npos);
+  // A writer for that node must not touch it either.
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", ""});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kSchemaTooNew);
+  EXPECT_EQ(testing::SnapshotFiles(store), before);
+}
+
+TEST(Store, WorkFileIsRestoredFromTheSnapshotWhenLost) {
+  TempDir dir;
+  const std::string store = dir / "store", local = dir / "node-local";
+  std::string work_path;
+  {
+    auto w = OpenWriter(store, "n0", local);
+    ASSERT_TRUE(w);
+    work_path = w->work_path();
+    EXPECT_EQ(work_path.rfind(local, 0), 0u);  // lives on the "node-local" disk
+    ASSERT_TRUE(w->PutStudy(Study()).ok());
+    ASSERT_TRUE(w->PutTrials({Trial(Study().id, "n0", 1), Trial(Study().id, "n0", 2)}).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  fs::remove_all(local);  // a new job on a wiped node
+  auto w = OpenWriter(store, "n0", local);
+  ASSERT_TRUE(w);
+  Result<std::vector<TrialRecord>> trials = w->Trials(Study().id);
+  ASSERT_TRUE(trials.ok());
+  EXPECT_EQ(trials->size(), 2u);
+  ASSERT_TRUE(w->PutTrials({Trial(Study().id, "n0", 3)}).ok());
+  ASSERT_TRUE(w->Publish().ok());
+  EXPECT_EQ(ReadStore(store)->trials.size(), 3u);
+}
+
+TEST(Store, MergedViewCombinesOwnLiveShardWithOtherNodes) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  auto other = OpenWriter(store, "n1");
+  ASSERT_TRUE(other->PutStudy(Study()).ok());
+  ASSERT_TRUE(other->PutTrials({Trial(Study().id, "n1", 1)}).ok());
+  ASSERT_TRUE(other->Publish().ok());
+  auto mine = OpenWriter(store, "n0");
+  ASSERT_TRUE(mine->PutStudy(Study()).ok());
+  ASSERT_TRUE(mine->PutTrials({Trial(Study().id, "n0", 1)}).ok());  // not yet published
+  Result<StoreView> view = mine->ReadMerged(Study().id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->studies.size(), 1u);
+  ASSERT_EQ(view->trials.size(), 2u);
+  EXPECT_EQ(view->trials[0].node_id, "n0");
+  EXPECT_EQ(view->trials[1].node_id, "n1");
+}
+
+TEST(Store, RejectsBadNodeIdsAndUnwritableDirectories) {
+  TempDir dir;
+  for (const char* bad : {"", "../x", ".hidden", "a b", "a/b"}) {
+    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({dir / "store", bad, ""});
+    EXPECT_FALSE(w.ok()) << bad;
+  }
+  testing::WriteFile(dir / "file", "not a directory");
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({dir / "file/store", "n0", ""});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kStore);
+  EXPECT_NE(w.status().message().find("file/store"), std::string::npos);
+}
+
+TEST(Store, SchemaVersionAndApplicationIdAreRecorded) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  auto w = OpenWriter(store, "n0");
+  ASSERT_TRUE(w->Publish().ok());
+  Result<Database> db = OpenShardForReading(SnapshotPath(store, "n0"));
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  EXPECT_EQ(*db->PragmaInt("user_version"), kSchemaVersion);
+  EXPECT_EQ(*db->PragmaInt("application_id"), kApplicationId);
+}
+
+TEST(Store, MissingStoreReadsAsEmpty) {
+  TempDir dir;
+  Result<StoreView> view = ReadStore(dir / "nothing-here");
+  ASSERT_TRUE(view.ok());
+  EXPECT_FALSE(view->exists);
+  EXPECT_TRUE(view->studies.empty());
+}
+
+}  // namespace
+}  // namespace tunepar::store

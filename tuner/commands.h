@@ -1,0 +1,24 @@
+// The tunepar subcommands. Each Add*Command registers a CLI11 subcommand whose callback runs
+// the command and leaves its Status in *result (the CLI maps it to an exit code).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+
+namespace tunepar {
+
+struct GlobalOptions {
+  std::string store = "tunepar-store";  // --store DIR (or $TUNEPAR_STORE)
+  bool verbose = false;                 // --verbose: debug logging on stderr
+  bool json = false;                    // --json: machine-readable output on stdout
+};
+
+void AddConfigsCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddSpaceCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result);  // list, show, export
+
+}  // namespace tunepar

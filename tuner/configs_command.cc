@@ -1,0 +1,91 @@
+// `tunepar configs`: the built-in model, hardware and space presets, one line each.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runner/hardware_profile.h"
+#include "search/model_shape.h"
+#include "search/space_spec.h"
+#include "tuner/commands.h"
+#include "tuner/presets.h"
+#include "tuner/text_table.h"
+
+namespace tunepar {
+
+namespace {
+
+std::string ListText(const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); }
+
+template <typename T>
+std::string NamesText(const std::vector<T>& v) {
+  std::vector<std::string> names;
+  for (const T& x : v) names.emplace_back(search::ToString(x));
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+std::string BoolsText(const std::vector<bool>& v) {
+  std::vector<std::string> names;
+  for (bool x : v) names.emplace_back(x ? "on" : "off");
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+std::string Sizes(const search::SizeCandidates& c) {
+  return c.divisors_of_world ? "divisors" : ListText(c.values);
+}
+
+Status RunConfigs(const GlobalOptions& global) {
+  nlohmann::json out = nlohmann::json::array();
+  TextTable models, hardware, spaces;
+  for (auto* t : {&models, &hardware, &spaces}) {
+    t->AddColumn("name", TextTable::Align::kLeft);
+    t->AddColumn("summary", TextTable::Align::kLeft);
+    t->AddColumn("description", TextTable::Align::kLeft);
+  }
+  for (const EmbeddedPreset& p : EmbeddedPresets()) {
+    const std::string origin = fmt::format("preset {}", p.name);
+    std::string summary, description;
+    if (p.kind == "models") {
+      Result<search::ModelShape> m = search::ParseModelShape(p.text, origin);
+      if (!m.ok()) return m.status();
+      summary = fmt::format("{} params: L {} h {} a {} s {} V {} batch {}", HumanCount(m->Parameters()), m->layers,
+                            m->hidden, m->heads, m->seq_len, m->vocab, m->global_batch);
+      description = m->description;
+      models.AddRow({m->name, summary, description});
+    } else if (p.kind == "hardware") {
+      Result<runner::HardwareProfile> h = runner::ParseHardwareProfile(p.text, origin);
+      if (!h.ok()) return h.status();
+      summary = fmt::format("{} x {}: {:g} TF bf16, {:g} GB; {:g} x {:g} GB/s NICs", h->gpus_per_node, h->device_name,
+                            h->peak_tflops_bf16.value, h->memory_gb.value, h->nics_per_node.value,
+                            h->nic_bandwidth_gbs.value);
+      description = h->description;
+      hardware.AddRow({h->name, summary, description});
+    } else {
+      Result<search::SpaceSpec> s = search::ParseSpaceSpec(p.text, origin);
+      if (!s.ok()) return s.status();
+      summary = fmt::format("tp {} pp {} mbs {} prec {} zero {} rc {} sp {} vpp {} flash {}", Sizes(s->tp),
+                            Sizes(s->pp), ListText(s->micro_batch), NamesText(s->precision), ListText(s->zero),
+                            NamesText(s->recompute), BoolsText(s->seq_parallel), ListText(s->virtual_stages),
+                            BoolsText(s->flash_attention));
+      description = s->description;
+      spaces.AddRow({s->name, summary, description});
+    }
+    out.push_back({{"kind", p.kind}, {"name", p.name}, {"path", p.path}, {"summary", summary},
+                   {"description", description}});
+  }
+  if (global.json) {
+    fmt::print("{}\n", out.dump(2));
+    return Status::Ok();
+  }
+  fmt::print("Models (--model NAME or a .toml path)\n{}\n", models.Render());
+  fmt::print("Hardware (--hardware NAME or a .toml path)\n{}\n", hardware.Render());
+  fmt::print("Search spaces (--space NAME or a .toml path)\n{}", spaces.Render());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddConfigsCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
+  CLI::App* cmd = app.add_subcommand("configs", "List the built-in model, hardware and space presets");
+  cmd->callback([&global, result] { *result = RunConfigs(global); });
+}
+
+}  // namespace tunepar

@@ -1,0 +1,31 @@
+// A tuning problem as the user gave it: the model, the hardware and the search space, each
+// resolved from a preset or a file, parsed and validated.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "runner/hardware_profile.h"
+#include "search/model_shape.h"
+#include "search/space.h"
+#include "search/space_spec.h"
+#include "tuner/presets.h"
+
+namespace tunepar {
+
+struct Problem {
+  ConfigText model_text, hardware_text, space_text;
+  search::ModelShape model;
+  runner::HardwareProfile hardware;
+  search::SpaceSpec space;
+};
+
+Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space);
+
+// Checks the world size against the hardware: positive, and whole nodes once it spans more
+// than one node (tensor-parallel groups are placed innermost, within a node).
+Status CheckWorld(int64_t world, const runner::HardwareProfile& hardware);
+
+search::SpaceQuery MakeSpaceQuery(const Problem& problem, int world);
+
+}  // namespace tunepar

@@ -1,0 +1,287 @@
+// `tunepar list`, `tunepar show STUDY`, `tunepar export STUDY`: reading the store back.
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "store/store_reader.h"
+#include "tuner/commands.h"
+#include "tuner/trial_table.h"
+
+namespace tunepar {
+
+namespace {
+
+Result<store::StoreView> ReadStoreReporting(const std::string& dir, const std::string& study_id = "") {
+  Result<store::StoreView> view = store::ReadStore(dir, {study_id, ""});
+  if (!view.ok()) return view.status();
+  for (const std::string& w : view->warnings) spdlog::warn("{}", w);
+  return view;
+}
+
+// A study by exact name, exact id, or a unique id prefix of at least 4 digits.
+Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir, const std::string& arg) {
+  for (const store::StudyRecord& s : view.studies) {
+    if (s.name == arg || s.id == arg) return s;
+  }
+  const store::StudyRecord* match = nullptr;
+  if (arg.size() >= 4) {
+    for (const store::StudyRecord& s : view.studies) {
+      if (s.id.rfind(arg, 0) == 0) {
+        if (match != nullptr) return InvalidArgument(fmt::format("study id prefix '{}' is ambiguous", arg));
+        match = &s;
+      }
+    }
+  }
+  if (match != nullptr) return *match;
+  if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
+  return NotFound(fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
+}
+
+std::vector<store::TrialRecord> TrialsOf(const store::StoreView& view, const std::string& id) {
+  std::vector<store::TrialRecord> out;
+  for (const store::TrialRecord& t : view.trials) {
+    if (t.study_id == id) out.push_back(t);
+  }
+  return out;
+}
+
+nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+nlohmann::json TrialRecordJson(const store::TrialRecord& t) {
+  const search::Layout& l = t.layout;
+  nlohmann::json details = nlohmann::json::parse(t.details, nullptr, false);
+  return {{"node_id", t.node_id},
+          {"number", t.number},
+          {"layout", search::LayoutKey(l)},
+          {"tp", l.tp},
+          {"pp", l.pp},
+          {"dp", l.dp},
+          {"micro_batch", l.micro_batch},
+          {"num_micro_batches", l.num_micro_batches},
+          {"precision", search::ToString(l.precision)},
+          {"zero", l.zero},
+          {"recompute", search::ToString(l.recompute)},
+          {"seq_parallel", l.seq_parallel},
+          {"virtual_stages", l.virtual_stages},
+          {"flash_attention", l.flash_attention},
+          {"status", search::ToString(t.status)},
+          {"attempt", t.attempt},
+          {"step_time_s", OptionalJson(t.step_time_s)},
+          {"tokens_per_s", OptionalJson(t.tokens_per_s)},
+          {"tflops_per_gpu", OptionalJson(t.tflops_per_gpu)},
+          {"peak_memory_bytes", OptionalJson(t.peak_memory_bytes)},
+          {"predicted_step_time_s", OptionalJson(t.predicted_step_time_s)},
+          {"predicted_tokens_per_s", OptionalJson(t.predicted_tokens_per_s)},
+          {"predicted_memory_bytes", OptionalJson(t.predicted_memory_bytes)},
+          {"details", details.is_discarded() ? nlohmann::json(t.details) : details},
+          {"message", t.message},
+          {"log_path", t.log_path},
+          {"backend", t.backend},
+          {"hosts", t.hosts},
+          {"tunepar_version", t.tunepar_version},
+          {"git_revision", t.git_revision},
+          {"host", t.host},
+          {"started_at", t.started_at},
+          {"finished_at", t.finished_at}};
+}
+
+nlohmann::json StudyJson(const store::StudyRecord& s, const std::vector<store::TrialRecord>& trials) {
+  return {{"study", s.name},        {"study_id", s.id},          {"world", s.world},
+          {"model", s.model_name},  {"hardware", s.hardware_name}, {"space", s.space_name},
+          {"objective", s.objective}, {"backend", s.backend},    {"created_at", s.created_at},
+          {"created_by", s.created_by}, {"trials", trials.size()}, {"status_counts", CountByStatus(trials)}};
+}
+
+std::string CountsText(const std::map<std::string, int64_t>& counts) {
+  std::string out;
+  for (const auto& [status, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", status, WithCommas(n));
+  return out.empty() ? "none" : out;
+}
+
+Status RunList(const GlobalOptions& global) {
+  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  if (!view.ok()) return view.status();
+  if (global.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const store::StudyRecord& s : view->studies) j.push_back(StudyJson(s, TrialsOf(*view, s.id)));
+    fmt::print("{}\n", j.dump(2));
+    return Status::Ok();
+  }
+  if (view->studies.empty()) {
+    fmt::print("No studies in store '{}'{}.\n", global.store, view->exists ? "" : " (it does not exist yet)");
+    return Status::Ok();
+  }
+  TextTable t;
+  using A = TextTable::Align;
+  t.AddColumn("study", A::kLeft);
+  t.AddColumn("model", A::kLeft);
+  t.AddColumn("hardware", A::kLeft);
+  t.AddColumn("world");
+  t.AddColumn("backend", A::kLeft);
+  t.AddColumn("trials");
+  t.AddColumn("ok");
+  t.AddColumn("failed");
+  t.AddColumn("best tokens/s");
+  t.AddColumn("created", A::kLeft);
+  for (const store::StudyRecord& s : view->studies) {
+    const std::vector<store::TrialRecord> trials = TrialsOf(*view, s.id);
+    const auto ranked = RankByThroughput(trials);
+    int64_t ok = 0, failed = 0;
+    for (const store::TrialRecord& r : trials) {
+      if (r.status == search::TrialStatus::kOk) ++ok;
+      else if (search::IsFinished(r.status)) ++failed;
+    }
+    t.AddRow({s.name, s.model_name, s.hardware_name, std::to_string(s.world), s.backend,
+              WithCommas(static_cast<int64_t>(trials.size())), WithCommas(ok), WithCommas(failed),
+              ranked.empty() ? "-" : WithCommas(std::llround(*ranked.front()->tokens_per_s)), s.created_at});
+  }
+  fmt::print("{}", t.Render());
+  fmt::print("{} stud{} from {} shard{} in '{}'\n", view->studies.size(), view->studies.size() == 1 ? "y" : "ies",
+             view->shards.size(), view->shards.size() == 1 ? "" : "s", global.store);
+  return Status::Ok();
+}
+
+struct ShowOptions {
+  std::string study;
+  int limit = 20;
+  bool all = false;
+};
+
+Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
+  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  if (!view.ok()) return view.status();
+  Result<store::StudyRecord> study = FindStudy(*view, global.store, o.study);
+  if (!study.ok()) return study.status();
+  const std::vector<store::TrialRecord> trials = TrialsOf(*view, study->id);
+  if (global.json) {
+    nlohmann::json j = StudyJson(*study, trials);
+    nlohmann::json rows = nlohmann::json::array();
+    if (o.all) {
+      for (const store::TrialRecord& t : trials) rows.push_back(TrialRecordJson(t));
+    } else {
+      const auto ranked = RankByThroughput(trials);
+      for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(o.limit); ++i) rows.push_back(TrialRecordJson(*ranked[i]));
+    }
+    j["rows"] = rows;
+    fmt::print("{}\n", j.dump(2));
+    return Status::Ok();
+  }
+  fmt::print("Study {} (id {})\n", study->name, study->id);
+  fmt::print("  model {}, hardware {}, space {}, world {}, backend {}, objective {}\n", study->model_name,
+             study->hardware_name, study->space_name, study->world, study->backend, study->objective);
+  fmt::print("  created {} by node {}\n", study->created_at, study->created_by);
+  fmt::print("  trials {}: {}\n\n", WithCommas(static_cast<int64_t>(trials.size())), CountsText(CountByStatus(trials)));
+  if (o.all) {
+    std::vector<const store::TrialRecord*> rows;
+    for (const store::TrialRecord& t : trials) rows.push_back(&t);
+    fmt::print("All trials in order:\n{}", TrialTable(rows, true).Render());
+    return Status::Ok();
+  }
+  const auto ranked = RankByThroughput(trials);
+  std::vector<const store::TrialRecord*> best(ranked.begin(), ranked.begin() + std::min<size_t>(ranked.size(), o.limit));
+  if (best.empty()) {
+    fmt::print("No trial finished ok yet.\n");
+  } else {
+    fmt::print("Best {} of {} ok layouts:\n{}", best.size(), WithCommas(static_cast<int64_t>(ranked.size())),
+               TrialTable(best, true).Render());
+  }
+  return Status::Ok();
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string CsvNumber(const std::optional<double>& v) { return v ? fmt::format("{:.10g}", *v) : ""; }
+
+struct ExportOptions {
+  std::string study;
+  bool csv = false;
+  bool json = false;
+  std::string output;  // "" = stdout
+};
+
+Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
+  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  if (!view.ok()) return view.status();
+  Result<store::StudyRecord> study = FindStudy(*view, global.store, o.study);
+  if (!study.ok()) return study.status();
+  const std::vector<store::TrialRecord> trials = TrialsOf(*view, study->id);
+  std::string text;
+  if (o.csv) {
+    text = "study,node_id,number,layout,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,"
+           "seq_parallel,virtual_stages,flash_attention,status,attempt,step_time_s,tokens_per_s,tflops_per_gpu,"
+           "peak_memory_bytes,predicted_step_time_s,predicted_tokens_per_s,predicted_memory_bytes,backend,hosts,"
+           "started_at,finished_at,message\n";
+    for (const store::TrialRecord& t : trials) {
+      const search::Layout& l = t.layout;
+      text += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                          CsvField(study->name), CsvField(t.node_id), t.number, search::LayoutKey(l), l.tp, l.pp,
+                          l.dp, l.micro_batch, l.num_micro_batches, search::ToString(l.precision), l.zero,
+                          search::ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
+                          l.flash_attention ? 1 : 0, search::ToString(t.status), t.attempt, CsvNumber(t.step_time_s),
+                          CsvNumber(t.tokens_per_s), CsvNumber(t.tflops_per_gpu), CsvNumber(t.peak_memory_bytes),
+                          CsvNumber(t.predicted_step_time_s), CsvNumber(t.predicted_tokens_per_s),
+                          CsvNumber(t.predicted_memory_bytes), CsvField(t.backend), CsvField(t.hosts),
+                          t.started_at, t.finished_at, CsvField(t.message));
+    }
+  } else {
+    nlohmann::json j = StudyJson(*study, trials);
+    j["model_toml"] = study->model_toml;
+    j["hardware_toml"] = study->hardware_toml;
+    j["space_toml"] = study->space_toml;
+    j["backend_settings"] = nlohmann::json::parse(study->backend_settings, nullptr, false);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const store::TrialRecord& t : trials) rows.push_back(TrialRecordJson(t));
+    j["rows"] = rows;
+    text = j.dump(2) + "\n";
+  }
+  if (o.output.empty()) {
+    fmt::print("{}", text);
+    return Status::Ok();
+  }
+  std::ofstream out(o.output, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return InvalidArgument(fmt::format("cannot write '{}'", o.output));
+  fmt::print(stderr, "wrote {} trials of study {} to {}\n", trials.size(), study->name, o.output);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result) {
+  CLI::App* list = app.add_subcommand("list", "List the studies in the store");
+  list->callback([&global, result] { *result = RunList(global); });
+
+  auto show = std::make_shared<ShowOptions>();
+  CLI::App* show_cmd = app.add_subcommand("show", "Show a study and its best (or all) trials");
+  show_cmd->add_option("study", show->study, "Study name or id")->required();
+  show_cmd->add_option("--limit", show->limit, "How many of the best trials to print")->check(CLI::PositiveNumber)->capture_default_str();
+  show_cmd->add_flag("--all", show->all, "Every trial, in trial order, with its status");
+  show_cmd->callback([&global, result, show] { *result = RunShow(global, *show); });
+
+  auto exp = std::make_shared<ExportOptions>();
+  CLI::App* export_cmd = app.add_subcommand("export", "Export every trial of a study as CSV or JSON");
+  export_cmd->add_option("study", exp->study, "Study name or id")->required();
+  auto* csv = export_cmd->add_flag("--csv", exp->csv, "Comma-separated values, one row per trial");
+  auto* json = export_cmd->add_flag("--json", exp->json, "One JSON object with the study, its configs and trials");
+  csv->excludes(json);
+  export_cmd->add_option("-o,--output", exp->output, "Write to this file instead of stdout");
+  export_cmd->callback([&global, result, exp] {
+    if (!exp->csv && !exp->json && global.json) exp->json = true;
+    if (!exp->csv && !exp->json) {
+      *result = InvalidArgument("export needs --csv or --json");
+      return;
+    }
+    *result = RunExport(global, *exp);
+  });
+}
+
+}  // namespace tunepar

@@ -1,0 +1,75 @@
+#include "tuner/study_identity.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "base/provenance.h"
+
+namespace tunepar {
+
+namespace {
+
+// Drops what documents a value without changing it: descriptions, and the origin and source of
+// hardware numbers ({ value = ..., origin = ..., source = ... }).
+void StripDocumentation(toml::table& table) {
+  if (table.contains("value")) {
+    table.erase("origin");
+    table.erase("source");
+  }
+  for (auto&& [key, node] : table) {
+    if (toml::table* child = node.as_table()) StripDocumentation(*child);
+  }
+}
+
+}  // namespace
+
+std::string CanonicalToml(std::string_view text) {
+  try {
+    toml::table table = toml::parse(text);
+    table.erase("description");
+    StripDocumentation(table);
+    std::ostringstream out;
+    out << table;
+    return out.str();
+  } catch (const toml::parse_error&) {
+    return std::string(text);  // unreachable for validated configs; hashing the text is still stable
+  }
+}
+
+std::string StudyId(const Problem& p, const StudySettings& s) {
+  const std::string input =
+      fmt::format("tunepar-study-v1\nmodel\n{}\nhardware\n{}\nspace\n{}\nworld {}\nobjective {}\nbackend {}\n{}",
+                  CanonicalToml(p.model_text.text), CanonicalToml(p.hardware_text.text),
+                  CanonicalToml(p.space_text.text), s.world, s.objective, s.backend, s.backend_settings);
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : input) hash = (hash ^ c) * 1099511628211ULL;
+  return fmt::format("{:016x}", hash);
+}
+
+std::string DefaultStudyName(const Problem& p, const StudySettings& s, std::string_view id) {
+  return fmt::format("{}-w{}-{}", p.model.name, s.world, id.substr(0, 8));
+}
+
+store::StudyRecord MakeStudyRecord(const Problem& p, const StudySettings& s, std::string id, std::string name,
+                                   std::string node_id) {
+  store::StudyRecord r;
+  r.id = std::move(id);
+  r.name = std::move(name);
+  r.world = s.world;
+  r.model_name = p.model.name;
+  r.hardware_name = p.hardware.name;
+  r.space_name = p.space.name;
+  r.model_toml = p.model_text.text;
+  r.hardware_toml = p.hardware_text.text;
+  r.space_toml = p.space_text.text;
+  r.objective = s.objective;
+  r.backend = s.backend;
+  r.backend_settings = s.backend_settings;
+  r.created_at = UtcNow();
+  r.created_by = std::move(node_id);
+  return r;
+}
+
+}  // namespace tunepar

@@ -1,0 +1,34 @@
+// What makes two searches the same study: the same model, hardware, space, world, objective
+// and backend settings. The study id is a hash of their canonical forms, so re-running a
+// search finds (and resumes) its study, and a changed input starts a new one.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "store/records.h"
+#include "tuner/problem.h"
+
+namespace tunepar {
+
+struct StudySettings {
+  int world = 0;
+  std::string objective = "max_tokens_per_s";
+  std::string backend = "model";
+  std::string backend_settings = "{}";  // JSON object, canonical (sorted keys)
+};
+
+// TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number
+// sources), so edits that do not change a value do not change the study.
+std::string CanonicalToml(std::string_view text);
+
+// 16 hex digits: FNV-1a 64 over the canonical inputs.
+std::string StudyId(const Problem& problem, const StudySettings& settings);
+
+// "<model>-w<world>-<first 8 digits of the id>", e.g. "gpt-1t-w3072-3fa9c1d2".
+std::string DefaultStudyName(const Problem& problem, const StudySettings& settings, std::string_view id);
+
+store::StudyRecord MakeStudyRecord(const Problem& problem, const StudySettings& settings, std::string id,
+                                   std::string name, std::string node_id);
+
+}  // namespace tunepar

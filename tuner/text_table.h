@@ -1,0 +1,28 @@
+// Plain-text tables for terminal output: right-aligned numbers, left-aligned text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tunepar {
+
+class TextTable {
+ public:
+  enum class Align { kLeft, kRight };
+  void AddColumn(std::string header, Align align = Align::kRight);
+  void AddRow(std::vector<std::string> cells);
+  std::string Render() const;  // header, a rule, then the rows; ends with a newline
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<Align> aligns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string WithCommas(int64_t n);            // 40128 -> "40,128"
+std::string Fixed(double value, int digits);  // fixed-point, "-" for NaN
+std::string HumanCount(double n);             // 1.01e12 -> "1.01T", 2.21e10 -> "22.1B", 118528 -> "118.5K"
+
+}  // namespace tunepar
