@@ -45,16 +45,26 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status ConfigError(std::string m) { return {StatusCode::kConfig, std::move(m)}; }
-inline Status StoreError(std::string m) { return {StatusCode::kStore, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status ConfigError(std::string m) {
+  return {StatusCode::kConfig, std::move(m)};
+}
+inline Status StoreError(std::string m) {
+  return {StatusCode::kStore, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status InternalError(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit on purpose
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit on purpose
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit on purpose
     if (status_.ok()) status_ = InternalError("Result constructed from an ok Status");
   }
@@ -77,10 +87,9 @@ class [[nodiscard]] Result {
 }  // namespace tunepar
 
 // Returns the Status of `expr` from the enclosing function when it is not ok.
-#define TUNEPAR_RETURN_IF_ERROR(expr)                    \
-  do {                                                   \
-    if (::tunepar::Status tunepar_status_ = (expr);      \
-        !tunepar_status_.ok()) {                         \
-      return tunepar_status_;                            \
-    }                                                    \
+#define TUNEPAR_RETURN_IF_ERROR(expr)                                        \
+  do {                                                                       \
+    if (::tunepar::Status tunepar_status_ = (expr); !tunepar_status_.ok()) { \
+      return tunepar_status_;                                                \
+    }                                                                        \
   } while (0)

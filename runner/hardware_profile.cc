@@ -38,7 +38,8 @@ constexpr std::string_view kNumberForm =
 // Reads `key` = { value = x, origin = "...", source = "..." }; value must be > 0.
 Status ReadNumber(TomlFields& f, std::string_view key, ProfileNumber* out, bool required = true) {
   const toml::node* node = f.Take(key);
-  if (node == nullptr) return required ? f.Error(key, fmt::format("missing ({})", kNumberForm)) : Status::Ok();
+  if (node == nullptr)
+    return required ? f.Error(key, fmt::format("missing ({})", kNumberForm)) : Status::Ok();
   const toml::table* t = node->as_table();
   if (t == nullptr) return f.Error(key, kNumberForm);
   TomlFields n(*t, f.source(), f.Path(key) + ".");
@@ -47,11 +48,16 @@ Status ReadNumber(TomlFields& f, std::string_view key, ProfileNumber* out, bool 
   TUNEPAR_RETURN_IF_ERROR(n.String("origin", &origin));
   TUNEPAR_RETURN_IF_ERROR(n.String("source", &out->source));
   TUNEPAR_RETURN_IF_ERROR(n.RejectUnknownKeys());
-  if (origin == "published") out->origin = NumberOrigin::kPublished;
-  else if (origin == "measured") out->origin = NumberOrigin::kMeasured;
-  else if (origin == "fitted") out->origin = NumberOrigin::kFitted;
-  else if (origin == "assumed") out->origin = NumberOrigin::kAssumed;
-  else return n.Error("origin", fmt::format("'{}' is not one of published, measured, fitted, assumed", origin));
+  if (origin == "published")
+    out->origin = NumberOrigin::kPublished;
+  else if (origin == "measured")
+    out->origin = NumberOrigin::kMeasured;
+  else if (origin == "fitted")
+    out->origin = NumberOrigin::kFitted;
+  else if (origin == "assumed")
+    out->origin = NumberOrigin::kAssumed;
+  else
+    return n.Error("origin", fmt::format("'{}' is not one of published, measured, fitted, assumed", origin));
   if (!(out->value > 0) || !std::isfinite(out->value))
     return n.Error("value", fmt::format("must be a positive number, got {}", out->value));
   if (out->source.empty()) return n.Error("source", "must say where the number comes from");
@@ -70,13 +76,15 @@ Status ReadLaunch(const toml::table& t, std::string_view source, int gpus_per_no
     for (const toml::node& m : *a) {
       if (!m.is_string()) return f.ErrorAt(m, "cpu_masks", "items must be strings like \"0xfe\"");
       const std::string& s = m.as_string()->get();
-      if (s.size() < 3 || s.rfind("0x", 0) != 0 || s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
+      if (s.size() < 3 || s.rfind("0x", 0) != 0 ||
+          s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
         return f.ErrorAt(m, "cpu_masks", fmt::format("'{}' is not a hex mask like \"0xfe00\"", s));
       out->cpu_masks.push_back(s);
     }
     if (static_cast<int>(out->cpu_masks.size()) != gpus_per_node)
-      return f.Error("cpu_masks", fmt::format("lists {} masks; node.gpus_per_node is {} (one mask per local rank)",
-                                              out->cpu_masks.size(), gpus_per_node));
+      return f.Error("cpu_masks",
+                     fmt::format("lists {} masks; node.gpus_per_node is {} (one mask per local rank)",
+                                 out->cpu_masks.size(), gpus_per_node));
   }
   const toml::table* env = nullptr;
   TUNEPAR_RETURN_IF_ERROR(f.Table("env", &env, false));

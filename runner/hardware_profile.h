@@ -28,12 +28,12 @@ struct ProfileNumber {
 };
 
 struct LaunchSettings {
-  std::string visible_devices_env;    // e.g. ROCR_VISIBLE_DEVICES, set to the local rank
-  std::vector<std::string> cpu_masks; // per local rank (hex), from the GPU-to-NUMA map
+  std::string visible_devices_env;     // e.g. ROCR_VISIBLE_DEVICES, set to the local rank
+  std::vector<std::string> cpu_masks;  // per local rank (hex), from the GPU-to-NUMA map
   int cpus_per_task = 1;
-  std::string mpi = "pmix";           // srun --mpi=...
+  std::string mpi = "pmix";                              // srun --mpi=...
   std::vector<std::pair<std::string, std::string>> env;  // communication/runtime settings
-  std::string kernel_cache_dir;       // per-node local cache (MIOpen), "" when not needed
+  std::string kernel_cache_dir;                          // per-node local cache (MIOpen), "" when not needed
 };
 
 struct HardwareProfile {
@@ -44,13 +44,13 @@ struct HardwareProfile {
   ProfileNumber peak_tflops_fp32;  // dense matrix peak per device
   ProfileNumber peak_tflops_fp16;
   ProfileNumber peak_tflops_bf16;
-  ProfileNumber memory_gb;         // device memory, GB (1e9 bytes)
+  ProfileNumber memory_gb;  // device memory, GB (1e9 bytes)
   ProfileNumber memory_bandwidth_gbs;
 
   int gpus_per_node = 0;
   ProfileNumber intra_node_bandwidth_gbs;  // per direction, between devices of one node
   ProfileNumber nics_per_node;
-  ProfileNumber nic_bandwidth_gbs;         // per NIC, per direction
+  ProfileNumber nic_bandwidth_gbs;  // per NIC, per direction
 
   // Efficiency parameters of the performance model (kFitted or kAssumed), by name.
   std::map<std::string, ProfileNumber> efficiency;

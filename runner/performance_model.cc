@@ -21,9 +21,13 @@ double LayerForwardAttentionFlops(const ModelShape& m) {
   const double s = m.seq_len, h = m.hidden;
   return 4 * s * s * h;
 }
-double LogitsForwardFlops(const ModelShape& m) { return 2.0 * m.seq_len * m.hidden * m.vocab; }
+double LogitsForwardFlops(const ModelShape& m) {
+  return 2.0 * m.seq_len * m.hidden * m.vocab;
+}
 
-double BytesPerValue(Precision p) { return p == Precision::kFp32 ? 4.0 : 2.0; }
+double BytesPerValue(Precision p) {
+  return p == Precision::kFp32 ? 4.0 : 2.0;
+}
 
 }  // namespace
 
@@ -35,7 +39,8 @@ double ModelFlopsPerStep(const ModelShape& m) {
 
 double HardwareFlopsPerStep(const ModelShape& m, Recompute recompute) {
   double extra_forward = 0;
-  if (recompute == Recompute::kFull) extra_forward = m.layers * (LayerForwardGemmFlops(m) + LayerForwardAttentionFlops(m));
+  if (recompute == Recompute::kFull)
+    extra_forward = m.layers * (LayerForwardGemmFlops(m) + LayerForwardAttentionFlops(m));
   if (recompute == Recompute::kSelective) extra_forward = m.layers * LayerForwardAttentionFlops(m);
   return ModelFlopsPerStep(m) + extra_forward * m.global_batch;
 }
@@ -60,8 +65,8 @@ Prediction Predict(const Layout& l, const ModelShape& m, const HardwareProfile& 
   // Memory on the first pipeline stage (it holds the embeddings and the most activations).
   const double h = m.hidden, s = m.seq_len, a = m.heads, b = l.micro_batch, t = l.tp;
   const double layer_params = 4 * h * h + 4 * h + 2 * h * m.ffn_hidden + m.ffn_hidden + 5 * h;
-  const double stage_params = (m.layers / static_cast<double>(l.pp)) * layer_params / t +
-                              (static_cast<double>(m.vocab) + s) * h / t;
+  const double stage_params =
+      (m.layers / static_cast<double>(l.pp)) * layer_params / t + (static_cast<double>(m.vocab) + s) * h / t;
   const bool fp32 = l.precision == Precision::kFp32;
   const double weight_bytes = fp32 ? 4 : 2;
   // Megatron accumulates bf16 gradients in fp32; fp16 keeps fp16 gradients.
@@ -88,7 +93,8 @@ Prediction Predict(const Layout& l, const ModelShape& m, const HardwareProfile& 
   p.memory.activations = per_layer * layers_per_stage * in_flight * (l.virtual_stages > 1 ? interleave : 1.0);
   if (l.recompute == Recompute::kFull) {
     // The layer being recomputed holds its full activations during its backward pass.
-    p.memory.activations += s * b * h * (10 + 24 / t + attention_scores / t) * BytesPerValue(l.precision) / 2.0;
+    p.memory.activations +=
+        s * b * h * (10 + 24 / t + attention_scores / t) * BytesPerValue(l.precision) / 2.0;
   }
   // Logits in fp32 on the last stage (counted here: with pp = 1 it is the same device).
   if (l.pp == 1) p.memory.activations += 4 * s * b * m.vocab / t;

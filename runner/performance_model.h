@@ -43,7 +43,7 @@ struct Prediction {
   double tflops_per_gpu = 0;  // model FLOPs (Korthikanti eq. 7, no recompute) / step / GPUs
   double mfu = 0;             // tflops_per_gpu / device peak for the layout's precision
   double memory_bytes = 0;
-  bool fits = false;          // memory_bytes <= device memory
+  bool fits = false;  // memory_bytes <= device memory
   TimeBreakdown time;
   MemoryBreakdown memory;
 };

@@ -18,11 +18,11 @@ struct TrialMetrics {
 struct TrialResult {
   search::TrialStatus status = search::TrialStatus::kCrash;
   TrialMetrics metrics;
-  std::string message;      // why it failed, or a note ("predicted by model v0")
-  std::string details_json; // backend-specific detail (breakdowns), a JSON object
-  std::string log_path;     // "" when the backend writes no log
-  std::string backend;      // "model", "command", "local", "slurm"
-  std::string hosts;        // where it ran
+  std::string message;       // why it failed, or a note ("predicted by model v0")
+  std::string details_json;  // backend-specific detail (breakdowns), a JSON object
+  std::string log_path;      // "" when the backend writes no log
+  std::string backend;       // "model", "command", "local", "slurm"
+  std::string hosts;         // where it ran
   std::string started_at;
   std::string finished_at;
 };

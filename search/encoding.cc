@@ -51,7 +51,8 @@ LayoutEncoder LayoutEncoder::Fit(const std::vector<Layout>& legal) {
   if (precisions.size() == 2) {
     add_ranged("precision", Kind::kBinary);
   } else if (precisions.size() > 2) {
-    for (Precision p : precisions) enc.dims_.push_back({"precision", Kind::kOneHot, std::string(ToString(p)), 0, 1});
+    for (Precision p : precisions)
+      enc.dims_.push_back({"precision", Kind::kOneHot, std::string(ToString(p)), 0, 1});
   }
   add_ranged("zero", Kind::kBinary);
   add_ranged("recompute", Kind::kOrdinal);

@@ -18,7 +18,7 @@ namespace tunepar::search {
 
 struct EncodedDimension {
   enum class Kind { kLog2, kOrdinal, kBinary, kOneHot };
-  std::string knob;   // "tp", "pp", "micro_batch", "precision", ...
+  std::string knob;  // "tp", "pp", "micro_batch", "precision", ...
   Kind kind = Kind::kLog2;
   std::string value;  // for kOneHot: the category this coordinate indicates
   double lo = 0.0;    // raw range before scaling (log2 value, ordinal index, ...)

@@ -36,15 +36,13 @@ Result<Recompute> ParseRecompute(std::string_view text) {
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     if (text == ToString(r)) return r;
   }
-  return InvalidArgument(
-      fmt::format("unknown recomputation '{}' (expected none, selective or full)", text));
+  return InvalidArgument(fmt::format("unknown recomputation '{}' (expected none, selective or full)", text));
 }
 
 std::string LayoutKey(const Layout& l) {
   return fmt::format("tp{}-pp{}-dp{}-mbs{}-nmb{}-{}-zero{}-rc{}-sp{}-vpp{}-fa{}", l.tp, l.pp, l.dp,
-                     l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero,
-                     ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
-                     l.flash_attention ? 1 : 0);
+                     l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero, ToString(l.recompute),
+                     l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0);
 }
 
 namespace {
@@ -74,10 +72,10 @@ bool ParseField(std::string_view part, std::string_view prefix, int* out) {
 
 Result<Layout> ParseLayoutKey(std::string_view key) {
   auto bad = [&](std::string_view why) {
-    return InvalidArgument(fmt::format(
-        "layout key '{}' is malformed ({}); expected e.g. "
-        "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1",
-        key, why));
+    return InvalidArgument(
+        fmt::format("layout key '{}' is malformed ({}); expected e.g. "
+                    "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1",
+                    key, why));
   };
   std::vector<std::string_view> parts = SplitDashes(key);
   if (parts.size() != 11) return bad(fmt::format("{} fields, expected 11", parts.size()));
@@ -87,8 +85,7 @@ Result<Layout> ParseLayoutKey(std::string_view key) {
   if (!ParseField(parts[1], "pp", &l.pp) || l.pp < 1) return bad("pp");
   if (!ParseField(parts[2], "dp", &l.dp) || l.dp < 1) return bad("dp");
   if (!ParseField(parts[3], "mbs", &l.micro_batch) || l.micro_batch < 1) return bad("mbs");
-  if (!ParseField(parts[4], "nmb", &l.num_micro_batches) || l.num_micro_batches < 1)
-    return bad("nmb");
+  if (!ParseField(parts[4], "nmb", &l.num_micro_batches) || l.num_micro_batches < 1) return bad("nmb");
   Result<Precision> precision = ParsePrecision(parts[5]);
   if (!precision.ok()) return bad("precision");
   l.precision = *precision;

@@ -11,13 +11,13 @@ namespace tunepar::search {
 struct ModelShape {
   std::string name;
   std::string description;
-  int layers = 0;        // L
-  int hidden = 0;        // h
-  int heads = 0;         // a
-  int seq_len = 0;       // s
-  int vocab = 0;         // V
-  int global_batch = 0;  // B, sequences per optimizer step (an input, not a knob)
-  int ffn_hidden = 0;    // MLP width; 4h when not given
+  int layers = 0;               // L
+  int hidden = 0;               // h
+  int heads = 0;                // a
+  int seq_len = 0;              // s
+  int vocab = 0;                // V
+  int global_batch = 0;         // B, sequences per optimizer step (an input, not a knob)
+  int ffn_hidden = 0;           // MLP width; 4h when not given
   bool tied_embeddings = true;  // LM head shares the token-embedding matrix
 
   // Trainable parameters: per layer QKV + projection (4h^2 + 4h), MLP (2hf + f + h), two layer

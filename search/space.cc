@@ -48,16 +48,29 @@ namespace {
 class Enumerator {
  public:
   Enumerator(const SpaceQuery& q, SpaceEnumeration* out)
-      : q_(q), m_(*q.model), s_(*q.space), out_(out),
-        tp_values_(s_.tp.For(q.world)), pp_values_(s_.pp.For(q.world)) {}
+      : q_(q),
+        m_(*q.model),
+        s_(*q.space),
+        out_(out),
+        tp_values_(s_.tp.For(q.world)),
+        pp_values_(s_.pp.For(q.world)) {}
 
   void Run() {
     const int64_t per_tp = static_cast<int64_t>(pp_values_.size()) * PerPp();
     out_->candidates = static_cast<int64_t>(tp_values_.size()) * per_tp;
     for (int tp : tp_values_) {
-      if (!TpFitsNode(tp)) { Exclude(Constraint::kTpWithinNode, per_tp); continue; }
-      if (m_.heads % tp != 0) { Exclude(Constraint::kTpDividesHeads, per_tp); continue; }
-      if (m_.ffn_hidden % tp != 0) { Exclude(Constraint::kTpDividesFfn, per_tp); continue; }
+      if (!TpFitsNode(tp)) {
+        Exclude(Constraint::kTpWithinNode, per_tp);
+        continue;
+      }
+      if (m_.heads % tp != 0) {
+        Exclude(Constraint::kTpDividesHeads, per_tp);
+        continue;
+      }
+      if (m_.ffn_hidden % tp != 0) {
+        Exclude(Constraint::kTpDividesFfn, per_tp);
+        continue;
+      }
       for (int pp : pp_values_) VisitPp(tp, pp);
     }
   }
@@ -79,12 +92,21 @@ class Enumerator {
   }
 
   void VisitPp(int tp, int pp) {
-    if (q_.world % (tp * pp) != 0) { Exclude(Constraint::kTpPpDivideWorld, PerPp()); return; }
-    if (m_.layers % pp != 0) { Exclude(Constraint::kPpDividesLayers, PerPp()); return; }
+    if (q_.world % (tp * pp) != 0) {
+      Exclude(Constraint::kTpPpDivideWorld, PerPp());
+      return;
+    }
+    if (m_.layers % pp != 0) {
+      Exclude(Constraint::kPpDividesLayers, PerPp());
+      return;
+    }
     const int dp = q_.world / (tp * pp);
     for (int mbs : s_.micro_batch) {
       const int64_t per_step = static_cast<int64_t>(mbs) * dp;
-      if (m_.global_batch % per_step != 0) { Exclude(Constraint::kBatchDivisible, PerMbs()); continue; }
+      if (m_.global_batch % per_step != 0) {
+        Exclude(Constraint::kBatchDivisible, PerMbs());
+        continue;
+      }
       Layout base;
       base.tp = tp;
       base.pp = pp;
@@ -97,25 +119,44 @@ class Enumerator {
 
   void VisitVpp(Layout l, int vpp) {
     if (vpp > 1) {
-      if (l.pp == 1) { Exclude(Constraint::kInterleaveNeedsPp, PerVpp()); return; }
-      if (m_.layers % (l.pp * vpp) != 0) { Exclude(Constraint::kInterleaveLayers, PerVpp()); return; }
-      if (l.num_micro_batches % l.pp != 0) { Exclude(Constraint::kInterleaveMicroBatches, PerVpp()); return; }
+      if (l.pp == 1) {
+        Exclude(Constraint::kInterleaveNeedsPp, PerVpp());
+        return;
+      }
+      if (m_.layers % (l.pp * vpp) != 0) {
+        Exclude(Constraint::kInterleaveLayers, PerVpp());
+        return;
+      }
+      if (l.num_micro_batches % l.pp != 0) {
+        Exclude(Constraint::kInterleaveMicroBatches, PerVpp());
+        return;
+      }
     }
     l.virtual_stages = vpp;
-    const int64_t per_flash = static_cast<int64_t>(s_.zero.size()) * s_.recompute.size() * s_.seq_parallel.size();
+    const int64_t per_flash =
+        static_cast<int64_t>(s_.zero.size()) * s_.recompute.size() * s_.seq_parallel.size();
     const int64_t per_zero = static_cast<int64_t>(s_.recompute.size()) * s_.seq_parallel.size();
     for (Precision precision : s_.precision) {
       l.precision = precision;
       for (bool flash : s_.flash_attention) {
-        if (flash && precision == Precision::kFp32) { Exclude(Constraint::kFlashNeeds16Bit, per_flash); continue; }
+        if (flash && precision == Precision::kFp32) {
+          Exclude(Constraint::kFlashNeeds16Bit, per_flash);
+          continue;
+        }
         l.flash_attention = flash;
         for (int zero : s_.zero) {
-          if (zero == 1 && l.dp == 1) { Exclude(Constraint::kZeroNeedsDp, per_zero); continue; }
+          if (zero == 1 && l.dp == 1) {
+            Exclude(Constraint::kZeroNeedsDp, per_zero);
+            continue;
+          }
           l.zero = zero;
           for (Recompute recompute : s_.recompute) {
             l.recompute = recompute;
             for (bool sp : s_.seq_parallel) {
-              if (sp && l.tp == 1) { Exclude(Constraint::kSeqParallelNeedsTp, 1); continue; }
+              if (sp && l.tp == 1) {
+                Exclude(Constraint::kSeqParallelNeedsTp, 1);
+                continue;
+              }
               l.seq_parallel = sp;
               out_->legal.push_back(l);
             }
@@ -139,7 +180,8 @@ Result<SpaceEnumeration> EnumerateSpace(const SpaceQuery& query) {
   if (query.world < 1) return InvalidArgument(fmt::format("world size must be >= 1, got {}", query.world));
   if (query.gpus_per_node < 1)
     return InvalidArgument(fmt::format("GPUs per node must be >= 1, got {}", query.gpus_per_node));
-  if (query.model == nullptr || query.space == nullptr) return InternalError("space query without model or space");
+  if (query.model == nullptr || query.space == nullptr)
+    return InternalError("space query without model or space");
   SpaceEnumeration out;
   Enumerator(query, &out).Run();
   return out;
@@ -156,7 +198,8 @@ std::string ExplainEmpty(const SpaceQuery& query, const SpaceEnumeration& e) {
   std::string detail;
   for (int c = 0; c < kNumConstraints; ++c) {
     if (e.excluded[c] == 0) continue;
-    detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", ConstraintId(static_cast<Constraint>(c)), e.excluded[c]);
+    detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", ConstraintId(static_cast<Constraint>(c)),
+                          e.excluded[c]);
   }
   return fmt::format(
       "no legal layout for world {} with model {} and space {}: the last candidates failed '{}' "

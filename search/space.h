@@ -35,8 +35,8 @@ enum class Constraint {
 };
 inline constexpr int kNumConstraints = 12;
 
-std::string_view ConstraintId(Constraint c);           // e.g. "tp_divides_heads"
-std::string ConstraintRule(Constraint c);              // e.g. "tp divides heads"
+std::string_view ConstraintId(Constraint c);  // e.g. "tp_divides_heads"
+std::string ConstraintRule(Constraint c);     // e.g. "tp divides heads"
 
 struct SpaceQuery {
   int world = 0;

@@ -41,8 +41,8 @@ Status ReadList(TomlFields& f, std::string_view key, std::vector<T>* out,
   return Status::Ok();
 }
 
-std::function<Status(const toml::node&, int*)> IntItem(TomlFields& f, std::string_view key,
-                                                       int min, int max) {
+std::function<Status(const toml::node&, int*)> IntItem(TomlFields& f, std::string_view key, int min,
+                                                       int max) {
   return [&f, key, min, max](const toml::node& item, int* out) {
     if (!item.is_integer())
       return f.ErrorAt(item, key, fmt::format("items must be integers, not {}", TomlTypeName(item)));
@@ -110,14 +110,20 @@ Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view so
   TomlFields k(*knobs, source, "knobs.");
   TUNEPAR_RETURN_IF_ERROR(ReadSizes(k, "tp", &s.tp));
   TUNEPAR_RETURN_IF_ERROR(ReadSizes(k, "pp", &s.pp));
-  if (k.Take("micro_batch") == nullptr) return k.Error("micro_batch", "missing (a list of positive integers is required)");
-  TUNEPAR_RETURN_IF_ERROR(ReadList<int>(k, "micro_batch", &s.micro_batch, IntItem(k, "micro_batch", 1, 1 << 20)));
-  TUNEPAR_RETURN_IF_ERROR(ReadList<Precision>(k, "precision", &s.precision, EnumItem<Precision>(k, "precision", ParsePrecision)));
+  if (k.Take("micro_batch") == nullptr)
+    return k.Error("micro_batch", "missing (a list of positive integers is required)");
+  TUNEPAR_RETURN_IF_ERROR(
+      ReadList<int>(k, "micro_batch", &s.micro_batch, IntItem(k, "micro_batch", 1, 1 << 20)));
+  TUNEPAR_RETURN_IF_ERROR(
+      ReadList<Precision>(k, "precision", &s.precision, EnumItem<Precision>(k, "precision", ParsePrecision)));
   TUNEPAR_RETURN_IF_ERROR(ReadList<int>(k, "zero", &s.zero, IntItem(k, "zero", 0, 1)));
-  TUNEPAR_RETURN_IF_ERROR(ReadList<Recompute>(k, "recompute", &s.recompute, EnumItem<Recompute>(k, "recompute", ParseRecompute)));
+  TUNEPAR_RETURN_IF_ERROR(
+      ReadList<Recompute>(k, "recompute", &s.recompute, EnumItem<Recompute>(k, "recompute", ParseRecompute)));
   TUNEPAR_RETURN_IF_ERROR(ReadList<bool>(k, "seq_parallel", &s.seq_parallel, BoolItem(k, "seq_parallel")));
-  TUNEPAR_RETURN_IF_ERROR(ReadList<int>(k, "virtual_stages", &s.virtual_stages, IntItem(k, "virtual_stages", 1, 1024)));
-  TUNEPAR_RETURN_IF_ERROR(ReadList<bool>(k, "flash_attention", &s.flash_attention, BoolItem(k, "flash_attention")));
+  TUNEPAR_RETURN_IF_ERROR(
+      ReadList<int>(k, "virtual_stages", &s.virtual_stages, IntItem(k, "virtual_stages", 1, 1024)));
+  TUNEPAR_RETURN_IF_ERROR(
+      ReadList<bool>(k, "flash_attention", &s.flash_attention, BoolItem(k, "flash_attention")));
   TUNEPAR_RETURN_IF_ERROR(k.RejectUnknownKeys());
 
   if (constraints != nullptr) {

@@ -49,19 +49,17 @@ Status TomlFields::Error(std::string_view key, std::string_view what) const {
   return ConfigError(fmt::format("{}: key '{}': {}", source_, Path(key), what));
 }
 
-Status TomlFields::ErrorAt(const toml::node& node, std::string_view key,
-                           std::string_view what) const {
+Status TomlFields::ErrorAt(const toml::node& node, std::string_view key, std::string_view what) const {
   const toml::source_region& where = node.source();
   if (where.begin.line == 0) return ConfigError(fmt::format("{}: key '{}': {}", source_, Path(key), what));
-  return ConfigError(fmt::format("{}:{}:{}: key '{}': {}", source_, where.begin.line,
-                                 where.begin.column, Path(key), what));
+  return ConfigError(
+      fmt::format("{}:{}:{}: key '{}': {}", source_, where.begin.line, where.begin.column, Path(key), what));
 }
 
 Status TomlFields::Int(std::string_view key, int64_t* out, bool required) {
   const toml::node* node = Take(key);
   if (node == nullptr) return required ? Error(key, "missing (an integer is required)") : Status::Ok();
-  if (!node->is_integer())
-    return Error(key, fmt::format("must be an integer, not {}", TomlTypeName(*node)));
+  if (!node->is_integer()) return Error(key, fmt::format("must be an integer, not {}", TomlTypeName(*node)));
   *out = node->as_integer()->get();
   return Status::Ok();
 }
@@ -72,8 +70,7 @@ Status TomlFields::PositiveInt(std::string_view key, int* out, bool required) {
   TUNEPAR_RETURN_IF_ERROR(Int(key, &value, required));
   if (!present) return Status::Ok();
   if (value < 1) return Error(key, fmt::format("must be a positive integer, got {}", value));
-  if (value > std::numeric_limits<int>::max())
-    return Error(key, fmt::format("is too large ({})", value));
+  if (value > std::numeric_limits<int>::max()) return Error(key, fmt::format("is too large ({})", value));
   *out = static_cast<int>(value);
   return Status::Ok();
 }
@@ -81,8 +78,7 @@ Status TomlFields::PositiveInt(std::string_view key, int* out, bool required) {
 Status TomlFields::Number(std::string_view key, double* out, bool required) {
   const toml::node* node = Take(key);
   if (node == nullptr) return required ? Error(key, "missing (a number is required)") : Status::Ok();
-  if (!node->is_number())
-    return Error(key, fmt::format("must be a number, not {}", TomlTypeName(*node)));
+  if (!node->is_number()) return Error(key, fmt::format("must be a number, not {}", TomlTypeName(*node)));
   *out = node->value<double>().value();
   return Status::Ok();
 }
@@ -90,8 +86,7 @@ Status TomlFields::Number(std::string_view key, double* out, bool required) {
 Status TomlFields::String(std::string_view key, std::string* out, bool required) {
   const toml::node* node = Take(key);
   if (node == nullptr) return required ? Error(key, "missing (a string is required)") : Status::Ok();
-  if (!node->is_string())
-    return Error(key, fmt::format("must be a string, not {}", TomlTypeName(*node)));
+  if (!node->is_string()) return Error(key, fmt::format("must be a string, not {}", TomlTypeName(*node)));
   *out = node->as_string()->get();
   return Status::Ok();
 }
@@ -108,8 +103,7 @@ Status TomlFields::Bool(std::string_view key, bool* out, bool required) {
 Status TomlFields::Table(std::string_view key, const toml::table** out, bool required) {
   const toml::node* node = Take(key);
   if (node == nullptr) return required ? Error(key, "missing (a table is required)") : Status::Ok();
-  if (!node->is_table())
-    return Error(key, fmt::format("must be a table, not {}", TomlTypeName(*node)));
+  if (!node->is_table()) return Error(key, fmt::format("must be a table, not {}", TomlTypeName(*node)));
   *out = node->as_table();
   return Status::Ok();
 }

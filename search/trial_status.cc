@@ -5,8 +5,8 @@
 namespace tunepar::search {
 
 namespace {
-constexpr TrialStatus kAll[] = {TrialStatus::kQueued, TrialStatus::kRunning, TrialStatus::kOk,
-                                TrialStatus::kOom,    TrialStatus::kTimeout, TrialStatus::kCrash,
+constexpr TrialStatus kAll[] = {TrialStatus::kQueued,  TrialStatus::kRunning,    TrialStatus::kOk,
+                                TrialStatus::kOom,     TrialStatus::kTimeout,    TrialStatus::kCrash,
                                 TrialStatus::kInvalid, TrialStatus::kInterrupted};
 }
 

@@ -17,28 +17,28 @@ struct StudyRecord {
   int world = 0;
   std::string model_name, hardware_name, space_name;
   std::string model_toml, hardware_toml, space_toml;  // the full configs, canonical TOML
-  std::string objective;         // "max_tokens_per_s"
-  std::string backend;           // "model", "command", "local", "slurm"
-  std::string backend_settings;  // JSON object
-  std::string created_at;        // UTC, ISO 8601
-  std::string created_by;        // node id that created it
+  std::string objective;                              // "max_tokens_per_s"
+  std::string backend;                                // "model", "command", "local", "slurm"
+  std::string backend_settings;                       // JSON object
+  std::string created_at;                             // UTC, ISO 8601
+  std::string created_by;                             // node id that created it
 
   bool operator==(const StudyRecord&) const = default;
 };
 
 struct TrialRecord {
   std::string study_id;
-  std::string node_id;     // the shard that owns the row
-  int64_t number = 0;      // per (study, node), from 1, in proposal order
+  std::string node_id;  // the shard that owns the row
+  int64_t number = 0;   // per (study, node), from 1, in proposal order
   search::Layout layout;
   search::TrialStatus status = search::TrialStatus::kQueued;
-  int attempt = 1;         // > 1 when an interrupted trial is re-run
+  int attempt = 1;  // > 1 when an interrupted trial is re-run
 
   std::optional<double> step_time_s;
   std::optional<double> tokens_per_s;
   std::optional<double> tflops_per_gpu;
   std::optional<double> peak_memory_bytes;
-  std::optional<double> predicted_step_time_s;   // the performance model's view of the layout
+  std::optional<double> predicted_step_time_s;  // the performance model's view of the layout
   std::optional<double> predicted_tokens_per_s;
   std::optional<double> predicted_memory_bytes;
   std::string details = "{}";  // JSON object: breakdowns, backend detail

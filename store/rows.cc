@@ -31,9 +31,19 @@ Status InsertStudy(Database& db, const StudyRecord& s) {
   Result<Statement> st = db.Prepare(
       fmt::format("INSERT OR IGNORE INTO studies ({}) VALUES ({})", kStudyColumns, Placeholders(14)));
   if (!st.ok()) return st.status();
-  st->Bind(1, s.id).Bind(2, s.name).Bind(3, s.world).Bind(4, s.model_name).Bind(5, s.hardware_name)
-      .Bind(6, s.space_name).Bind(7, s.model_toml).Bind(8, s.hardware_toml).Bind(9, s.space_toml)
-      .Bind(10, s.objective).Bind(11, s.backend).Bind(12, s.backend_settings).Bind(13, s.created_at)
+  st->Bind(1, s.id)
+      .Bind(2, s.name)
+      .Bind(3, s.world)
+      .Bind(4, s.model_name)
+      .Bind(5, s.hardware_name)
+      .Bind(6, s.space_name)
+      .Bind(7, s.model_toml)
+      .Bind(8, s.hardware_toml)
+      .Bind(9, s.space_toml)
+      .Bind(10, s.objective)
+      .Bind(11, s.backend)
+      .Bind(12, s.backend_settings)
+      .Bind(13, s.created_at)
       .Bind(14, s.created_by);
   return st->Run();
 }
@@ -48,17 +58,43 @@ Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials) {
   }
   for (const TrialRecord& t : trials) {
     const search::Layout& l = t.layout;
-    st->Bind(1, t.study_id).Bind(2, t.node_id).Bind(3, t.number).Bind(4, search::LayoutKey(l))
-        .Bind(5, l.tp).Bind(6, l.pp).Bind(7, l.dp).Bind(8, l.micro_batch).Bind(9, l.num_micro_batches)
-        .Bind(10, search::ToString(l.precision)).Bind(11, l.zero).Bind(12, search::ToString(l.recompute))
-        .Bind(13, l.seq_parallel ? 1 : 0).Bind(14, l.virtual_stages).Bind(15, l.flash_attention ? 1 : 0)
-        .Bind(16, search::ToString(t.status)).Bind(17, t.attempt).Bind(18, t.step_time_s)
-        .Bind(19, t.tokens_per_s).Bind(20, t.tflops_per_gpu).Bind(21, t.peak_memory_bytes)
-        .Bind(22, t.predicted_step_time_s).Bind(23, t.predicted_tokens_per_s)
-        .Bind(24, t.predicted_memory_bytes).Bind(25, t.details).Bind(26, t.message).Bind(27, t.log_path)
-        .Bind(28, t.backend).Bind(29, t.hosts).Bind(30, t.tunepar_version).Bind(31, t.git_revision)
-        .Bind(32, t.host).Bind(33, t.pid).Bind(34, t.started_at).Bind(35, t.finished_at)
-        .Bind(36, t.heartbeat_at).Bind(37, t.lease_expires_at);
+    st->Bind(1, t.study_id)
+        .Bind(2, t.node_id)
+        .Bind(3, t.number)
+        .Bind(4, search::LayoutKey(l))
+        .Bind(5, l.tp)
+        .Bind(6, l.pp)
+        .Bind(7, l.dp)
+        .Bind(8, l.micro_batch)
+        .Bind(9, l.num_micro_batches)
+        .Bind(10, search::ToString(l.precision))
+        .Bind(11, l.zero)
+        .Bind(12, search::ToString(l.recompute))
+        .Bind(13, l.seq_parallel ? 1 : 0)
+        .Bind(14, l.virtual_stages)
+        .Bind(15, l.flash_attention ? 1 : 0)
+        .Bind(16, search::ToString(t.status))
+        .Bind(17, t.attempt)
+        .Bind(18, t.step_time_s)
+        .Bind(19, t.tokens_per_s)
+        .Bind(20, t.tflops_per_gpu)
+        .Bind(21, t.peak_memory_bytes)
+        .Bind(22, t.predicted_step_time_s)
+        .Bind(23, t.predicted_tokens_per_s)
+        .Bind(24, t.predicted_memory_bytes)
+        .Bind(25, t.details)
+        .Bind(26, t.message)
+        .Bind(27, t.log_path)
+        .Bind(28, t.backend)
+        .Bind(29, t.hosts)
+        .Bind(30, t.tunepar_version)
+        .Bind(31, t.git_revision)
+        .Bind(32, t.host)
+        .Bind(33, t.pid)
+        .Bind(34, t.started_at)
+        .Bind(35, t.finished_at)
+        .Bind(36, t.heartbeat_at)
+        .Bind(37, t.lease_expires_at);
     if (Status s = st->Run(); !s.ok()) {
       (void)db.Exec("ROLLBACK");
       return s;
@@ -68,10 +104,11 @@ Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials) {
 }
 
 Result<std::vector<StudyRecord>> SelectStudies(Database& db) {
-  Result<Statement> st = db.Prepare(fmt::format("SELECT {} FROM studies ORDER BY created_at, study_id", kStudyColumns));
+  Result<Statement> st =
+      db.Prepare(fmt::format("SELECT {} FROM studies ORDER BY created_at, study_id", kStudyColumns));
   if (!st.ok()) return st.status();
   std::vector<StudyRecord> out;
-  for (Result<bool> row = st->Step(); ; row = st->Step()) {
+  for (Result<bool> row = st->Step();; row = st->Step()) {
     if (!row.ok()) return row.status();
     if (!*row) break;
     StudyRecord s;
@@ -101,7 +138,7 @@ Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& s
   if (!st.ok()) return st.status();
   if (!study_id.empty()) st->Bind(1, study_id);
   std::vector<TrialRecord> out;
-  for (Result<bool> row = st->Step(); ; row = st->Step()) {
+  for (Result<bool> row = st->Step();; row = st->Step()) {
     if (!row.ok()) return row.status();
     if (!*row) break;
     TrialRecord t;
@@ -118,7 +155,8 @@ Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& s
     Result<search::Recompute> recompute = search::ParseRecompute(st->Text(11));
     Result<search::TrialStatus> status = search::ParseTrialStatus(st->Text(15));
     if (!precision.ok() || !recompute.ok() || !status.ok())
-      return StoreError(fmt::format("{}: trial {}/{} has an unreadable field", db.label(), t.node_id, t.number));
+      return StoreError(
+          fmt::format("{}: trial {}/{} has an unreadable field", db.label(), t.node_id, t.number));
     l.precision = *precision;
     l.zero = static_cast<int>(st->Int(10));
     l.recompute = *recompute;

@@ -9,7 +9,7 @@
 
 namespace tunepar::store {
 
-Status InsertStudy(Database& db, const StudyRecord& study);     // INSERT OR IGNORE
+Status InsertStudy(Database& db, const StudyRecord& study);                 // INSERT OR IGNORE
 Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials);  // one transaction
 Result<std::vector<StudyRecord>> SelectStudies(Database& db);
 // All trials, or those of one study when `study_id` is not empty; ordered by (node, number).

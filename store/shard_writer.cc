@@ -72,9 +72,10 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& optio
   TUNEPAR_RETURN_IF_ERROR(db->Exec("PRAGMA locking_mode = EXCLUSIVE"));
   TUNEPAR_RETURN_IF_ERROR(db->Exec("PRAGMA foreign_keys = ON"));
   if (!db->Exec("BEGIN EXCLUSIVE").ok() || !db->Exec("COMMIT").ok()) {
-    return StoreError(fmt::format(
-        "shard '{}' is being written by another tunepar process on this node ({}); wait for it "
-        "or give this one another --node-id", options.node_id, work_path));
+    return StoreError(
+        fmt::format("shard '{}' is being written by another tunepar process on this node ({}); wait for it "
+                    "or give this one another --node-id",
+                    options.node_id, work_path));
   }
 
   // The published snapshot is authoritative when the work file is new (a node-local disk wiped
@@ -109,26 +110,31 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& optio
     Result<bool> row = st->Step();
     if (!row.ok()) return row.status();
     if (*row && st->Text(0) != options.node_id) {
-      return StoreError(fmt::format("{}: belongs to node '{}', not '{}'", work_path, st->Text(0), options.node_id));
+      return StoreError(
+          fmt::format("{}: belongs to node '{}', not '{}'", work_path, st->Text(0), options.node_id));
     }
   }
   TUNEPAR_RETURN_IF_ERROR(SetMeta(*db, "node_id", options.node_id));
   return std::unique_ptr<ShardWriter>(new ShardWriter(options, work_path, snapshot_path, std::move(*db)));
 }
 
-Status ShardWriter::PutStudy(const StudyRecord& study) { return InsertStudy(db_, study); }
+Status ShardWriter::PutStudy(const StudyRecord& study) {
+  return InsertStudy(db_, study);
+}
 
 Status ShardWriter::PutTrials(const std::vector<TrialRecord>& trials) {
   for (const TrialRecord& t : trials) {
     if (t.node_id != options_.node_id) {
-      return InternalError(fmt::format("trial {} of node '{}' written to shard '{}'", t.number, t.node_id,
-                                       options_.node_id));
+      return InternalError(
+          fmt::format("trial {} of node '{}' written to shard '{}'", t.number, t.node_id, options_.node_id));
     }
   }
   return UpsertTrials(db_, trials);
 }
 
-Result<std::vector<StudyRecord>> ShardWriter::Studies() { return SelectStudies(db_); }
+Result<std::vector<StudyRecord>> ShardWriter::Studies() {
+  return SelectStudies(db_);
+}
 
 Result<std::vector<TrialRecord>> ShardWriter::Trials(const std::string& study_id) {
   return SelectTrials(db_, study_id);
@@ -138,7 +144,8 @@ Status ShardWriter::Publish() {
   Result<int64_t> seq = PublishSeq(db_);
   if (!seq.ok()) return seq.status();
   TUNEPAR_RETURN_IF_ERROR(SetMeta(db_, "publish_seq", std::to_string(*seq + 1)));
-  const std::string tmp = fmt::format("{}/.{}.sqlite.tmp-{}", ShardsDir(options_.store_dir), options_.node_id, getpid());
+  const std::string tmp =
+      fmt::format("{}/.{}.sqlite.tmp-{}", ShardsDir(options_.store_dir), options_.node_id, getpid());
   std::error_code ec;
   fs::remove(tmp, ec);
   Result<Statement> vacuum = db_.Prepare("VACUUM INTO ?1");

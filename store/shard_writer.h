@@ -47,8 +47,10 @@ class ShardWriter {
 
  private:
   ShardWriter(ShardOptions options, std::string work_path, std::string snapshot_path, Database db)
-      : options_(std::move(options)), work_path_(std::move(work_path)),
-        snapshot_path_(std::move(snapshot_path)), db_(std::move(db)) {}
+      : options_(std::move(options)),
+        work_path_(std::move(work_path)),
+        snapshot_path_(std::move(snapshot_path)),
+        db_(std::move(db)) {}
 
   ShardOptions options_;
   std::string work_path_;

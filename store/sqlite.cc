@@ -113,8 +113,12 @@ void Statement::Reset() {
   sqlite3_clear_bindings(stmt_);
 }
 
-int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-double Statement::Double(int column) const { return sqlite3_column_double(stmt_, column); }
+int64_t Statement::Int(int column) const {
+  return sqlite3_column_int64(stmt_, column);
+}
+double Statement::Double(int column) const {
+  return sqlite3_column_double(stmt_, column);
+}
 std::optional<double> Statement::OptionalDouble(int column) const {
   if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
   return sqlite3_column_double(stmt_, column);

@@ -36,9 +36,10 @@ Status ValidateNodeId(std::string_view node_id) {
   if (node_id.front() == '.' || node_id.size() > 128 ||
       node_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
           std::string_view::npos) {
-    return InvalidArgument(fmt::format(
-        "node id '{}' is not usable as a file name (letters, digits, '.', '_', '-'; not starting "
-        "with '.')", node_id));
+    return InvalidArgument(
+        fmt::format("node id '{}' is not usable as a file name (letters, digits, '.', '_', '-'; not starting "
+                    "with '.')",
+                    node_id));
   }
   return Status::Ok();
 }

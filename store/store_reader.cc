@@ -38,7 +38,8 @@ Result<Database> OpenShardForReading(const std::string& path) {
   Result<int64_t> version = db->PragmaInt("user_version");
   if (!version.ok()) return version.status();
   if (*app != kApplicationId || *version == 0) {
-    return StoreError(fmt::format("{}: not a tunepar shard (empty, truncated or another program's file)", path));
+    return StoreError(
+        fmt::format("{}: not a tunepar shard (empty, truncated or another program's file)", path));
   }
   TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(*db, *version));
   Result<Statement> check = db->Prepare("PRAGMA quick_check");
@@ -55,7 +56,8 @@ Result<Database> OpenShardForReading(const std::string& path) {
   sqlite3_backup* backup = sqlite3_backup_init(memory->handle(), "main", db->handle(), "main");
   if (backup == nullptr) return memory->Error("cannot copy an older shard into memory");
   sqlite3_backup_step(backup, -1);
-  if (sqlite3_backup_finish(backup) != SQLITE_OK) return memory->Error("cannot copy an older shard into memory");
+  if (sqlite3_backup_finish(backup) != SQLITE_OK)
+    return memory->Error("cannot copy an older shard into memory");
   TUNEPAR_RETURN_IF_ERROR(Migrate(*memory));
   return memory;
 }
@@ -65,7 +67,8 @@ Status CheckShardVersions(const std::string& store_dir) {
   for (fs::directory_iterator it(ShardsDir(store_dir), ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     if (p.extension() != ".sqlite" || p.filename().string().front() == '.') continue;
-    Result<Database> db = Database::Open(FileUri(p.string(), "mode=ro&immutable=1"), SQLITE_OPEN_READONLY, p.string());
+    Result<Database> db =
+        Database::Open(FileUri(p.string(), "mode=ro&immutable=1"), SQLITE_OPEN_READONLY, p.string());
     if (!db.ok()) continue;  // unreadable shards are reported (and skipped) by ReadStore
     Result<int64_t> version = db->PragmaInt("user_version");
     if (version.ok()) TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(*db, *version));
@@ -113,9 +116,11 @@ Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& opt
   for (const std::string& path : paths) {
     Result<Database> db = OpenShardForReading(path);
     if (!db.ok() && db.status().code() == StatusCode::kSchemaTooNew) return db.status();
-    Result<std::vector<StudyRecord>> studies = db.ok() ? SelectStudies(*db) : Result<std::vector<StudyRecord>>(db.status());
-    Result<std::vector<TrialRecord>> trials =
-        studies.ok() ? SelectTrials(*db, options.study_id) : Result<std::vector<TrialRecord>>(studies.status());
+    Result<std::vector<StudyRecord>> studies =
+        db.ok() ? SelectStudies(*db) : Result<std::vector<StudyRecord>>(db.status());
+    Result<std::vector<TrialRecord>> trials = studies.ok()
+                                                  ? SelectTrials(*db, options.study_id)
+                                                  : Result<std::vector<TrialRecord>>(studies.status());
     if (!trials.ok()) {
       view.warnings.push_back(fmt::format("skipping shard {}: {}", path, trials.status().message()));
       continue;

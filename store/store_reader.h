@@ -13,11 +13,11 @@
 namespace tunepar::store {
 
 struct StoreView {
-  bool exists = false;                  // the store directory exists
-  std::vector<StudyRecord> studies;     // unique by id, earliest creation kept
-  std::vector<TrialRecord> trials;      // ordered by (node, number)
-  std::vector<std::string> shards;      // snapshot files read
-  std::vector<std::string> warnings;    // one line per skipped shard, naming it
+  bool exists = false;                // the store directory exists
+  std::vector<StudyRecord> studies;   // unique by id, earliest creation kept
+  std::vector<TrialRecord> trials;    // ordered by (node, number)
+  std::vector<std::string> shards;    // snapshot files read
+  std::vector<std::string> warnings;  // one line per skipped shard, naming it
 };
 
 struct ReadOptions {

@@ -1,9 +1,8 @@
 // The tunepar binary as a user runs it: output, exit codes, and a store left intact by errors.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <set>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
@@ -15,7 +14,9 @@ namespace {
 using testing::RunTunepar;
 using testing::TempDir;
 
-int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int CountLines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
 // One line on stderr, "tunepar: error: ...", mentioning `fragment`.
 void ExpectOneLineError(const testing::CliRun& run, int exit_code, const std::string& fragment) {
@@ -75,20 +76,24 @@ TEST(Cli, BadInputGivesOneLineAndAKnownExitCodeAndLeavesTheStoreAlone) {
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b").exit_code, 0);
   const auto before = testing::SnapshotFiles(store_dir);
 
-  ExpectOneLineError(RunTunepar(store + " search --world 0"), kExitUsage, "--world must be a positive number");
+  ExpectOneLineError(RunTunepar(store + " search --world 0"), kExitUsage,
+                     "--world must be a positive number");
   ExpectOneLineError(RunTunepar(store + " search --world -8"), kExitUsage, "got -8");
   ExpectOneLineError(RunTunepar(store + " search --world 12"), kExitUsage, "whole nodes");
   ExpectOneLineError(RunTunepar(store + " search --world 7"), kExitNoLegalLayout,
                      "micro_batch * dp divides the global batch");
-  ExpectOneLineError(RunTunepar(store + " search --world 64 --model gpt-2t"), kExitConfig, "unknown model preset 'gpt-2t'");
-  ExpectOneLineError(RunTunepar(store + " search --world 64 --hardware nope"), kExitConfig, "unknown hardware preset");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --model gpt-2t"), kExitConfig,
+                     "unknown model preset 'gpt-2t'");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --hardware nope"), kExitConfig,
+                     "unknown hardware preset");
   testing::WriteFile(dir / "broken.toml", "name = \"broken\"\nlayers = [\n");
   ExpectOneLineError(RunTunepar(store + " search --world 64 --model " + (dir / "broken.toml")), kExitConfig,
                      "broken.toml:");
-  testing::WriteFile(dir / "bad-heads.toml",
-                     "name = \"bad\"\nlayers = 4\nhidden = 100\nheads = 3\nseq_len = 8\nvocab = 16\nglobal_batch = 8\n");
-  ExpectOneLineError(RunTunepar(store + " search --world 64 --model " + (dir / "bad-heads.toml")), kExitConfig,
-                     "heads");
+  testing::WriteFile(
+      dir / "bad-heads.toml",
+      "name = \"bad\"\nlayers = 4\nhidden = 100\nheads = 3\nseq_len = 8\nvocab = 16\nglobal_batch = 8\n");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --model " + (dir / "bad-heads.toml")),
+                     kExitConfig, "heads");
   ExpectOneLineError(RunTunepar(store + " show no-such-study"), kExitNotFound, "no-such-study");
   ExpectOneLineError(RunTunepar(store + " search --world 64 --backend magic"), kExitUsage, "magic");
   ExpectOneLineError(RunTunepar(store + " export x --csv"), kExitNotFound, "no study 'x'");
@@ -96,8 +101,8 @@ TEST(Cli, BadInputGivesOneLineAndAKnownExitCodeAndLeavesTheStoreAlone) {
   EXPECT_EQ(testing::SnapshotFiles(store_dir), before);
 
   testing::WriteFile(dir / "a-file", "x");
-  ExpectOneLineError(RunTunepar("--store " + (dir / "a-file") + " search --world 64 --model gpt-22b"), kExitStore,
-                     "a-file");
+  ExpectOneLineError(RunTunepar("--store " + (dir / "a-file") + " search --world 64 --model gpt-22b"),
+                     kExitStore, "a-file");
 }
 
 TEST(Cli, ShardFromANewerTuneparIsRefusedAndKept) {
@@ -132,8 +137,9 @@ TEST(Cli, TwoNodesSearchIntoOneStoreAtTheSameTime) {
   TempDir dir;
   const std::string store = "--store " + (dir / "store");
   const std::string bin = TUNEPAR_BINARY;
-  const std::string cmd = bin + " " + store + " search --world 256 --model gpt-22b --node-id a >/dev/null & " +
-                          bin + " " + store + " search --world 256 --model gpt-22b --node-id b >/dev/null & wait";
+  const std::string cmd = bin + " " + store +
+                          " search --world 256 --model gpt-22b --node-id a >/dev/null & " + bin + " " +
+                          store + " search --world 256 --model gpt-22b --node-id b >/dev/null & wait";
   ASSERT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0);
   testing::CliRun list = RunTunepar(store + " --json list");
   ASSERT_EQ(list.exit_code, 0) << list.err;
@@ -173,8 +179,8 @@ TEST(Cli, SpaceCountsAndExplains) {
 TEST(Cli, ConfigsListsEveryPreset) {
   testing::CliRun run = RunTunepar("configs");
   ASSERT_EQ(run.exit_code, 0);
-  for (const char* name : {"gpt-1.3b", "gpt-22b", "gpt-175b", "gpt-1t", "tiny", "small", "frontier-mi250x", "lumi-g",
-                           "dgx-a100", "dgx-h100", "local-cpu", "default"}) {
+  for (const char* name : {"gpt-1.3b", "gpt-22b", "gpt-175b", "gpt-1t", "tiny", "small", "frontier-mi250x",
+                           "lumi-g", "dgx-a100", "dgx-h100", "local-cpu", "default"}) {
     EXPECT_NE(run.out.find(name), std::string::npos) << name;
   }
 }

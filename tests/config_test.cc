@@ -34,7 +34,8 @@ void ExpectConfigError(const Result<T>& r, std::vector<std::string> fragments) {
   EXPECT_EQ(r.status().code(), StatusCode::kConfig);
   const std::string& m = r.status().message();
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  for (const std::string& f : fragments) EXPECT_NE(m.find(f), std::string::npos) << "'" << f << "' not in: " << m;
+  for (const std::string& f : fragments)
+    EXPECT_NE(m.find(f), std::string::npos) << "'" << f << "' not in: " << m;
 }
 
 TEST(ModelConfig, ParsesAndDefaultsTheMlpWidth) {
@@ -85,25 +86,29 @@ TEST(SpaceConfig, Parses) {
   EXPECT_EQ(s->tp.values, (std::vector<int>{1, 2, 4}));
   EXPECT_TRUE(s->pp.divisors_of_world);
   EXPECT_EQ(s->precision.size(), 2u);
-  EXPECT_EQ(s->recompute, (std::vector<search::Recompute>{search::Recompute::kNone, search::Recompute::kFull}));
+  EXPECT_EQ(s->recompute,
+            (std::vector<search::Recompute>{search::Recompute::kNone, search::Recompute::kFull}));
   EXPECT_TRUE(s->tp_cross_node);
 }
 
 TEST(SpaceConfig, RejectsBadKnobs) {
   ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "\"bf16\",", "\"bf15\","), "s.toml"),
                     {"s.toml:", "knobs.precision", "bf15"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = [1, 1]"), "s.toml"),
-                    {"knobs.micro_batch", "twice"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = []"), "s.toml"),
-                    {"knobs.micro_batch", "at least one"});
+  ExpectConfigError(
+      search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = [1, 1]"), "s.toml"),
+      {"knobs.micro_batch", "twice"});
+  ExpectConfigError(
+      search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = []"), "s.toml"),
+      {"knobs.micro_batch", "at least one"});
   ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]\n", ""), "s.toml"),
                     {"knobs.micro_batch", "missing"});
   ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "zero = [0, 1]", "zero = [0, 3]"), "s.toml"),
                     {"knobs.zero", "out of range"});
   ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "pp = \"divisors\"", "pp = \"all\""), "s.toml"),
                     {"knobs.pp", "divisors"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "tp_cross_node = true", "tp_cross_nodes = true"), "s.toml"),
-                    {"constraints.tp_cross_nodes", "unknown key"});
+  ExpectConfigError(
+      search::ParseSpaceSpec(Edit(kSpace, "tp_cross_node = true", "tp_cross_nodes = true"), "s.toml"),
+      {"constraints.tp_cross_nodes", "unknown key"});
   ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "[knobs]", "[knob]"), "s.toml"), {"knob"});
 }
 
@@ -111,13 +116,20 @@ TEST(HardwareConfig, EveryNumberNeedsItsOrigin) {
   const std::string text = testing::PresetText("hardware", "frontier-mi250x");
   ASSERT_TRUE(runner::ParseHardwareProfile(text, "hw.toml").ok());
   ExpectConfigError(
-      runner::ParseHardwareProfile(Edit(text, R"(memory_gb = { value = 64, origin = "published", source = "Frontier user guide: 64 GB HBM2e per GCD" })", "memory_gb = 64"), "hw.toml"),
+      runner::ParseHardwareProfile(
+          Edit(
+              text,
+              R"(memory_gb = { value = 64, origin = "published", source = "Frontier user guide: 64 GB HBM2e per GCD" })",
+              "memory_gb = 64"),
+          "hw.toml"),
       {"hw.toml", "device.memory_gb", "origin"});
-  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "origin = \"published\"", "origin = \"guessed\""), "hw.toml"),
-                    {"hw.toml", "origin", "guessed"});
+  ExpectConfigError(
+      runner::ParseHardwareProfile(Edit(text, "origin = \"published\"", "origin = \"guessed\""), "hw.toml"),
+      {"hw.toml", "origin", "guessed"});
   ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "value = 191.5", "value = -1"), "hw.toml"),
                     {"device.peak_tflops_bf16.value", "positive"});
-  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "[node]", "[nodes]"), "hw.toml"), {"node", "missing"});
+  ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "[node]", "[nodes]"), "hw.toml"),
+                    {"node", "missing"});
   ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "\"0xfe\", ", ""), "hw.toml"),
                     {"launch.cpu_masks", "7 masks", "8"});
   ExpectConfigError(runner::ParseHardwareProfile(Edit(text, "\"0xfe\", ", "\"fe\", "), "hw.toml"),

@@ -1,8 +1,8 @@
 #include "search/encoding.h"
 
-#include <gtest/gtest.h>
-
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "search/space.h"
 #include "tests/test_support.h"

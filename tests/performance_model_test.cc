@@ -1,8 +1,8 @@
 #include "runner/performance_model.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "tests/test_support.h"
 
@@ -15,11 +15,11 @@ struct Table1Row {
 };
 
 // Narayanan et al. 2021, Table 1 (reference/measured.md A): sequence 2048, vocabulary 51200.
-const Table1Row kTable1[] = {
-    {1.7, 24, 2304, 24, 512},      {3.6, 32, 3072, 30, 512},     {7.5, 32, 4096, 36, 512},
-    {18.4, 48, 6144, 40, 1024},    {39.1, 64, 8192, 48, 1536},   {76.1, 80, 10240, 60, 1792},
-    {145.6, 96, 12288, 80, 2304},  {310.1, 128, 16384, 96, 2160}, {529.6, 128, 20480, 105, 2520},
-    {1008.0, 160, 25600, 128, 3072}};
+const Table1Row kTable1[] = {{1.7, 24, 2304, 24, 512},       {3.6, 32, 3072, 30, 512},
+                             {7.5, 32, 4096, 36, 512},       {18.4, 48, 6144, 40, 1024},
+                             {39.1, 64, 8192, 48, 1536},     {76.1, 80, 10240, 60, 1792},
+                             {145.6, 96, 12288, 80, 2304},   {310.1, 128, 16384, 96, 2160},
+                             {529.6, 128, 20480, 105, 2520}, {1008.0, 160, 25600, 128, 3072}};
 
 search::ModelShape Shape(const Table1Row& r) {
   search::ModelShape m;
@@ -49,8 +49,8 @@ TEST(Formulas, FlopsMatchThePublishedEquations) {
   for (const Table1Row& r : kTable1) {
     const search::ModelShape m = Shape(r);
     const double B = m.global_batch, L = m.layers, h = m.hidden, V = m.vocab, s = m.seq_len;
-    const double model = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));     // Korthikanti eq. 7
-    const double full = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));  // Narayanan eq. 3
+    const double model = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));  // Korthikanti eq. 7
+    const double full = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));   // Narayanan eq. 3
     // Selective recomputation runs the attention core's forward again: QK^T and the product
     // with V, 4 s^2 h per layer and sequence. (Korthikanti et al.'s eq. 8 counts 12 B L s^2 h,
     // three times that; we count the FLOPs that are executed.)
@@ -88,7 +88,8 @@ TEST_F(ModelPhysics, MoreTensorParallelismLowersWeightMemory) {
 TEST_F(ModelPhysics, ZeroOneShardsOptimizerStatesOverDp) {
   search::Layout a = Base(), b = Base();
   b.zero = 1;
-  EXPECT_NEAR(Predict(b, model_, hw_).memory.optimizer_states * b.dp, Predict(a, model_, hw_).memory.optimizer_states,
+  EXPECT_NEAR(Predict(b, model_, hw_).memory.optimizer_states * b.dp,
+              Predict(a, model_, hw_).memory.optimizer_states,
               1e-6 * Predict(a, model_, hw_).memory.optimizer_states);
 }
 
@@ -111,7 +112,8 @@ TEST_F(ModelPhysics, MoreMicroBatchesShrinkTheBubbleShare) {
 
 TEST_F(ModelPhysics, ReportsConsistentThroughputFigures) {
   const Prediction p = Predict(Base(), model_, hw_);
-  EXPECT_NEAR(p.tokens_per_s * p.step_time_s, static_cast<double>(model_.global_batch) * model_.seq_len, 1e-6);
+  EXPECT_NEAR(p.tokens_per_s * p.step_time_s, static_cast<double>(model_.global_batch) * model_.seq_len,
+              1e-6);
   EXPECT_NEAR(p.mfu, p.tflops_per_gpu / hw_.peak_tflops_bf16.value, 1e-12);
   EXPECT_NEAR(p.memory_bytes, p.memory.Total(), 1.0);
   EXPECT_EQ(p.fits, p.memory_bytes <= 64e9);

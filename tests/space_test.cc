@@ -1,10 +1,10 @@
 #include "search/space.h"
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <numeric>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "tests/test_support.h"
 
@@ -111,7 +111,7 @@ TEST(Space, GlobalBatchMustDivideIntoMicroBatchesTimesDp) {
   m.global_batch = 12;
   SpaceSpec s = PinnedSpace();
   s.micro_batch = {1, 2, 3, 4, 8};
-  SpaceEnumeration e = Enumerate(2, m, s);  // dp 2
+  SpaceEnumeration e = Enumerate(2, m, s);                // dp 2
   EXPECT_EQ(e.Excluded(Constraint::kBatchDivisible), 2);  // mbs 4 (8 !| 12) and 8
   for (const Layout& l : e.legal) {
     EXPECT_EQ(l.micro_batch * l.num_micro_batches * l.dp, m.global_batch);
@@ -159,7 +159,7 @@ TEST(Space, RedundantKnobsAreExcluded) {
   s.seq_parallel = {false, true};
   // World 2: tp 1 -> dp 2, tp 2 -> dp 1.
   SpaceEnumeration e = Enumerate(2, m, s);
-  EXPECT_EQ(e.Excluded(Constraint::kZeroNeedsDp), 2);        // tp 2, zero 1, sp off/on
+  EXPECT_EQ(e.Excluded(Constraint::kZeroNeedsDp), 2);         // tp 2, zero 1, sp off/on
   EXPECT_EQ(e.Excluded(Constraint::kSeqParallelNeedsTp), 2);  // tp 1, sp on, zero 0/1
   for (const Layout& l : e.legal) {
     if (l.zero == 1) {

@@ -1,8 +1,9 @@
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "store/schema.h"
 #include "store/shard_writer.h"
@@ -64,7 +65,8 @@ TrialRecord Trial(const std::string& study_id, const std::string& node, int64_t 
   return t;
 }
 
-std::unique_ptr<ShardWriter> OpenWriter(const std::string& store, const std::string& node, const std::string& work = "") {
+std::unique_ptr<ShardWriter> OpenWriter(const std::string& store, const std::string& node,
+                                        const std::string& work = "") {
   Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, work});
   EXPECT_TRUE(w.ok()) << w.status().message();
   return w.ok() ? std::move(*w) : nullptr;
@@ -169,7 +171,8 @@ TEST(Store, RefusesASecondWriterOnTheSameNode) {
   Result<std::unique_ptr<ShardWriter>> second = ShardWriter::Open({store, "n0", ""});
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kStore);
-  EXPECT_NE(second.status().message().find("another tunepar process"), std::string::npos) << second.status().message();
+  EXPECT_NE(second.status().message().find("another tunepar process"), std::string::npos)
+      << second.status().message();
   // Another node id on the same machine is fine.
   EXPECT_TRUE(OpenWriter(store, "n1"));
   (void)!write(done[1], "x", 1);
@@ -202,7 +205,8 @@ TEST(Store, SkipsTruncatedAndForeignShardsByName) {
   ASSERT_EQ(view->warnings.size(), 3u);
   std::string all;
   for (const std::string& w : view->warnings) all += w + "\n";
-  for (const char* name : {"bad.sqlite", "empty.sqlite", "junk.sqlite"}) EXPECT_NE(all.find(name), std::string::npos) << all;
+  for (const char* name : {"bad.sqlite", "empty.sqlite", "junk.sqlite"})
+    EXPECT_NE(all.find(name), std::string::npos) << all;
   // Reading changed nothing on disk.
   EXPECT_EQ(testing::SnapshotFiles(store), before);
 }

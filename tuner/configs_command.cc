@@ -13,7 +13,9 @@ namespace tunepar {
 
 namespace {
 
-std::string ListText(const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); }
+std::string ListText(const std::vector<int>& v) {
+  return fmt::format("{}", fmt::join(v, ","));
+}
 
 template <typename T>
 std::string NamesText(const std::vector<T>& v) {
@@ -46,29 +48,32 @@ Status RunConfigs(const GlobalOptions& global) {
     if (p.kind == "models") {
       Result<search::ModelShape> m = search::ParseModelShape(p.text, origin);
       if (!m.ok()) return m.status();
-      summary = fmt::format("{} params: L {} h {} a {} s {} V {} batch {}", HumanCount(m->Parameters()), m->layers,
-                            m->hidden, m->heads, m->seq_len, m->vocab, m->global_batch);
+      summary = fmt::format("{} params: L {} h {} a {} s {} V {} batch {}", HumanCount(m->Parameters()),
+                            m->layers, m->hidden, m->heads, m->seq_len, m->vocab, m->global_batch);
       description = m->description;
       models.AddRow({m->name, summary, description});
     } else if (p.kind == "hardware") {
       Result<runner::HardwareProfile> h = runner::ParseHardwareProfile(p.text, origin);
       if (!h.ok()) return h.status();
-      summary = fmt::format("{} x {}: {:g} TF bf16, {:g} GB; {:g} x {:g} GB/s NICs", h->gpus_per_node, h->device_name,
-                            h->peak_tflops_bf16.value, h->memory_gb.value, h->nics_per_node.value,
-                            h->nic_bandwidth_gbs.value);
+      summary = fmt::format("{} x {}: {:g} TF bf16, {:g} GB; {:g} x {:g} GB/s NICs", h->gpus_per_node,
+                            h->device_name, h->peak_tflops_bf16.value, h->memory_gb.value,
+                            h->nics_per_node.value, h->nic_bandwidth_gbs.value);
       description = h->description;
       hardware.AddRow({h->name, summary, description});
     } else {
       Result<search::SpaceSpec> s = search::ParseSpaceSpec(p.text, origin);
       if (!s.ok()) return s.status();
       summary = fmt::format("tp {} pp {} mbs {} prec {} zero {} rc {} sp {} vpp {} flash {}", Sizes(s->tp),
-                            Sizes(s->pp), ListText(s->micro_batch), NamesText(s->precision), ListText(s->zero),
-                            NamesText(s->recompute), BoolsText(s->seq_parallel), ListText(s->virtual_stages),
-                            BoolsText(s->flash_attention));
+                            Sizes(s->pp), ListText(s->micro_batch), NamesText(s->precision),
+                            ListText(s->zero), NamesText(s->recompute), BoolsText(s->seq_parallel),
+                            ListText(s->virtual_stages), BoolsText(s->flash_attention));
       description = s->description;
       spaces.AddRow({s->name, summary, description});
     }
-    out.push_back({{"kind", p.kind}, {"name", p.name}, {"path", p.path}, {"summary", summary},
+    out.push_back({{"kind", p.kind},
+                   {"name", p.name},
+                   {"path", p.path},
+                   {"summary", summary},
                    {"description", description}});
   }
   if (global.json) {

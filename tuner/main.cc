@@ -13,7 +13,9 @@
 
 namespace {
 
-void Fail(const std::string& message) { fmt::print(stderr, "tunepar: error: {}\n", message); }
+void Fail(const std::string& message) {
+  fmt::print(stderr, "tunepar: error: {}\n", message);
+}
 
 }  // namespace
 
@@ -24,9 +26,10 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::warn);
 
-  CLI::App app{"tunepar: finds the fastest parallel layout (TP, PP, DP, micro-batch, precision, ZeRO-1,\n"
-               "recomputation) for training a transformer on many GPUs, and explains why.",
-               "tunepar"};
+  CLI::App app{
+      "tunepar: finds the fastest parallel layout (TP, PP, DP, micro-batch, precision, ZeRO-1,\n"
+      "recomputation) for training a transformer on many GPUs, and explains why.",
+      "tunepar"};
   app.set_version_flag("--version", fmt::format("tunepar {} ({})", Version(), GitRevision()));
   GlobalOptions global;
   app.add_option("--store", global.store, "Store directory (per-node SQLite shards)")
@@ -36,8 +39,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", global.json, "Machine-readable JSON on stdout");
   app.require_subcommand(1, 1);
   app.fallthrough();
-  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 config, 4 no legal layout, 5 store,\n"
-             "6 store from a newer tunepar, 7 study not found. See README.md.");
+  app.footer(
+      "Exit codes: 0 ok, 1 internal error, 2 usage, 3 config, 4 no legal layout, 5 store,\n"
+      "6 store from a newer tunepar, 7 study not found. See README.md.");
   app.parse_complete_callback([&] {
     if (global.verbose) spdlog::set_level(spdlog::level::debug);
   });

@@ -27,8 +27,8 @@ std::vector<std::string> PresetNames(std::string_view kind) {
 }
 
 Result<ConfigText> ResolveConfig(std::string_view kind, const std::string& arg) {
-  const bool is_path = arg.find('/') != std::string::npos ||
-                       (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".toml") == 0);
+  const bool is_path =
+      arg.find('/') != std::string::npos || (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".toml") == 0);
   if (!is_path) {
     for (const EmbeddedPreset& p : EmbeddedPresets()) {
       if (p.kind == kind && p.name == arg) {
@@ -41,8 +41,9 @@ Result<ConfigText> ResolveConfig(std::string_view kind, const std::string& arg) 
   std::ifstream in(arg, std::ios::binary);
   std::error_code ec;
   if (!in || std::filesystem::is_directory(arg, ec)) {
-    return ConfigError(fmt::format("cannot read {} config '{}': {}", KindNoun(kind), arg,
-                                   std::filesystem::exists(arg, ec) ? "not a readable file" : "no such file"));
+    return ConfigError(
+        fmt::format("cannot read {} config '{}': {}", KindNoun(kind), arg,
+                    std::filesystem::exists(arg, ec) ? "not a readable file" : "no such file"));
   }
   std::ostringstream text;
   text << in.rdbuf();

@@ -18,7 +18,8 @@ Result<Problem> LoadProblem(const std::string& model, const std::string& hardwar
 
   Result<search::ModelShape> shape = search::ParseModelShape(p.model_text.text, p.model_text.origin);
   if (!shape.ok()) return shape.status();
-  Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(p.hardware_text.text, p.hardware_text.origin);
+  Result<runner::HardwareProfile> profile =
+      runner::ParseHardwareProfile(p.hardware_text.text, p.hardware_text.origin);
   if (!profile.ok()) return profile.status();
   Result<search::SpaceSpec> spec = search::ParseSpaceSpec(p.space_text.text, p.space_text.origin);
   if (!spec.ok()) return spec.status();
@@ -29,7 +30,8 @@ Result<Problem> LoadProblem(const std::string& model, const std::string& hardwar
 }
 
 Status CheckWorld(int64_t world, const runner::HardwareProfile& hw) {
-  if (world < 1) return InvalidArgument(fmt::format("--world must be a positive number of GPUs, got {}", world));
+  if (world < 1)
+    return InvalidArgument(fmt::format("--world must be a positive number of GPUs, got {}", world));
   if (world > (1 << 24)) return InvalidArgument(fmt::format("--world {} is beyond any machine", world));
   if (world > hw.gpus_per_node && world % hw.gpus_per_node != 0) {
     return InvalidArgument(fmt::format(

@@ -82,7 +82,9 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
                       {"flash_attention", l.flash_attention},
                       {"status", search::ToString(t.status)},
                       {"trial", fmt::format("{}/{}", t.node_id, t.number)}};
-  auto put = [&](const char* key, const std::optional<double>& v) { j[key] = v ? nlohmann::json(*v) : nlohmann::json(); };
+  auto put = [&](const char* key, const std::optional<double>& v) {
+    j[key] = v ? nlohmann::json(*v) : nlohmann::json();
+  };
   put("step_time_s", t.step_time_s);
   put("tokens_per_s", t.tokens_per_s);
   put("tflops_per_gpu", t.tflops_per_gpu);
@@ -107,7 +109,8 @@ Status RunSearch(const GlobalOptions& global, const SearchOptions& o) {
   const std::string study_id = StudyId(*problem, settings);
 
   const std::string node_id = o.node_id.empty() ? store::DefaultNodeId() : o.node_id;
-  Result<std::unique_ptr<store::ShardWriter>> writer = store::ShardWriter::Open({global.store, node_id, o.work_dir});
+  Result<std::unique_ptr<store::ShardWriter>> writer =
+      store::ShardWriter::Open({global.store, node_id, o.work_dir});
   if (!writer.ok()) return writer.status();
   Result<store::StoreView> merged = (*writer)->ReadMerged(study_id);
   if (!merged.ok()) return merged.status();
@@ -120,9 +123,11 @@ Status RunSearch(const GlobalOptions& global, const SearchOptions& o) {
       resumed = true;
       name = s.name;
     } else if (s.name == name) {
-      return InvalidArgument(fmt::format(
-          "study '{}' already exists with a different model, hardware, space, world or backend; choose another "
-          "--study name", name));
+      return InvalidArgument(
+          fmt::format("study '{}' already exists with a different model, hardware, space, world or backend; "
+                      "choose another "
+                      "--study name",
+                      name));
     }
   }
   TUNEPAR_RETURN_IF_ERROR((*writer)->PutStudy(MakeStudyRecord(*problem, settings, study_id, name, node_id)));
@@ -152,9 +157,13 @@ Status RunSearch(const GlobalOptions& global, const SearchOptions& o) {
   std::vector<store::TrialRecord> all = std::move(merged->trials);
   all.insert(all.end(), fresh.begin(), fresh.end());
   const std::vector<const store::TrialRecord*> ranked = RankByThroughput(all);
-  std::vector<const store::TrialRecord*> best(ranked.begin(), ranked.begin() + std::min<size_t>(ranked.size(), o.top));
+  std::vector<const store::TrialRecord*> best(ranked.begin(),
+                                              ranked.begin() + std::min<size_t>(ranked.size(), o.top));
   const std::map<std::string, int64_t> counts = CountByStatus(all);
-  auto count = [&](const char* s) { auto it = counts.find(s); return it == counts.end() ? int64_t{0} : it->second; };
+  auto count = [&](const char* s) {
+    auto it = counts.find(s);
+    return it == counts.end() ? int64_t{0} : it->second;
+  };
 
   if (global.json) {
     nlohmann::json j = {{"study", name},
@@ -182,20 +191,22 @@ Status RunSearch(const GlobalOptions& global, const SearchOptions& o) {
 
   const int nodes = (world + query.gpus_per_node - 1) / query.gpus_per_node;
   fmt::print("tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{} x {}), space {}\n",
-             problem->model.name, HumanCount(problem->model.Parameters()), problem->hardware.name, world, nodes,
-             nodes == 1 ? "" : "s", std::min(world, query.gpus_per_node), problem->space.name);
+             problem->model.name, HumanCount(problem->model.Parameters()), problem->hardware.name, world,
+             nodes, nodes == 1 ? "" : "s", std::min(world, query.gpus_per_node), problem->space.name);
   fmt::print("backend model: {}\n", runner::kPerformanceModelVersion);
   fmt::print("legal layouts {} of {} candidates (tunepar space --world {} shows the exclusions)\n",
              WithCommas(static_cast<int64_t>(space->legal.size())), WithCommas(space->candidates), world);
-  fmt::print("evaluated {} layouts now in {:.2f} s, {} already in the store\n", WithCommas(static_cast<int64_t>(fresh.size())),
-             eval_s, WithCommas(static_cast<int64_t>(all.size() - fresh.size())));
-  fmt::print("predicted to fit in {:g} GB: {}; predicted not to fit (oom): {}\n\n", problem->hardware.memory_gb.value,
-             WithCommas(count("ok")), WithCommas(count("oom")));
+  fmt::print("evaluated {} layouts now in {:.2f} s, {} already in the store\n",
+             WithCommas(static_cast<int64_t>(fresh.size())), eval_s,
+             WithCommas(static_cast<int64_t>(all.size() - fresh.size())));
+  fmt::print("predicted to fit in {:g} GB: {}; predicted not to fit (oom): {}\n\n",
+             problem->hardware.memory_gb.value, WithCommas(count("ok")), WithCommas(count("oom")));
   if (best.empty()) {
     fmt::print("No layout is predicted to fit in device memory.\n");
   } else {
-    fmt::print("Best {} layouts by predicted throughput (TFLOP/s/GPU counts model FLOPs, no recompute):\n{}\n",
-               best.size(), TrialTable(best, false).Render());
+    fmt::print(
+        "Best {} layouts by predicted throughput (TFLOP/s/GPU counts model FLOPs, no recompute):\n{}\n",
+        best.size(), TrialTable(best, false).Render());
   }
   fmt::print("Study {} ({}) in store {}, shard {}\n", name, resumed ? "resumed" : "new", global.store,
              (*writer)->snapshot_path());
@@ -209,14 +220,19 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   auto o = std::make_shared<SearchOptions>();
   CLI::App* cmd = app.add_subcommand("search", "Find the fastest layouts; record every trial in the store");
   o->problem.AddTo(cmd);
-  cmd->add_option("--backend", o->backend, "How layouts are evaluated: model (the performance model, a dry run)")
+  cmd->add_option("--backend", o->backend,
+                  "How layouts are evaluated: model (the performance model, a dry run)")
       ->check(CLI::IsMember({"model"}))
       ->capture_default_str();
   cmd->add_option("--study", o->study, "Study name (default: <model>-w<world>-<id>)");
-  cmd->add_option("--node-id", o->node_id, "This node's shard name (default: $SLURMD_NODENAME or the host name)");
-  cmd->add_option("--work-dir", o->work_dir, "Where this node's live shard is written (default: <store>/work)")
+  cmd->add_option("--node-id", o->node_id,
+                  "This node's shard name (default: $SLURMD_NODENAME or the host name)");
+  cmd->add_option("--work-dir", o->work_dir,
+                  "Where this node's live shard is written (default: <store>/work)")
       ->envname("TUNEPAR_WORK_DIR");
-  cmd->add_option("--top", o->top, "How many of the best layouts to print")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--top", o->top, "How many of the best layouts to print")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->callback([&global, result, o] { *result = RunSearch(global, *o); });
 }
 

@@ -38,18 +38,16 @@ Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
   const search::SpaceQuery query = MakeSpaceQuery(*problem, static_cast<int>(o.problem.world));
   const auto start = std::chrono::steady_clock::now();
   Result<search::SpaceEnumeration> e = search::EnumerateSpace(query);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!e.ok()) return e.status();
   const search::LayoutEncoder encoder = search::LayoutEncoder::Fit(e->legal);
 
   if (global.json) {
-    nlohmann::json j = {{"world", query.world},
-                        {"model", problem->model.name},
-                        {"hardware", problem->hardware.name},
-                        {"space", problem->space.name},
-                        {"candidates", e->candidates},
-                        {"legal", e->legal.size()},
-                        {"enumeration_ms", ms}};
+    nlohmann::json j = {
+        {"world", query.world},         {"model", problem->model.name}, {"hardware", problem->hardware.name},
+        {"space", problem->space.name}, {"candidates", e->candidates},  {"legal", e->legal.size()},
+        {"enumeration_ms", ms}};
     nlohmann::json excluded = nlohmann::json::array();
     for (int c = 0; c < search::kNumConstraints; ++c) {
       auto constraint = static_cast<search::Constraint>(c);
@@ -89,7 +87,9 @@ Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
     std::vector<std::string> dims;
     for (const auto& d : encoder.Dimensions()) dims.push_back(DimensionName(d));
     fmt::print("\nGP encoding: {} dimensions: {}\n", dims.size(), fmt::join(dims, " "));
-    fmt::print("(each candidate is counted against the first constraint it fails; --list prints the legal layouts)\n");
+    fmt::print(
+        "(each candidate is counted against the first constraint it fails; --list prints the legal "
+        "layouts)\n");
   }
   if (e->legal.empty()) return {StatusCode::kNoLegalLayout, search::ExplainEmpty(query, *e)};
   return Status::Ok();

@@ -22,7 +22,8 @@ Result<store::StoreView> ReadStoreReporting(const std::string& dir, const std::s
 }
 
 // A study by exact name, exact id, or a unique id prefix of at least 4 digits.
-Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir, const std::string& arg) {
+Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
+                                     const std::string& arg) {
   for (const store::StudyRecord& s : view.studies) {
     if (s.name == arg || s.id == arg) return s;
   }
@@ -37,7 +38,8 @@ Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::st
   }
   if (match != nullptr) return *match;
   if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
-  return NotFound(fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
+  return NotFound(
+      fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
 }
 
 std::vector<store::TrialRecord> TrialsOf(const store::StoreView& view, const std::string& id) {
@@ -48,7 +50,9 @@ std::vector<store::TrialRecord> TrialsOf(const store::StoreView& view, const std
   return out;
 }
 
-nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+nlohmann::json OptionalJson(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
 
 nlohmann::json TrialRecordJson(const store::TrialRecord& t) {
   const search::Layout& l = t.layout;
@@ -89,15 +93,24 @@ nlohmann::json TrialRecordJson(const store::TrialRecord& t) {
 }
 
 nlohmann::json StudyJson(const store::StudyRecord& s, const std::vector<store::TrialRecord>& trials) {
-  return {{"study", s.name},        {"study_id", s.id},          {"world", s.world},
-          {"model", s.model_name},  {"hardware", s.hardware_name}, {"space", s.space_name},
-          {"objective", s.objective}, {"backend", s.backend},    {"created_at", s.created_at},
-          {"created_by", s.created_by}, {"trials", trials.size()}, {"status_counts", CountByStatus(trials)}};
+  return {{"study", s.name},
+          {"study_id", s.id},
+          {"world", s.world},
+          {"model", s.model_name},
+          {"hardware", s.hardware_name},
+          {"space", s.space_name},
+          {"objective", s.objective},
+          {"backend", s.backend},
+          {"created_at", s.created_at},
+          {"created_by", s.created_by},
+          {"trials", trials.size()},
+          {"status_counts", CountByStatus(trials)}};
 }
 
 std::string CountsText(const std::map<std::string, int64_t>& counts) {
   std::string out;
-  for (const auto& [status, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", status, WithCommas(n));
+  for (const auto& [status, n] : counts)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", status, WithCommas(n));
   return out.empty() ? "none" : out;
 }
 
@@ -131,16 +144,19 @@ Status RunList(const GlobalOptions& global) {
     const auto ranked = RankByThroughput(trials);
     int64_t ok = 0, failed = 0;
     for (const store::TrialRecord& r : trials) {
-      if (r.status == search::TrialStatus::kOk) ++ok;
-      else if (search::IsFinished(r.status)) ++failed;
+      if (r.status == search::TrialStatus::kOk)
+        ++ok;
+      else if (search::IsFinished(r.status))
+        ++failed;
     }
     t.AddRow({s.name, s.model_name, s.hardware_name, std::to_string(s.world), s.backend,
               WithCommas(static_cast<int64_t>(trials.size())), WithCommas(ok), WithCommas(failed),
               ranked.empty() ? "-" : WithCommas(std::llround(*ranked.front()->tokens_per_s)), s.created_at});
   }
   fmt::print("{}", t.Render());
-  fmt::print("{} stud{} from {} shard{} in '{}'\n", view->studies.size(), view->studies.size() == 1 ? "y" : "ies",
-             view->shards.size(), view->shards.size() == 1 ? "" : "s", global.store);
+  fmt::print("{} stud{} from {} shard{} in '{}'\n", view->studies.size(),
+             view->studies.size() == 1 ? "y" : "ies", view->shards.size(),
+             view->shards.size() == 1 ? "" : "s", global.store);
   return Status::Ok();
 }
 
@@ -163,7 +179,8 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
       for (const store::TrialRecord& t : trials) rows.push_back(TrialRecordJson(t));
     } else {
       const auto ranked = RankByThroughput(trials);
-      for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(o.limit); ++i) rows.push_back(TrialRecordJson(*ranked[i]));
+      for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(o.limit); ++i)
+        rows.push_back(TrialRecordJson(*ranked[i]));
     }
     j["rows"] = rows;
     fmt::print("{}\n", j.dump(2));
@@ -173,7 +190,8 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
   fmt::print("  model {}, hardware {}, space {}, world {}, backend {}, objective {}\n", study->model_name,
              study->hardware_name, study->space_name, study->world, study->backend, study->objective);
   fmt::print("  created {} by node {}\n", study->created_at, study->created_by);
-  fmt::print("  trials {}: {}\n\n", WithCommas(static_cast<int64_t>(trials.size())), CountsText(CountByStatus(trials)));
+  fmt::print("  trials {}: {}\n\n", WithCommas(static_cast<int64_t>(trials.size())),
+             CountsText(CountByStatus(trials)));
   if (o.all) {
     std::vector<const store::TrialRecord*> rows;
     for (const store::TrialRecord& t : trials) rows.push_back(&t);
@@ -181,7 +199,8 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
     return Status::Ok();
   }
   const auto ranked = RankByThroughput(trials);
-  std::vector<const store::TrialRecord*> best(ranked.begin(), ranked.begin() + std::min<size_t>(ranked.size(), o.limit));
+  std::vector<const store::TrialRecord*> best(ranked.begin(),
+                                              ranked.begin() + std::min<size_t>(ranked.size(), o.limit));
   if (best.empty()) {
     fmt::print("No trial finished ok yet.\n");
   } else {
@@ -198,7 +217,9 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
-std::string CsvNumber(const std::optional<double>& v) { return v ? fmt::format("{:.10g}", *v) : ""; }
+std::string CsvNumber(const std::optional<double>& v) {
+  return v ? fmt::format("{:.10g}", *v) : "";
+}
 
 struct ExportOptions {
   std::string study;
@@ -215,21 +236,22 @@ Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
   const std::vector<store::TrialRecord> trials = TrialsOf(*view, study->id);
   std::string text;
   if (o.csv) {
-    text = "study,node_id,number,layout,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,"
-           "seq_parallel,virtual_stages,flash_attention,status,attempt,step_time_s,tokens_per_s,tflops_per_gpu,"
-           "peak_memory_bytes,predicted_step_time_s,predicted_tokens_per_s,predicted_memory_bytes,backend,hosts,"
-           "started_at,finished_at,message\n";
+    text =
+        "study,node_id,number,layout,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,"
+        "seq_parallel,virtual_stages,flash_attention,status,attempt,step_time_s,tokens_per_s,tflops_per_gpu,"
+        "peak_memory_bytes,predicted_step_time_s,predicted_tokens_per_s,predicted_memory_bytes,backend,hosts,"
+        "started_at,finished_at,message\n";
     for (const store::TrialRecord& t : trials) {
       const search::Layout& l = t.layout;
-      text += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                          CsvField(study->name), CsvField(t.node_id), t.number, search::LayoutKey(l), l.tp, l.pp,
-                          l.dp, l.micro_batch, l.num_micro_batches, search::ToString(l.precision), l.zero,
-                          search::ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
-                          l.flash_attention ? 1 : 0, search::ToString(t.status), t.attempt, CsvNumber(t.step_time_s),
-                          CsvNumber(t.tokens_per_s), CsvNumber(t.tflops_per_gpu), CsvNumber(t.peak_memory_bytes),
-                          CsvNumber(t.predicted_step_time_s), CsvNumber(t.predicted_tokens_per_s),
-                          CsvNumber(t.predicted_memory_bytes), CsvField(t.backend), CsvField(t.hosts),
-                          t.started_at, t.finished_at, CsvField(t.message));
+      text += fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          CsvField(study->name), CsvField(t.node_id), t.number, search::LayoutKey(l), l.tp, l.pp, l.dp,
+          l.micro_batch, l.num_micro_batches, search::ToString(l.precision), l.zero,
+          search::ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0,
+          search::ToString(t.status), t.attempt, CsvNumber(t.step_time_s), CsvNumber(t.tokens_per_s),
+          CsvNumber(t.tflops_per_gpu), CsvNumber(t.peak_memory_bytes), CsvNumber(t.predicted_step_time_s),
+          CsvNumber(t.predicted_tokens_per_s), CsvNumber(t.predicted_memory_bytes), CsvField(t.backend),
+          CsvField(t.hosts), t.started_at, t.finished_at, CsvField(t.message));
     }
   } else {
     nlohmann::json j = StudyJson(*study, trials);
@@ -263,7 +285,9 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
   auto show = std::make_shared<ShowOptions>();
   CLI::App* show_cmd = app.add_subcommand("show", "Show a study and its best (or all) trials");
   show_cmd->add_option("study", show->study, "Study name or id")->required();
-  show_cmd->add_option("--limit", show->limit, "How many of the best trials to print")->check(CLI::PositiveNumber)->capture_default_str();
+  show_cmd->add_option("--limit", show->limit, "How many of the best trials to print")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   show_cmd->add_flag("--all", show->all, "Every trial, in trial order, with its status");
   show_cmd->callback([&global, result, show] { *result = RunShow(global, *show); });
 
@@ -271,7 +295,8 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
   CLI::App* export_cmd = app.add_subcommand("export", "Export every trial of a study as CSV or JSON");
   export_cmd->add_option("study", exp->study, "Study name or id")->required();
   auto* csv = export_cmd->add_flag("--csv", exp->csv, "Comma-separated values, one row per trial");
-  auto* json = export_cmd->add_flag("--json", exp->json, "One JSON object with the study, its configs and trials");
+  auto* json =
+      export_cmd->add_flag("--json", exp->json, "One JSON object with the study, its configs and trials");
   csv->excludes(json);
   export_cmd->add_option("-o,--output", exp->output, "Write to this file instead of stdout");
   export_cmd->callback([&global, result, exp] {

@@ -39,10 +39,10 @@ std::string CanonicalToml(std::string_view text) {
 }
 
 std::string StudyId(const Problem& p, const StudySettings& s) {
-  const std::string input =
-      fmt::format("tunepar-study-v1\nmodel\n{}\nhardware\n{}\nspace\n{}\nworld {}\nobjective {}\nbackend {}\n{}",
-                  CanonicalToml(p.model_text.text), CanonicalToml(p.hardware_text.text),
-                  CanonicalToml(p.space_text.text), s.world, s.objective, s.backend, s.backend_settings);
+  const std::string input = fmt::format(
+      "tunepar-study-v1\nmodel\n{}\nhardware\n{}\nspace\n{}\nworld {}\nobjective {}\nbackend {}\n{}",
+      CanonicalToml(p.model_text.text), CanonicalToml(p.hardware_text.text), CanonicalToml(p.space_text.text),
+      s.world, s.objective, s.backend, s.backend_settings);
   uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : input) hash = (hash ^ c) * 1099511628211ULL;
   return fmt::format("{:016x}", hash);

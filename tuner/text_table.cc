@@ -28,8 +28,10 @@ std::string TextTable::Render() const {
     for (size_t c = 0; c < cells.size(); ++c) {
       if (c > 0) out += "  ";
       const size_t pad = width[c] - cells[c].size();
-      if (aligns_[c] == Align::kRight) out += std::string(pad, ' ') + cells[c];
-      else out += cells[c] + (c + 1 < cells.size() ? std::string(pad, ' ') : "");
+      if (aligns_[c] == Align::kRight)
+        out += std::string(pad, ' ') + cells[c];
+      else
+        out += cells[c] + (c + 1 < cells.size() ? std::string(pad, ' ') : "");
     }
     return out + "\n";
   };
