@@ -17,7 +17,7 @@
 #include "tuner/problem.h"
 #include "tuner/problem_options.h"
 #include "tuner/study_identity.h"
-#include "tuner/trial_table.h"
+#include "tuner/trial_output.h"
 
 namespace tunepar {
 
@@ -64,32 +64,6 @@ store::TrialRecord ToRecord(const std::string& study_id, const std::string& node
   t.heartbeat_at = r.finished_at;
   t.lease_expires_at = r.finished_at;
   return t;
-}
-
-nlohmann::json TrialJson(const store::TrialRecord& t) {
-  const search::Layout& l = t.layout;
-  nlohmann::json j = {{"layout", search::LayoutKey(l)},
-                      {"tp", l.tp},
-                      {"pp", l.pp},
-                      {"dp", l.dp},
-                      {"micro_batch", l.micro_batch},
-                      {"num_micro_batches", l.num_micro_batches},
-                      {"precision", search::ToString(l.precision)},
-                      {"zero", l.zero},
-                      {"recompute", search::ToString(l.recompute)},
-                      {"seq_parallel", l.seq_parallel},
-                      {"virtual_stages", l.virtual_stages},
-                      {"flash_attention", l.flash_attention},
-                      {"status", search::ToString(t.status)},
-                      {"trial", fmt::format("{}/{}", t.node_id, t.number)}};
-  auto put = [&](const char* key, const std::optional<double>& v) {
-    j[key] = v ? nlohmann::json(*v) : nlohmann::json();
-  };
-  put("step_time_s", t.step_time_s);
-  put("tokens_per_s", t.tokens_per_s);
-  put("tflops_per_gpu", t.tflops_per_gpu);
-  put("memory_bytes", t.peak_memory_bytes);
-  return j;
 }
 
 Status RunSearch(const GlobalOptions& global, const SearchOptions& o) {

@@ -8,7 +8,7 @@
 
 #include "store/store_reader.h"
 #include "tuner/commands.h"
-#include "tuner/trial_table.h"
+#include "tuner/trial_output.h"
 
 namespace tunepar {
 
@@ -48,48 +48,6 @@ std::vector<store::TrialRecord> TrialsOf(const store::StoreView& view, const std
     if (t.study_id == id) out.push_back(t);
   }
   return out;
-}
-
-nlohmann::json OptionalJson(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
-}
-
-nlohmann::json TrialRecordJson(const store::TrialRecord& t) {
-  const search::Layout& l = t.layout;
-  nlohmann::json details = nlohmann::json::parse(t.details, nullptr, false);
-  return {{"node_id", t.node_id},
-          {"number", t.number},
-          {"layout", search::LayoutKey(l)},
-          {"tp", l.tp},
-          {"pp", l.pp},
-          {"dp", l.dp},
-          {"micro_batch", l.micro_batch},
-          {"num_micro_batches", l.num_micro_batches},
-          {"precision", search::ToString(l.precision)},
-          {"zero", l.zero},
-          {"recompute", search::ToString(l.recompute)},
-          {"seq_parallel", l.seq_parallel},
-          {"virtual_stages", l.virtual_stages},
-          {"flash_attention", l.flash_attention},
-          {"status", search::ToString(t.status)},
-          {"attempt", t.attempt},
-          {"step_time_s", OptionalJson(t.step_time_s)},
-          {"tokens_per_s", OptionalJson(t.tokens_per_s)},
-          {"tflops_per_gpu", OptionalJson(t.tflops_per_gpu)},
-          {"peak_memory_bytes", OptionalJson(t.peak_memory_bytes)},
-          {"predicted_step_time_s", OptionalJson(t.predicted_step_time_s)},
-          {"predicted_tokens_per_s", OptionalJson(t.predicted_tokens_per_s)},
-          {"predicted_memory_bytes", OptionalJson(t.predicted_memory_bytes)},
-          {"details", details.is_discarded() ? nlohmann::json(t.details) : details},
-          {"message", t.message},
-          {"log_path", t.log_path},
-          {"backend", t.backend},
-          {"hosts", t.hosts},
-          {"tunepar_version", t.tunepar_version},
-          {"git_revision", t.git_revision},
-          {"host", t.host},
-          {"started_at", t.started_at},
-          {"finished_at", t.finished_at}};
 }
 
 nlohmann::json StudyJson(const store::StudyRecord& s, const std::vector<store::TrialRecord>& trials) {
@@ -176,11 +134,11 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
     nlohmann::json j = StudyJson(*study, trials);
     nlohmann::json rows = nlohmann::json::array();
     if (o.all) {
-      for (const store::TrialRecord& t : trials) rows.push_back(TrialRecordJson(t));
+      for (const store::TrialRecord& t : trials) rows.push_back(TrialJson(t));
     } else {
       const auto ranked = RankByThroughput(trials);
       for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(o.limit); ++i)
-        rows.push_back(TrialRecordJson(*ranked[i]));
+        rows.push_back(TrialJson(*ranked[i]));
     }
     j["rows"] = rows;
     fmt::print("{}\n", j.dump(2));
@@ -260,7 +218,7 @@ Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
     j["space_toml"] = study->space_toml;
     j["backend_settings"] = nlohmann::json::parse(study->backend_settings, nullptr, false);
     nlohmann::json rows = nlohmann::json::array();
-    for (const store::TrialRecord& t : trials) rows.push_back(TrialRecordJson(t));
+    for (const store::TrialRecord& t : trials) rows.push_back(TrialJson(t));
     j["rows"] = rows;
     text = j.dump(2) + "\n";
   }

@@ -1,9 +1,12 @@
-// Trials as a ranked text table, shared by `search` and `show`.
+// Trials for people and programs: ranking, a text table, status counts and JSON, shared by
+// `search`, `show` and `export`.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "store/records.h"
 #include "tuner/text_table.h"
@@ -19,5 +22,9 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
 
 // Number of trials per status name, e.g. {"ok": 12, "oom": 3}.
 std::map<std::string, int64_t> CountByStatus(const std::vector<store::TrialRecord>& trials);
+
+// Every field of a trial: layout (key and knobs), status, measured and predicted metrics,
+// details (the breakdowns), provenance.
+nlohmann::json TrialJson(const store::TrialRecord& trial);
 
 }  // namespace tunepar

@@ -1,10 +1,11 @@
-#include "tuner/trial_table.h"
+#include "tuner/trial_output.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace tunepar {
 
@@ -69,6 +70,52 @@ std::map<std::string, int64_t> CountByStatus(const std::vector<store::TrialRecor
   std::map<std::string, int64_t> counts;
   for (const store::TrialRecord& t : trials) ++counts[std::string(search::ToString(t.status))];
   return counts;
+}
+
+namespace {
+
+nlohmann::json OptionalJson(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+}  // namespace
+
+nlohmann::json TrialJson(const store::TrialRecord& t) {
+  const search::Layout& l = t.layout;
+  nlohmann::json details = nlohmann::json::parse(t.details, nullptr, false);
+  return {{"node_id", t.node_id},
+          {"number", t.number},
+          {"layout", search::LayoutKey(l)},
+          {"tp", l.tp},
+          {"pp", l.pp},
+          {"dp", l.dp},
+          {"micro_batch", l.micro_batch},
+          {"num_micro_batches", l.num_micro_batches},
+          {"precision", search::ToString(l.precision)},
+          {"zero", l.zero},
+          {"recompute", search::ToString(l.recompute)},
+          {"seq_parallel", l.seq_parallel},
+          {"virtual_stages", l.virtual_stages},
+          {"flash_attention", l.flash_attention},
+          {"status", search::ToString(t.status)},
+          {"attempt", t.attempt},
+          {"step_time_s", OptionalJson(t.step_time_s)},
+          {"tokens_per_s", OptionalJson(t.tokens_per_s)},
+          {"tflops_per_gpu", OptionalJson(t.tflops_per_gpu)},
+          {"peak_memory_bytes", OptionalJson(t.peak_memory_bytes)},
+          {"predicted_step_time_s", OptionalJson(t.predicted_step_time_s)},
+          {"predicted_tokens_per_s", OptionalJson(t.predicted_tokens_per_s)},
+          {"predicted_memory_bytes", OptionalJson(t.predicted_memory_bytes)},
+          {"details", details.is_discarded() ? nlohmann::json(t.details) : details},
+          {"message", t.message},
+          {"log_path", t.log_path},
+          {"backend", t.backend},
+          {"hosts", t.hosts},
+          {"tunepar_version", t.tunepar_version},
+          {"git_revision", t.git_revision},
+          {"host", t.host},
+          {"started_at", t.started_at},
+          {"finished_at", t.finished_at}};
 }
 
 }  // namespace tunepar
