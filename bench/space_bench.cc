@@ -46,9 +46,10 @@ BENCHMARK(BM_EncodeGpt1tWorld3072)->Unit(benchmark::kMillisecond);
 void BM_PredictGpt1tWorld3072(benchmark::State& state) {
   const tunepar::Problem p = LoadOrDie("gpt-1t");
   const auto e = tunepar::search::EnumerateSpace(tunepar::MakeSpaceQuery(p, 3072));
+  const auto model = tunepar::runner::PerformanceModel::Create(p.model, p.hardware);
   double sink = 0;
   for (auto _ : state) {
-    for (const auto& l : e->legal) sink += tunepar::runner::Predict(l, p.model, p.hardware).step_time_s;
+    for (const auto& l : e->legal) sink += model->Predict(l).step_time_s;
   }
   benchmark::DoNotOptimize(sink);
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(e->legal.size()));

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "runner/efficiency.h"
 #include "search/toml_fields.h"
 
 namespace tunepar::runner {
@@ -35,8 +36,10 @@ constexpr std::string_view kNumberForm =
     "must be a table { value = <number>, origin = \"published\"|\"measured\"|\"fitted\"|\"assumed\", "
     "source = \"...\" }";
 
-// Reads `key` = { value = x, origin = "...", source = "..." }; value must be > 0.
-Status ReadNumber(TomlFields& f, std::string_view key, ProfileNumber* out, bool required = true) {
+// Reads `key` = { value = x, origin = "...", source = "..." }; value must lie in [lo, hi] and,
+// unless zero is allowed, be positive.
+Status ReadNumber(TomlFields& f, std::string_view key, ProfileNumber* out, bool required = true,
+                  double lo = 0.0, double hi = 1e30, bool zero_allowed = false) {
   const toml::node* node = f.Take(key);
   if (node == nullptr)
     return required ? f.Error(key, fmt::format("missing ({})", kNumberForm)) : Status::Ok();
@@ -58,8 +61,12 @@ Status ReadNumber(TomlFields& f, std::string_view key, ProfileNumber* out, bool 
     out->origin = NumberOrigin::kAssumed;
   else
     return n.Error("origin", fmt::format("'{}' is not one of published, measured, fitted, assumed", origin));
-  if (!(out->value > 0) || !std::isfinite(out->value))
-    return n.Error("value", fmt::format("must be a positive number, got {}", out->value));
+  if (!std::isfinite(out->value) || out->value < lo || out->value > hi ||
+      (!zero_allowed && out->value <= 0)) {
+    if (lo == 0.0 && hi == 1e30)
+      return n.Error("value", fmt::format("must be a positive number, got {}", out->value));
+    return n.Error("value", fmt::format("must lie in [{}, {}], got {}", lo, hi, out->value));
+  }
   if (out->source.empty()) return n.Error("source", "must say where the number comes from");
   return Status::Ok();
 }
@@ -98,6 +105,24 @@ Status ReadLaunch(const toml::table& t, std::string_view source, int gpus_per_no
   return f.RejectUnknownKeys();
 }
 
+Status ReadCalibration(const toml::table& t, std::string_view source, CalibrationRecord* out) {
+  TomlFields f(t, source, "calibration.");
+  TUNEPAR_RETURN_IF_ERROR(f.String("data", &out->data));
+  TUNEPAR_RETURN_IF_ERROR(f.String("date", &out->date));
+  TUNEPAR_RETURN_IF_ERROR(f.PositiveInt("runs", &out->runs));
+  TUNEPAR_RETURN_IF_ERROR(f.Number("mean_abs_error_pct", &out->mean_abs_error_pct));
+  TUNEPAR_RETURN_IF_ERROR(f.Number("max_abs_error_pct", &out->max_abs_error_pct));
+  const toml::node* fitted = f.Take("fitted");
+  if (fitted == nullptr || !fitted->is_array())
+    return f.Error("fitted", "must be an array of parameter names");
+  for (const toml::node& name : *fitted->as_array()) {
+    if (!name.is_string() || FindEfficiencyParameter(name.as_string()->get()) == nullptr)
+      return f.ErrorAt(name, "fitted", "items must name efficiency parameters");
+    out->fitted.push_back(name.as_string()->get());
+  }
+  return f.RejectUnknownKeys();
+}
+
 }  // namespace
 
 Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source) {
@@ -105,13 +130,15 @@ Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::st
   if (!doc.ok()) return doc.status();
   TomlFields root(*doc, source);
   HardwareProfile p;
-  const toml::table *device = nullptr, *node = nullptr, *efficiency = nullptr, *launch = nullptr;
+  const toml::table *device = nullptr, *node = nullptr, *efficiency = nullptr, *launch = nullptr,
+                    *calibration = nullptr;
   TUNEPAR_RETURN_IF_ERROR(root.String("name", &p.name));
   TUNEPAR_RETURN_IF_ERROR(root.String("description", &p.description, false));
   TUNEPAR_RETURN_IF_ERROR(root.Table("device", &device));
   TUNEPAR_RETURN_IF_ERROR(root.Table("node", &node));
   TUNEPAR_RETURN_IF_ERROR(root.Table("efficiency", &efficiency, false));
   TUNEPAR_RETURN_IF_ERROR(root.Table("launch", &launch, false));
+  TUNEPAR_RETURN_IF_ERROR(root.Table("calibration", &calibration, false));
   TUNEPAR_RETURN_IF_ERROR(root.RejectUnknownKeys());
   if (p.name.empty()) return root.Error("name", "must not be empty");
 
@@ -131,6 +158,17 @@ Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::st
     return n.Error("gpus_per_node", fmt::format("must be a whole number of devices, got {}", gpus.value));
   p.gpus_per_node = static_cast<int>(gpus.value);
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(n, "intra_node_bandwidth_gbs", &p.intra_node_bandwidth_gbs));
+  ProfileNumber package_gpus;
+  package_gpus.value = 1;
+  TUNEPAR_RETURN_IF_ERROR(ReadNumber(n, "gpus_per_package", &package_gpus, false));
+  if (package_gpus.value != std::floor(package_gpus.value) ||
+      p.gpus_per_node % static_cast<int>(package_gpus.value) != 0)
+    return n.Error("gpus_per_package",
+                   fmt::format("must be a whole number dividing gpus_per_node ({}), got {}", p.gpus_per_node,
+                               package_gpus.value));
+  p.gpus_per_package = static_cast<int>(package_gpus.value);
+  TUNEPAR_RETURN_IF_ERROR(
+      ReadNumber(n, "package_bandwidth_gbs", &p.package_bandwidth_gbs, p.gpus_per_package > 1));
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(n, "nics_per_node", &p.nics_per_node));
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(n, "nic_bandwidth_gbs", &p.nic_bandwidth_gbs));
   TUNEPAR_RETURN_IF_ERROR(n.RejectUnknownKeys());
@@ -138,12 +176,23 @@ Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::st
   if (efficiency != nullptr) {
     TomlFields e(*efficiency, source, "efficiency.");
     for (auto&& [k, v] : *efficiency) {
+      const EfficiencyParameter* param = FindEfficiencyParameter(k.str());
+      if (param == nullptr) {
+        std::string allowed;
+        for (const EfficiencyParameter& q : EfficiencyParameters())
+          allowed += (allowed.empty() ? "" : ", ") + std::string(q.name);
+        return e.ErrorAt(v, k.str(), fmt::format("unknown efficiency parameter (known: {})", allowed));
+      }
       ProfileNumber number;
-      TUNEPAR_RETURN_IF_ERROR(ReadNumber(e, k.str(), &number));
+      TUNEPAR_RETURN_IF_ERROR(ReadNumber(e, k.str(), &number, true, param->lo, param->hi, true));
       p.efficiency.emplace(std::string(k.str()), number);
     }
   }
   if (launch != nullptr) TUNEPAR_RETURN_IF_ERROR(ReadLaunch(*launch, source, p.gpus_per_node, &p.launch));
+  if (calibration != nullptr) {
+    p.calibration.emplace();
+    TUNEPAR_RETURN_IF_ERROR(ReadCalibration(*calibration, source, &*p.calibration));
+  }
   return p;
 }
 

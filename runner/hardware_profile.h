@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +37,16 @@ struct LaunchSettings {
   std::string kernel_cache_dir;                          // per-node local cache (MIOpen), "" when not needed
 };
 
+// How the fitted efficiency parameters were obtained (written by tunepar calibrate).
+struct CalibrationRecord {
+  std::string data;  // the measured runs: a file or a study
+  std::string date;
+  int runs = 0;
+  std::vector<std::string> fitted;  // parameter names
+  double mean_abs_error_pct = 0;    // step time, over the runs
+  double max_abs_error_pct = 0;
+};
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -49,6 +60,8 @@ struct HardwareProfile {
 
   int gpus_per_node = 0;
   ProfileNumber intra_node_bandwidth_gbs;  // per direction, between devices of one node
+  int gpus_per_package = 1;                // devices sharing a package (MI250X: 2 GCDs)
+  ProfileNumber package_bandwidth_gbs;     // per direction inside a package (when > 1 per package)
   ProfileNumber nics_per_node;
   ProfileNumber nic_bandwidth_gbs;  // per NIC, per direction
 
@@ -56,6 +69,7 @@ struct HardwareProfile {
   std::map<std::string, ProfileNumber> efficiency;
 
   LaunchSettings launch;
+  std::optional<CalibrationRecord> calibration;
 
   double PeakFlops(search::Precision precision) const;  // FLOP/s per device
   double MemoryBytes() const { return memory_gb.value * 1e9; }

@@ -33,15 +33,15 @@ std::string PredictionJson(const Prediction& p) {
   return j.dump();
 }
 
-ModelBackend::ModelBackend(const search::ModelShape& model, const HardwareProfile& hardware)
-    : model_(model), hardware_(hardware), host_(HostName()) {}
+ModelBackend::ModelBackend(const PerformanceModel& model, double device_memory_gb)
+    : model_(model), device_memory_gb_(device_memory_gb), host_(HostName()) {}
 
 TrialResult ModelBackend::Evaluate(const search::Layout& layout) const {
   TrialResult r;
   r.backend = "model";
   r.hosts = host_;
   r.started_at = UtcNow();
-  const Prediction p = Predict(layout, model_, hardware_);
+  const Prediction p = model_.Predict(layout);
   r.details_json = PredictionJson(p);
   r.metrics.peak_memory_bytes = p.memory_bytes;
   if (p.fits) {
@@ -53,7 +53,7 @@ TrialResult ModelBackend::Evaluate(const search::Layout& layout) const {
   } else {
     r.status = search::TrialStatus::kOom;
     r.message = fmt::format("predicted not to fit: {:.1f} GB needed, {:.1f} GB on the device",
-                            p.memory_bytes / 1e9, hardware_.memory_gb.value);
+                            p.memory_bytes / 1e9, device_memory_gb_);
   }
   r.finished_at = r.started_at;
   return r;

@@ -8,19 +8,18 @@
 #include "runner/hardware_profile.h"
 #include "runner/performance_model.h"
 #include "runner/trial_result.h"
-#include "search/model_shape.h"
 
 namespace tunepar::runner {
 
 class ModelBackend {
  public:
-  ModelBackend(const search::ModelShape& model, const HardwareProfile& hardware);
+  explicit ModelBackend(const PerformanceModel& model, double device_memory_gb);
 
   TrialResult Evaluate(const search::Layout& layout) const;
 
  private:
-  const search::ModelShape& model_;
-  const HardwareProfile& hardware_;
+  const PerformanceModel& model_;
+  double device_memory_gb_;
   std::string host_;
 };
 

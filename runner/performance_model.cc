@@ -1,6 +1,9 @@
 #include "runner/performance_model.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
 
 namespace tunepar::runner {
 
@@ -11,97 +14,304 @@ using search::Recompute;
 
 namespace {
 
-// Forward FLOPs of one layer for one sequence: GEMMs 2 s (4h^2 + 2hf) plus attention
-// scores and values 4 s^2 h. With f = 4h: 24 s h^2 + 4 s^2 h (Narayanan et al. 2021).
-double LayerForwardGemmFlops(const ModelShape& m) {
-  const double s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
-  return 2 * s * (4 * h * h + 2 * h * f);
-}
-double LayerForwardAttentionFlops(const ModelShape& m) {
-  const double s = m.seq_len, h = m.hidden;
-  return 4 * s * s * h;
-}
-double LogitsForwardFlops(const ModelShape& m) {
-  return 2.0 * m.seq_len * m.hidden * m.vocab;
-}
+// Values moved by the memory-bound kernels of one layer's forward pass, per token (a value is
+// 2 bytes in 16-bit training, 4 in fp32). Per hidden unit: two layer norms (read, write: 2
+// each) and two bias + dropout + residual kernels (read 2, write 1, mask 1/2: 3.5 each) = 11.
+// Per MLP unit: bias + GeLU (read, write) = 2. Per attention score (no flash): fused
+// scale-mask-softmax (read, write) and dropout (read, write, mask 1/2) = 4.5. Backward moves
+// about twice as much.
+constexpr double kValuesPerHidden = 11.0;
+constexpr double kValuesPerMlpUnit = 2.0;
+constexpr double kValuesPerScore = 4.5;
+// The LM head's cross-entropy in fp32 (4 bytes): softmax read and write, loss, gradient.
+constexpr double kCrossEntropyValuesPerLogit = 4.0;
+// Fused attention's backward pass costs about 2.5 times its forward (Dao 2023).
+constexpr double kFlashBackwardFactor = 2.5;
 
 double BytesPerValue(Precision p) {
   return p == Precision::kFp32 ? 4.0 : 2.0;
 }
 
+// Gradient bytes per parameter: Megatron keeps fp16 gradients in fp16 and accumulates bf16
+// gradients in fp32; fp32 training has fp32 gradients.
+double GradientBytes(Precision p) {
+  return p == Precision::kFp16 ? 2.0 : 4.0;
+}
+
+double PeakIndex(Precision p) {
+  return static_cast<int>(p);
+}
+
+// Latency steps of an all-reduce over n ranks: a ring's 2 (n - 1) for small groups; a tree's
+// 2 log2(n) once that is fewer (as NCCL/RCCL switch at scale).
+double CollectiveSteps(int n) {
+  if (n <= 1) return 0.0;
+  return std::min(2.0 * (n - 1), 2.0 * std::ceil(std::log2(static_cast<double>(n))) + 2.0);
+}
+
 }  // namespace
 
 double ModelFlopsPerStep(const ModelShape& m) {
-  const double per_sequence =
-      3 * (m.layers * (LayerForwardGemmFlops(m) + LayerForwardAttentionFlops(m)) + LogitsForwardFlops(m));
-  return per_sequence * m.global_batch;
+  const double s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
+  const double layer_forward = 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
+  const double logits_forward = 2 * s * h * m.vocab;
+  return 3 * (m.layers * layer_forward + logits_forward) * m.global_batch;
 }
 
 double HardwareFlopsPerStep(const ModelShape& m, Recompute recompute) {
+  const double s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
   double extra_forward = 0;
   if (recompute == Recompute::kFull)
-    extra_forward = m.layers * (LayerForwardGemmFlops(m) + LayerForwardAttentionFlops(m));
-  if (recompute == Recompute::kSelective) extra_forward = m.layers * LayerForwardAttentionFlops(m);
+    extra_forward = m.layers * (2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h);
+  if (recompute == Recompute::kSelective) extra_forward = m.layers * 4 * s * s * h;
   return ModelFlopsPerStep(m) + extra_forward * m.global_batch;
 }
 
-Prediction Predict(const Layout& l, const ModelShape& m, const HardwareProfile& hw) {
-  Prediction p;
-  const double world = l.World();
-  const double peak = hw.PeakFlops(l.precision);
+Result<PerformanceModel> PerformanceModel::Create(const ModelShape& model, const HardwareProfile& hardware) {
+  Result<Efficiency> eff = Efficiency::FromProfile(hardware);
+  if (!eff.ok()) return eff.status();
+  return PerformanceModel(model, hardware, *eff);
+}
 
-  // Time: every device executes its share of the hardware FLOPs at peak; the 1F1B schedule
-  // idles each stage for (p - 1) / (v m) of the ideal time.
-  const double flops_per_device = HardwareFlopsPerStep(m, l.recompute) / world;
-  p.time.compute = flops_per_device / peak;
-  p.time.bubble = p.time.compute * (l.pp - 1) / (static_cast<double>(l.virtual_stages) * l.num_micro_batches);
-  p.step_time_s = p.time.compute + p.time.bubble;
+PerformanceModel::PerformanceModel(const ModelShape& model, const HardwareProfile& hw, const Efficiency& eff)
+    : model_(model), eff_(eff) {
+  using K = EfficiencyKey;
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    peak_[static_cast<int>(p)] = hw.PeakFlops(p);
+  }
+  memory_bytes_ = hw.MemoryBytes();
+  memory_bandwidth_ = hw.memory_bandwidth_gbs.value * 1e9 * eff[K::kMemoryEfficiency];
+  gpus_per_node_ = hw.gpus_per_node;
+  gpus_per_package_ = hw.gpus_per_package;
+  node_bandwidth_ = hw.intra_node_bandwidth_gbs.value * 1e9 * eff[K::kLinkEfficiency];
+  package_bandwidth_ = gpus_per_package_ > 1 ? hw.package_bandwidth_gbs.value * 1e9 * eff[K::kLinkEfficiency]
+                                             : node_bandwidth_;
+  node_network_ = hw.nics_per_node.value * hw.nic_bandwidth_gbs.value * 1e9 * eff[K::kNetworkEfficiency];
+  model_flops_ = ModelFlopsPerStep(model);
+}
 
-  const double tokens = static_cast<double>(m.global_batch) * m.seq_len;
-  p.tokens_per_s = tokens / p.step_time_s;
-  p.tflops_per_gpu = ModelFlopsPerStep(m) / p.step_time_s / world / 1e12;
-  p.mfu = p.tflops_per_gpu * 1e12 / peak;
+PerformanceModel::LinkSpeed PerformanceModel::GroupLink(int size, int stride) const {
+  const double link_latency = eff_[EfficiencyKey::kLinkLatencyUs] * 1e-6;
+  const int span = size * stride;  // consecutive ranks the group covers
+  if (span <= gpus_per_package_) return {package_bandwidth_, link_latency};
+  if (span <= gpus_per_node_) return {node_bandwidth_, link_latency};
+  // The group leaves the node. Every GPU of the node is in such a group, and all of them
+  // communicate at once: the node's NICs are shared. A group with g members in a node moves
+  // 1/g of its ring traffic across the node boundary per member.
+  const int members_per_node = std::max(1, std::min(size, gpus_per_node_ / std::max(1, stride)));
+  const double per_gpu = node_network_ * members_per_node / gpus_per_node_;
+  return {std::min(node_bandwidth_, per_gpu), eff_[EfficiencyKey::kNetworkLatencyUs] * 1e-6};
+}
 
-  // Memory on the first pipeline stage (it holds the embeddings and the most activations).
-  const double h = m.hidden, s = m.seq_len, a = m.heads, b = l.micro_batch, t = l.tp;
-  const double layer_params = 4 * h * h + 4 * h + 2 * h * m.ffn_hidden + m.ffn_hidden + 5 * h;
-  const double stage_params =
-      (m.layers / static_cast<double>(l.pp)) * layer_params / t + (static_cast<double>(m.vocab) + s) * h / t;
-  const bool fp32 = l.precision == Precision::kFp32;
-  const double weight_bytes = fp32 ? 4 : 2;
-  // Megatron accumulates bf16 gradients in fp32; fp16 keeps fp16 gradients.
-  const double grad_bytes = (fp32 || l.precision == Precision::kBf16) ? 4 : 2;
-  // Adam: two fp32 moments, plus an fp32 master copy in mixed precision; ZeRO-1 shards them.
-  const double optimizer_bytes = (fp32 ? 8 : 12) / (l.zero == 1 ? static_cast<double>(l.dp) : 1.0);
-  p.memory.weights = stage_params * weight_bytes;
-  p.memory.gradients = stage_params * grad_bytes;
-  p.memory.optimizer_states = stage_params * optimizer_bytes;
+double PerformanceModel::GemmTime(double m, double n, double k, double peak) const {
+  // A GEMM of M x K by K x N: 2 M N K FLOPs at an efficiency that falls off when any dimension
+  // is small (tile quantisation, too few thread blocks, short inner loops).
+  const double d0 = eff_[EfficiencyKey::kGemmHalfSize];
+  const double efficiency = eff_[EfficiencyKey::kGemmEfficiency] / (1.0 + d0 / m + d0 / n + d0 / k);
+  return 2.0 * m * n * k / (peak * efficiency);
+}
 
-  // Activations per layer per micro-batch (Korthikanti et al. 2022, 16-bit values).
-  const double attention_scores = l.flash_attention ? 0.0 : 5 * a * s / h;
-  double per_layer;
-  if (l.recompute == Recompute::kFull) {
-    per_layer = s * b * h * 2;
+double PerformanceModel::RingAllReduceTime(double bytes, int ranks, const LinkSpeed& link) const {
+  if (ranks <= 1) return 0.0;
+  return 2.0 * (ranks - 1) / ranks * bytes / link.bandwidth + CollectiveSteps(ranks) * link.latency;
+}
+
+Status PerformanceModel::CheckLayout(const Layout& l) const {
+  const ModelShape& m = model_;
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument(
+        fmt::format("layout {} is not legal for model {}: {}", search::LayoutKey(l), m.name, why));
+  };
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.num_micro_batches < 1 ||
+      l.virtual_stages < 1)
+    return bad("sizes must be positive");
+  if (m.heads % l.tp != 0) return bad(fmt::format("tp {} does not divide {} heads", l.tp, m.heads));
+  if (m.ffn_hidden % l.tp != 0)
+    return bad(fmt::format("tp {} does not divide the MLP width {}", l.tp, m.ffn_hidden));
+  if (m.layers % (l.pp * l.virtual_stages) != 0)
+    return bad(
+        fmt::format("pp {} x virtual stages {} does not divide {} layers", l.pp, l.virtual_stages, m.layers));
+  if (static_cast<int64_t>(l.micro_batch) * l.num_micro_batches * l.dp != m.global_batch)
+    return bad(fmt::format("micro_batch {} x {} micro-batches x dp {} is not the global batch {}",
+                           l.micro_batch, l.num_micro_batches, l.dp, m.global_batch));
+  if (l.virtual_stages > 1 && (l.pp == 1 || l.num_micro_batches % l.pp != 0))
+    return bad("interleaving needs pp > 1 and a micro-batch count divisible by pp");
+  if (l.flash_attention && l.precision == Precision::kFp32) return bad("flash attention needs fp16 or bf16");
+  if (l.zero != 0 && l.zero != 1) return bad("ZeRO stage must be 0 or 1");
+  return Status::Ok();
+}
+
+Prediction PerformanceModel::Predict(const Layout& l) const {
+  using K = EfficiencyKey;
+  const ModelShape& m = model_;
+  const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
+  const double bv = BytesPerValue(l.precision);
+  const double h = m.hidden, f = m.ffn_hidden, s = m.seq_len, a = m.heads, V = m.vocab;
+  const double t = l.tp, p = l.pp, d = l.dp, v = l.virtual_stages, mb = l.num_micro_batches;
+  const double b = l.micro_batch, tokens = b * s, head_dim = h / a;
+  const double layers_per_stage = m.layers / p;
+  const double overhead = eff_[K::kKernelOverheadUs] * 1e-6;
+
+  // ---- One layer, one micro-batch, on one tensor-parallel rank.
+  // GEMMs (M x N x K): QKV (T, 3h/t, h), attention output (T, h, h/t), MLP in (T, f/t, h), MLP out (T, h,
+  // f/t).
+  const double gemm = GemmTime(tokens, 3 * h / t, h, peak) + GemmTime(tokens, h, h / t, peak) +
+                      GemmTime(tokens, f / t, h, peak) + GemmTime(tokens, h, f / t, peak);
+  // Attention core, 4 b s^2 h / t FLOPs: a fused flash kernel, or batched GEMMs (s x d x s).
+  double attention_forward, attention_backward;
+  if (l.flash_attention) {
+    attention_forward = 4 * b * s * s * h / t / (peak * eff_[K::kFlashEfficiency]);
+    attention_backward = kFlashBackwardFactor * attention_forward;
   } else {
-    const double scores = l.recompute == Recompute::kSelective ? 0.0 : attention_scores;
-    per_layer = l.seq_parallel ? s * b * h * (34 / t + scores / t) : s * b * h * (10 + 24 / t + scores / t);
+    const double per_head = GemmTime(s, s, head_dim, peak) + GemmTime(s, head_dim, s, peak);
+    attention_forward = b * (a / t) * per_head;
+    attention_backward = 2 * attention_forward;
   }
-  per_layer *= BytesPerValue(l.precision) / 2.0;
-  const double in_flight = std::min(l.pp, l.num_micro_batches);
-  const double interleave = 1.0 + (l.pp - 1.0) / (l.pp * static_cast<double>(l.virtual_stages));
-  const double layers_per_stage = m.layers / static_cast<double>(l.pp);
-  p.memory.activations = per_layer * layers_per_stage * in_flight * (l.virtual_stages > 1 ? interleave : 1.0);
-  if (l.recompute == Recompute::kFull) {
-    // The layer being recomputed holds its full activations during its backward pass.
-    p.memory.activations +=
-        s * b * h * (10 + 24 / t + attention_scores / t) * BytesPerValue(l.precision) / 2.0;
+  // Memory-bound kernels. Without sequence parallelism every TP rank repeats the layer norms,
+  // dropouts and residuals on the whole sequence; with it, each handles s / t tokens.
+  const double hidden_values = tokens * kValuesPerHidden * h / (l.seq_parallel ? t : 1.0);
+  const double mlp_values = tokens * kValuesPerMlpUnit * f / t;
+  const double score_values = l.flash_attention ? 0.0 : b * (a / t) * s * s * kValuesPerScore;
+  const double elementwise = (hidden_values + mlp_values) * bv / memory_bandwidth_;
+  const double softmax = score_values * bv / memory_bandwidth_;
+
+  const double layer_forward = gemm + attention_forward + elementwise + softmax + overhead;
+  const double layer_backward = 2 * gemm + attention_backward + 2 * (elementwise + softmax) + 2 * overhead;
+  double layer_recompute = 0;
+  if (l.recompute == Recompute::kFull) layer_recompute = layer_forward;
+  if (l.recompute == Recompute::kSelective) layer_recompute = attention_forward + softmax;
+
+  // Tensor-parallel collectives: two all-reduces (or all-gather + reduce-scatter with sequence
+  // parallelism, the same volume) of T x h values forward, two backward, two more when the
+  // forward pass is recomputed.
+  const LinkSpeed tp_link = GroupLink(l.tp, 1);
+  const double collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
+  const double layer_tp = collectives * RingAllReduceTime(tokens * h * bv, l.tp, tp_link);
+
+  // ---- The LM head on the last stage: logits GEMM (T, V/t, h) forward and backward, and the
+  // fp32 cross-entropy over the vocabulary shard.
+  const double head = 3 * GemmTime(tokens, V / t, h, peak) +
+                      tokens * (V / t) * kCrossEntropyValuesPerLogit * 4.0 / memory_bandwidth_ +
+                      3 * tokens * h * bv / memory_bandwidth_;
+  const double head_tp = l.tp > 1 ? 3 * RingAllReduceTime(tokens * 4.0, l.tp, tp_link) : 0.0;
+
+  // ---- Pipeline transfers: activations forward and gradients backward at every chunk
+  // boundary, v per micro-batch; T x h values, split over the TP ranks (Megatron's scatter/gather,
+  // or sequence-parallel shards). Stage neighbours are t * d ranks apart.
+  double p2p = 0;
+  if (l.pp > 1) {
+    const LinkSpeed pp_link = GroupLink(2, l.tp * l.dp);
+    const double bytes = tokens * h * bv / t;
+    p2p = 2 * v * (bytes / pp_link.bandwidth + pp_link.latency);
   }
-  // Logits in fp32 on the last stage (counted here: with pp = 1 it is the same device).
-  if (l.pp == 1) p.memory.activations += 4 * s * b * m.vocab / t;
-  p.memory.runtime_overhead = 1.0e9;  // framework context and allocator slack (assumed)
-  p.memory_bytes = p.memory.Total();
-  p.fits = p.memory_bytes <= hw.MemoryBytes();
-  return p;
+
+  // ---- The slowest stage's time per micro-batch slot, and the 1F1B schedule.
+  const double compute_mb = layers_per_stage * (layer_forward + layer_backward + layer_recompute) + head;
+  const double tp_mb = layers_per_stage * layer_tp + head_tp;
+  const double slot = compute_mb + tp_mb + p2p;
+  Prediction out;
+  out.time.compute = mb * compute_mb;
+  out.time.tp_comm = mb * tp_mb;
+  out.time.pp_p2p = mb * p2p;
+  out.time.bubble = (p - 1) / v * slot;
+
+  // ---- Parameters of the most loaded stage (for DP traffic, the optimizer and memory).
+  const double layer_params =
+      (4 * h * h + 3 * h + 2 * h * f + f) / t + 5 * h;  // LN and output biases replicated
+  const double embedding = V * h / t;
+  const double first_stage = layers_per_stage * layer_params + embedding + s * h;
+  const double last_stage = layers_per_stage * layer_params + 2 * h +
+                            (m.tied_embeddings && l.pp > 1 ? embedding : 0.0) +
+                            (m.tied_embeddings ? 0.0 : embedding);
+  const double params =
+      l.pp == 1 ? layers_per_stage * layer_params + embedding * (m.tied_embeddings ? 1 : 2) + s * h + 2 * h
+                : std::max(first_stage, last_stage);
+  const double grad_bytes = GradientBytes(l.precision);
+
+  // ---- Data parallelism: members are t ranks apart. The reduction of gradients can hide
+  // behind the last micro-batch's backward pass; ZeRO-1 reduce-scatters instead and then
+  // all-gathers the updated 16-bit weights, which nothing hides.
+  double dp_exposed = 0;
+  if (l.dp > 1) {
+    const LinkSpeed dp_link = GroupLink(l.dp, l.tp);
+    const double hide = eff_[K::kDpOverlap] * layers_per_stage * (layer_backward + layer_recompute);
+    const double steps = CollectiveSteps(l.dp) * dp_link.latency;
+    if (l.zero == 1) {
+      const double reduce_scatter = (d - 1) / d * params * grad_bytes / dp_link.bandwidth + steps / 2;
+      const double all_gather = (d - 1) / d * params * bv / dp_link.bandwidth + steps / 2;
+      dp_exposed = std::max(0.0, reduce_scatter - hide) + all_gather;
+    } else {
+      dp_exposed = std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide);
+    }
+  }
+  out.time.dp_comm_exposed = dp_exposed;
+  // Tied embeddings with pp > 1: once per step the first and last stages sum their embedding
+  // gradients (a pipeline-level transfer, counted with the point-to-point time).
+  if (l.pp > 1 && m.tied_embeddings) {
+    const LinkSpeed ends = GroupLink(2, l.tp * l.dp * (l.pp - 1));
+    out.time.pp_p2p += RingAllReduceTime(embedding * grad_bytes, 2, ends);
+  }
+
+  // ---- AdamW: per parameter it reads the gradient (twice, with the norm for clipping), reads
+  // and writes the fp32 master weight and both moments, and writes the 16-bit copy.
+  const bool mixed = l.precision != Precision::kFp32;
+  const double optimizer_bytes = 2 * grad_bytes + 3 * 8.0 + (mixed ? bv : 0.0);
+  out.time.optimizer = params / (l.zero == 1 ? d : 1.0) * optimizer_bytes / memory_bandwidth_;
+
+  out.step_time_s = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
+                    out.time.dp_comm_exposed + out.time.optimizer;
+  out.tokens_per_s = static_cast<double>(m.global_batch) * m.seq_len / out.step_time_s;
+  out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;
+  out.mfu = out.tflops_per_gpu * 1e12 / peak;
+
+  // ---- Memory: the first stage (embedding, the most activations in flight) or the last
+  // (LM head, fp32 logits), whichever needs more; with one stage, both on one device.
+  // Activations per layer per micro-batch (Korthikanti et al. 2022), in 16-bit units of s b h.
+  const double scores = (l.flash_attention || l.recompute != Recompute::kNone) ? 0.0 : 5 * a * s / (h * t);
+  const double full_layer =
+      l.seq_parallel ? 34 / t + scores : (l.tp == 1 ? 34 + scores : 10 + 24 / t + scores);
+  const double stored = l.recompute == Recompute::kFull ? (l.seq_parallel ? 2 / t : 2.0) : full_layer;
+  // Full recomputation: the layer being recomputed holds its full activations meanwhile.
+  const double working = l.recompute == Recompute::kFull
+                             ? (l.seq_parallel ? 34 / t : (l.tp == 1 ? 34.0 : 10 + 24 / t)) +
+                                   (l.flash_attention ? 0.0 : 5 * a * s / (h * t))
+                             : 0.0;
+  const double sbh = s * b * h * bv / 2.0;
+  // 1F1B: the first stage holds min(p, m) micro-batches in flight (L layers' worth when m >= p),
+  // more with interleaving; the last stage holds one micro-batch, and the logits (16-bit and fp32).
+  const double in_flight = std::min(p, mb) * (v > 1 ? 1.0 + (p - 1) / (p * v) : 1.0);
+  const double logits = tokens * V / t * (4.0 + bv);
+  const double comm_buffers =
+      (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
+  auto stage_memory = [&](double stage_params, double activations) {
+    MemoryBreakdown mem;
+    mem.weights = stage_params * bv;
+    mem.gradients = stage_params * grad_bytes;
+    mem.optimizer_states = stage_params * (mixed ? 12.0 : 8.0) / (l.zero == 1 ? d : 1.0);
+    mem.activations = activations;
+    mem.comm_buffers = comm_buffers;
+    mem.runtime_overhead = eff_[K::kMemoryOverheadGb] * 1e9 + eff_[K::kMemoryFragmentation] * activations;
+    return mem;
+  };
+  if (l.pp == 1) {
+    out.memory = stage_memory(params, sbh * (stored * layers_per_stage + working) + logits);
+  } else {
+    const MemoryBreakdown first =
+        stage_memory(first_stage, sbh * (stored * layers_per_stage * in_flight + working));
+    const MemoryBreakdown last =
+        stage_memory(last_stage, sbh * (stored * layers_per_stage + working) + logits);
+    out.memory = first.Total() >= last.Total() ? first : last;
+  }
+  out.memory_bytes = out.memory.Total();
+  out.fits = out.memory_bytes <= memory_bytes_;
+  return out;
+}
+
+Result<Prediction> Predict(const Layout& layout, const ModelShape& model, const HardwareProfile& hardware) {
+  Result<PerformanceModel> pm = PerformanceModel::Create(model, hardware);
+  if (!pm.ok()) return pm.status();
+  TUNEPAR_RETURN_IF_ERROR(pm->CheckLayout(layout));
+  return pm->Predict(layout);
 }
 
 }  // namespace tunepar::runner

@@ -1,28 +1,48 @@
 // The performance model: step time and memory of a layout, from FLOPs, bytes and the hardware
 // profile. It is the `model` backend (a dry run at any scale) and the search's prior.
+//
+// Time. One optimizer step of the 1F1B pipeline schedule takes (m + (p - 1) / v) slots of the
+// slowest stage's per-micro-batch time T_mb (Narayanan et al. 2021, eq. 1 with interleaving),
+// plus the exposed data-parallel reduction and the optimizer step. T_mb adds, for the stage's
+// layers: the GEMMs (each priced from its M x N x K shape: efficiency e / (1 + d0/M + d0/N +
+// d0/K) of the precision's dense peak), the attention core (batched GEMMs, or a fused flash
+// kernel), the memory-bound element-wise kernels (bytes / achieved bandwidth), a fixed
+// per-layer overhead, the recomputation pass, and the tensor-parallel collectives; plus the LM
+// head on the last stage and the pipeline point-to-point transfers.
+//
+// Placement follows Megatron's rank order: tensor-parallel ranks innermost (within a package,
+// then a node), then data-parallel, then pipeline stages. A group's collective runs at the
+// slowest link it crosses; groups that leave the node share its NICs with the node's other
+// groups communicating at the same time.
+//
+// Memory. Weights, gradients and Adam states of the most loaded stage (ZeRO-1 shards the
+// optimizer part over dp), activations in flight under 1F1B (Korthikanti et al. 2022), the
+// communication buffers, and the runtime overhead (a constant plus a fragmentation fraction).
 #pragma once
 
 #include <string_view>
 
+#include "base/status.h"
+#include "runner/efficiency.h"
 #include "runner/hardware_profile.h"
 #include "search/layout.h"
 #include "search/model_shape.h"
 
 namespace tunepar::runner {
 
-// Which model produced a prediction; stored with every model-backend trial.
-inline constexpr std::string_view kPerformanceModelId = "estimate-v0";
+// Which model produced a prediction; part of a model-backend study's identity.
+inline constexpr std::string_view kPerformanceModelId = "roofline-v1";
 inline constexpr std::string_view kPerformanceModelVersion =
-    "estimate-v0: FLOPs at the device's dense peak, 1F1B bubble, no communication; memory from "
-    "Korthikanti et al. 2022";
+    "roofline-v1: shape-aware GEMM efficiency, memory-bound kernels, TP/PP/DP communication "
+    "on the links each group crosses, 1F1B bubble; memory after Korthikanti et al. 2022";
 
-struct TimeBreakdown {  // seconds per optimizer step
-  double compute = 0;
-  double tp_comm = 0;
-  double pp_p2p = 0;
-  double bubble = 0;
-  double dp_comm_exposed = 0;
-  double optimizer = 0;
+struct TimeBreakdown {         // seconds per optimizer step; they add up to the step time
+  double compute = 0;          // GEMMs, attention, element-wise kernels, recomputation
+  double tp_comm = 0;          // tensor-parallel collectives (not overlapped)
+  double pp_p2p = 0;           // pipeline sends and receives
+  double bubble = 0;           // pipeline fill and drain: (p - 1) / v slots
+  double dp_comm_exposed = 0;  // gradient reduction (and ZeRO-1 gather) not hidden by backward
+  double optimizer = 0;        // AdamW update, memory-bound
 };
 
 struct MemoryBreakdown {  // bytes per device, on the most loaded pipeline stage
@@ -40,23 +60,66 @@ struct MemoryBreakdown {  // bytes per device, on the most loaded pipeline stage
 struct Prediction {
   double step_time_s = 0;
   double tokens_per_s = 0;
-  double tflops_per_gpu = 0;  // model FLOPs (Korthikanti eq. 7, no recompute) / step / GPUs
-  double mfu = 0;             // tflops_per_gpu / device peak for the layout's precision
+  // Model FLOPs per second per GPU: 72 B L s h^2 (1 + s/(6h) + V/(12 h L)) per step (Korthikanti
+  // et al. 2022 eq. 7; recomputation not counted) / step time / GPUs.
+  double tflops_per_gpu = 0;
+  double mfu = 0;  // tflops_per_gpu / the device's dense peak for the layout's precision
   double memory_bytes = 0;
   bool fits = false;  // memory_bytes <= device memory
   TimeBreakdown time;
   MemoryBreakdown memory;
 };
 
-// Model FLOPs per optimizer step (no recomputation): 72 B L s h^2 (1 + s/(6h) + V/(12 h L)),
-// generalised to an MLP width f.
+// Model FLOPs per optimizer step (no recomputation), generalised to an MLP width f:
+// 3 passes x (L (2 s (4h^2 + 2hf) + 4 s^2 h) + 2 s h V) per sequence.
 double ModelFlopsPerStep(const search::ModelShape& model);
 // FLOPs the hardware executes per step, including recomputation (full: one more forward pass
 // of the layers, Narayanan et al. eq. 3; selective: the attention core's forward again,
 // 4 B L s^2 h. Korthikanti et al.'s eq. 8 counts 12 B L s^2 h for it; we count what runs).
 double HardwareFlopsPerStep(const search::ModelShape& model, search::Recompute recompute);
 
-Prediction Predict(const search::Layout& layout, const search::ModelShape& model,
-                   const HardwareProfile& hardware);
+class PerformanceModel {
+ public:
+  // Fails when the profile lacks an efficiency parameter the model needs.
+  static Result<PerformanceModel> Create(const search::ModelShape& model, const HardwareProfile& hardware);
+  // The same with explicit efficiencies (the calibration fit varies them).
+  PerformanceModel(const search::ModelShape& model, const HardwareProfile& hardware,
+                   const Efficiency& efficiency);
+
+  // The layout must be legal for the model (see CheckLayout); microseconds per call.
+  Prediction Predict(const search::Layout& layout) const;
+
+  // One line naming what makes the layout impossible to run for this model, or ok.
+  Status CheckLayout(const search::Layout& layout) const;
+
+  const Efficiency& efficiency() const { return eff_; }
+
+ private:
+  struct LinkSpeed {
+    double bandwidth;  // bytes/s per GPU, per direction
+    double latency;    // s per step
+  };
+  // The link a group of `size` ranks, `stride` ranks apart, runs its collectives over.
+  LinkSpeed GroupLink(int size, int stride) const;
+  double GemmTime(double m, double n, double k, double peak) const;
+  double RingAllReduceTime(double bytes, int ranks, const LinkSpeed& link) const;
+
+  search::ModelShape model_;
+  Efficiency eff_;
+  // Hardware, in SI units.
+  double peak_[3] = {0, 0, 0};  // FLOP/s by Precision
+  double memory_bytes_ = 0;
+  double memory_bandwidth_ = 0;  // achieved by element-wise kernels, bytes/s
+  int gpus_per_node_ = 1;
+  int gpus_per_package_ = 1;
+  double package_bandwidth_ = 0;  // achieved by collectives, bytes/s
+  double node_bandwidth_ = 0;     // achieved by collectives, bytes/s
+  double node_network_ = 0;       // all NICs of a node together, achieved, bytes/s
+  double model_flops_ = 0;
+};
+
+// Convenience for one-off predictions: builds the model each call (use PerformanceModel in loops).
+Result<Prediction> Predict(const search::Layout& layout, const search::ModelShape& model,
+                           const HardwareProfile& hardware);
 
 }  // namespace tunepar::runner

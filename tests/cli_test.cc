@@ -187,3 +187,101 @@ TEST(Cli, ConfigsListsEveryPreset) {
 
 }  // namespace
 }  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+TEST(CliPredict, PrintsTheBreakdownAndJson) {
+  testing::CliRun text = RunTunepar(
+      "predict --world 1024 --model gpt-175b --tp 4 --pp 16 --mbs 1 --zero 1 "
+      "--recompute full --flash");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* part : {"pipeline bubble", "tensor-parallel communication", "optimizer states", "fits"}) {
+    EXPECT_NE(text.out.find(part), std::string::npos) << part;
+  }
+  testing::CliRun run = RunTunepar("--json predict --world 1024 --model gpt-175b --tp 4 --pp 16 --mbs 1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  for (const char* key : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_bytes", "fits",
+                          "breakdown", "memory"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  double parts = 0;
+  for (auto& [k, v] : j["breakdown"].items()) parts += v.get<double>();
+  EXPECT_NEAR(parts, j["step_time_s"].get<double>(), 1e-6 * parts);
+  EXPECT_EQ(j["layout"], "tp4-pp16-dp16-mbs1-nmb96-bf16-zero0-rcnone-sp0-vpp1-fa0");
+  // --layout gives the same answer as the knobs.
+  testing::CliRun by_key = RunTunepar(
+      "--json predict --world 1024 --model gpt-175b --layout "
+      "tp4-pp16-dp16-mbs1-nmb96-bf16-zero0-rcnone-sp0-vpp1-fa0");
+  EXPECT_EQ(nlohmann::json::parse(by_key.out)["step_time_s"], j["step_time_s"]);
+}
+
+TEST(CliPredict, BadInput) {
+  ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp -2"), kExitUsage,
+                     "--tp must be a positive");
+  ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp 3"), kExitUsage,
+                     "does not divide");
+  ExpectOneLineError(RunTunepar("predict --world 1280 --model gpt-175b --tp 5 --pp 16"), kExitUsage,
+                     "does not divide 96 heads");
+  ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp 4 --pp 16 --mbs 7"), kExitUsage,
+                     "global batch");
+  ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp 4 --pp 16 --precision fp8"),
+                     kExitUsage, "fp8");
+  TempDir dir;
+  std::string hw = testing::PresetText("hardware", "dgx-a100");
+  const size_t at = hw.find("link_efficiency = ");
+  hw.erase(at, hw.find('\n', at) - at + 1);
+  testing::WriteFile(dir / "hw.toml", hw);
+  ExpectOneLineError(
+      RunTunepar("predict --world 1024 --model gpt-175b --tp 4 --pp 16 --hardware " + (dir / "hw.toml")),
+      kExitConfig, "link_efficiency");
+}
+
+TEST(CliCalibrate, FitsWritesAndTheProfileIsUsable) {
+  TempDir dir;
+  const std::string csv = std::string(TUNEPAR_SOURCE_DIR) + "/bench/data/megatron_table1.csv";
+  testing::CliRun run =
+      RunTunepar("calibrate --from " + csv + " --hardware dgx-a100 --name my-a100 -o " + (dir / "a.toml"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("megatron-1008.0B"), std::string::npos);
+  EXPECT_NE(run.out.find("mean |error|"), std::string::npos);
+  const std::string written = testing::ReadFile(dir / "a.toml");
+  EXPECT_NE(written.find("name = \"my-a100\""), std::string::npos);
+  EXPECT_NE(written.find("[calibration]"), std::string::npos);
+  EXPECT_NE(written.find("origin = \"fitted\""), std::string::npos);
+  testing::CliRun predict = RunTunepar(
+      "--json predict --world 3072 --model gpt-1t --tp 8 --pp 64 --mbs 1 --hardware " + (dir / "a.toml"));
+  ASSERT_EQ(predict.exit_code, 0) << predict.err;
+  EXPECT_EQ(nlohmann::json::parse(predict.out)["hardware"], "my-a100");
+
+  testing::CliRun json =
+      RunTunepar("--json calibrate --from " + csv + " --hardware dgx-a100 --fit gemm_efficiency");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["rows"].size(), 10u);
+  EXPECT_EQ(j["fitted"], nlohmann::json::array({"gemm_efficiency"}));
+  EXPECT_LT(j["max_abs_error"].get<double>(), 0.10);
+}
+
+TEST(CliCalibrate, BadInput) {
+  TempDir dir;
+  testing::WriteFile(dir / "bad.csv", "label,layers\nx,2\n");
+  ExpectOneLineError(RunTunepar("calibrate --from " + (dir / "bad.csv") + " --hardware dgx-a100"),
+                     kExitConfig, "bad.csv");
+  const std::string csv = std::string(TUNEPAR_SOURCE_DIR) + "/bench/data/megatron_table1.csv";
+  ExpectOneLineError(RunTunepar("calibrate --from " + csv + " --hardware dgx-a100 --fit gemm_speed"),
+                     kExitUsage, "gemm_speed");
+  // A study of model-backend predictions has nothing measured to fit.
+  const std::string store = "--store " + (dir / "store");
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b").exit_code, 0);
+  testing::CliRun list = RunTunepar(store + " --json list");
+  const std::string study = nlohmann::json::parse(list.out)[0]["study"];
+  ExpectOneLineError(RunTunepar(store + " calibrate --from " + study + " --hardware frontier-mi250x"),
+                     kExitUsage, "no measured");
+  ExpectOneLineError(RunTunepar(store + " calibrate --from nothing-here --hardware frontier-mi250x"),
+                     kExitNotFound, "nothing-here");
+}
+
+}  // namespace
+}  // namespace tunepar

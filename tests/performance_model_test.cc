@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runner/calibration.h"
+#include "runner/measured_runs.h"
 #include "tests/test_support.h"
 
 namespace tunepar::runner {
@@ -59,64 +61,336 @@ TEST(Formulas, FlopsMatchThePublishedEquations) {
     EXPECT_NEAR(HardwareFlopsPerStep(m, search::Recompute::kFull), full, 1e-9 * full);
     EXPECT_NEAR(HardwareFlopsPerStep(m, search::Recompute::kSelective), selective, 1e-9 * selective);
     EXPECT_DOUBLE_EQ(HardwareFlopsPerStep(m, search::Recompute::kNone), ModelFlopsPerStep(m));
+    EXPECT_NEAR(RecomputeCountedFlops(m), full, 1e-9 * full);
+    EXPECT_NEAR(ModelFormulaFlops(m), model, 1e-9 * model);
   }
 }
 
-class ModelPhysics : public ::testing::Test {
+class Physics : public ::testing::Test {
  protected:
-  search::ModelShape model_ = testing::PresetModel("gpt-175b");
+  search::ModelShape model_ = testing::PresetModel("gpt-175b");  // 96 layers, h 12288, batch 1536
   HardwareProfile hw_ = testing::PresetHardware("frontier-mi250x");
-  search::Layout Base() const {
+
+  search::Layout Layout(int tp, int pp, int dp, int mbs = 1) const {
     search::Layout l;
-    l.tp = 4;
-    l.pp = 16;
-    l.dp = 16;
-    l.micro_batch = 1;
-    l.num_micro_batches = model_.global_batch / l.dp;
+    l.tp = tp;
+    l.pp = pp;
+    l.dp = dp;
+    l.micro_batch = mbs;
+    l.num_micro_batches = model_.global_batch / (mbs * dp);
+    l.precision = search::Precision::kBf16;
     return l;
+  }
+  Prediction P(const search::Layout& l) const { return P(l, hw_); }
+  Prediction P(const search::Layout& l, const HardwareProfile& hw) const {
+    Result<PerformanceModel> m = PerformanceModel::Create(model_, hw);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    EXPECT_TRUE(m->CheckLayout(l).ok()) << m->CheckLayout(l).message();
+    return m->Predict(l);
   }
 };
 
-TEST_F(ModelPhysics, MoreTensorParallelismLowersWeightMemory) {
-  search::Layout a = Base(), b = Base();
-  b.tp = 8;
-  b.dp = 8;
-  b.num_micro_batches = model_.global_batch / b.dp;
-  EXPECT_LT(Predict(b, model_, hw_).memory.weights, Predict(a, model_, hw_).memory.weights);
-}
-
-TEST_F(ModelPhysics, ZeroOneShardsOptimizerStatesOverDp) {
-  search::Layout a = Base(), b = Base();
-  b.zero = 1;
-  EXPECT_NEAR(Predict(b, model_, hw_).memory.optimizer_states * b.dp,
-              Predict(a, model_, hw_).memory.optimizer_states,
-              1e-6 * Predict(a, model_, hw_).memory.optimizer_states);
-}
-
-TEST_F(ModelPhysics, FullRecomputeTradesMemoryForTime) {
-  search::Layout a = Base(), b = Base();
-  b.recompute = search::Recompute::kFull;
-  const Prediction pa = Predict(a, model_, hw_), pb = Predict(b, model_, hw_);
-  EXPECT_LT(pb.memory.activations, pa.memory.activations);
-  EXPECT_GT(pb.step_time_s, pa.step_time_s);
-}
-
-TEST_F(ModelPhysics, MoreMicroBatchesShrinkTheBubbleShare) {
-  search::Layout a = Base(), b = Base();
-  b.dp = 4;
-  b.tp = 16;  // the same pp with 4x the micro-batches per pipeline
-  b.num_micro_batches = model_.global_batch / b.dp;
-  const Prediction pa = Predict(a, model_, hw_), pb = Predict(b, model_, hw_);
-  EXPECT_LT(pb.time.bubble / pb.step_time_s, pa.time.bubble / pa.step_time_s);
-}
-
-TEST_F(ModelPhysics, ReportsConsistentThroughputFigures) {
-  const Prediction p = Predict(Base(), model_, hw_);
+TEST_F(Physics, PartsAddUpAndFiguresAgree) {
+  const search::Layout l = Layout(4, 16, 16);
+  const Prediction p = P(l);
+  const TimeBreakdown& t = p.time;
+  EXPECT_NEAR(t.compute + t.tp_comm + t.pp_p2p + t.bubble + t.dp_comm_exposed + t.optimizer, p.step_time_s,
+              1e-9 * p.step_time_s);
+  for (double part : {t.compute, t.tp_comm, t.pp_p2p, t.bubble, t.dp_comm_exposed, t.optimizer})
+    EXPECT_GT(part, 0);
   EXPECT_NEAR(p.tokens_per_s * p.step_time_s, static_cast<double>(model_.global_batch) * model_.seq_len,
               1e-6);
-  EXPECT_NEAR(p.mfu, p.tflops_per_gpu / hw_.peak_tflops_bf16.value, 1e-12);
+  EXPECT_NEAR(p.tflops_per_gpu, ModelFlopsPerStep(model_) / p.step_time_s / 1024 / 1e12, 1e-9);
+  EXPECT_NEAR(p.mfu, p.tflops_per_gpu / 191.5, 1e-12);
   EXPECT_NEAR(p.memory_bytes, p.memory.Total(), 1.0);
   EXPECT_EQ(p.fits, p.memory_bytes <= 64e9);
+  // Physical bounds: no faster than the dense peak.
+  EXPECT_LT(p.mfu, 1.0);
+}
+
+TEST_F(Physics, MoreTensorParallelismLowersWeightMemory) {
+  double previous = INFINITY;
+  for (int tp : {1, 2, 4, 8}) {
+    const double weights = P(Layout(tp, 16, 64 / tp)).memory.weights;
+    EXPECT_LT(weights, previous) << "tp " << tp;
+    previous = weights;
+  }
+}
+
+TEST_F(Physics, MoreMicroBatchesShrinkTheBubbleShare) {
+  // Same pipeline (pp 16, tp 4), fewer data-parallel replicas: more micro-batches each.
+  double previous = INFINITY;
+  for (int dp : {64, 16, 4}) {
+    const Prediction p = P(Layout(4, 16, dp));
+    const double share = p.time.bubble / p.step_time_s;
+    EXPECT_LT(share, previous) << "dp " << dp;
+    previous = share;
+  }
+  // And the bubble is (p - 1) / m of the time in micro-batch slots (up to the once-per-step
+  // embedding synchronisation counted with the point-to-point time).
+  const search::Layout l = Layout(4, 16, 16);
+  const Prediction p = P(l);
+  const double slots = p.time.compute + p.time.tp_comm + p.time.pp_p2p;
+  EXPECT_NEAR(p.time.bubble, 15.0 / l.num_micro_batches * slots, 0.02 * p.time.bubble);
+}
+
+TEST_F(Physics, DataParallelCommunicationGrowsWithTheGradientsPerGpu) {
+  // Same tp (so the same members per node), half the pipeline depth: twice the gradients per GPU.
+  const search::Layout deep = Layout(4, 16, 16), shallow = Layout(4, 8, 32);
+  EXPECT_GT(P(shallow).time.dp_comm_exposed, 1.5 * P(deep).time.dp_comm_exposed);
+  EXPECT_EQ(P(Layout(8, 96, 1)).time.dp_comm_exposed, 0.0);
+}
+
+TEST_F(Physics, ZeroOneCutsOptimizerMemoryByDp) {
+  search::Layout a = Layout(4, 16, 16), b = a;
+  b.zero = 1;
+  const Prediction pa = P(a), pb = P(b);
+  EXPECT_NEAR(pb.memory.optimizer_states * b.dp, pa.memory.optimizer_states,
+              1e-6 * pa.memory.optimizer_states);
+  EXPECT_EQ(pb.memory.weights, pa.memory.weights);
+  EXPECT_LT(pb.time.optimizer, pa.time.optimizer);  // each replica updates 1/dp of the states
+}
+
+TEST_F(Physics, FullRecomputationCutsActivationsAndAddsOneForwardPass) {
+  search::Layout none = Layout(4, 16, 16), full = none, selective = none;
+  full.recompute = search::Recompute::kFull;
+  selective.recompute = search::Recompute::kSelective;
+  const Prediction pn = P(none), pf = P(full), ps = P(selective);
+  EXPECT_LT(pf.memory.activations, ps.memory.activations);
+  EXPECT_LT(ps.memory.activations, pn.memory.activations);
+  // Forward is about a third of forward + backward: full recomputation adds 25-40% compute.
+  const double added = pf.time.compute / pn.time.compute - 1.0;
+  EXPECT_GT(added, 0.25);
+  EXPECT_LT(added, 0.40);
+  EXPECT_GT(ps.time.compute, pn.time.compute);
+  EXPECT_LT(ps.time.compute, pf.time.compute);
+  EXPECT_GT(pf.time.tp_comm, pn.time.tp_comm);  // the recomputed forward repeats its all-reduces
+}
+
+TEST_F(Physics, InterleavingShrinksTheBubbleAndAddsPointToPoint) {
+  search::Layout plain = Layout(4, 16, 16), interleaved = plain;
+  interleaved.virtual_stages = 2;  // 96 layers over 16 stages x 2 chunks
+  const Prediction a = P(plain), b = P(interleaved);
+  EXPECT_NEAR(b.time.bubble / a.time.bubble, 0.5, 0.05);
+  EXPECT_GT(b.time.pp_p2p, a.time.pp_p2p);
+  EXPECT_GT(b.memory.activations, a.memory.activations);
+}
+
+// Half a node: the same devices, links and NICs per GPU, in nodes of half the size.
+HardwareProfile HalfNodes(HardwareProfile hw) {
+  hw.gpus_per_node /= 2;
+  hw.nics_per_node.value /= 2;
+  return hw;
+}
+
+TEST_F(Physics, TensorParallelismAcrossNodesCostsMoreThanInside) {
+  // tp 8 inside one 8-GPU node versus across two 4-GPU nodes.
+  const search::Layout l = Layout(8, 8, 16);
+  const HardwareProfile dgx = testing::PresetHardware("dgx-a100");
+  EXPECT_GT(P(l, HalfNodes(dgx)).time.tp_comm, 2 * P(l, dgx).time.tp_comm);  // NVLink >> NIC share
+  // On MI250X the slowest Infinity Fabric pair is as slow as the NIC share: crossing costs the
+  // network's latency.
+  EXPECT_GT(P(l, HalfNodes(hw_)).time.tp_comm, P(l).time.tp_comm);
+  // Inside a node, a package is faster still: tp 2 on one MI250X package.
+  HardwareProfile no_packages = hw_;
+  no_packages.gpus_per_package = 1;
+  EXPECT_LT(P(Layout(2, 16, 32)).time.tp_comm, P(Layout(2, 16, 32), no_packages).time.tp_comm);
+}
+
+TEST_F(Physics, PipelineAcrossNodesUsesTheNetwork) {
+  // tp 2 x dp 2: stage neighbours are 4 ranks apart, inside an 8-GPU node; on 2-GPU nodes
+  // every stage boundary crosses the network.
+  HardwareProfile small_nodes = hw_;
+  small_nodes.gpus_per_node = 2;
+  small_nodes.nics_per_node.value = 1;
+  const search::Layout l = Layout(2, 48, 2);
+  EXPECT_GT(P(l, small_nodes).time.pp_p2p, 2 * P(l).time.pp_p2p);
+}
+
+TEST_F(Physics, SmallMicroBatchesAndThinShardsRunFurtherFromPeak) {
+  // The same work per step, in micro-batches of 1 versus 8: lower efficiency (higher compute time).
+  EXPECT_GT(P(Layout(4, 16, 16, 1)).time.compute, P(Layout(4, 16, 16, 8)).time.compute);
+  // Compute per GPU at tp 8 is more than 1/8 of tp 1's: thinner GEMMs.
+  HardwareProfile hw = hw_;
+  const search::ModelShape small = testing::PresetModel("gpt-1.3b");
+  search::Layout l1;
+  l1.dp = 1;
+  l1.micro_batch = 1;
+  l1.num_micro_batches = small.global_batch;
+  search::Layout l8 = l1;
+  l8.tp = 8;
+  Result<PerformanceModel> m = PerformanceModel::Create(small, hw);
+  ASSERT_TRUE(m.ok());
+  EXPECT_GT(m->Predict(l8).time.compute * 8, m->Predict(l1).time.compute * 1.05);
+}
+
+TEST_F(Physics, SequenceParallelismSavesActivationsAndElementWiseTime) {
+  search::Layout a = Layout(8, 12, 8), b = a;
+  b.seq_parallel = true;
+  EXPECT_LT(P(b).memory.activations, P(a).memory.activations);
+  EXPECT_LT(P(b).time.compute, P(a).time.compute);
+}
+
+TEST_F(Physics, FlashAttentionDropsTheScoreMatrices) {
+  search::Layout a = Layout(4, 16, 16, 4), b = a;
+  b.flash_attention = true;
+  EXPECT_LT(P(b).memory.activations, P(a).memory.activations);
+}
+
+TEST_F(Physics, PrecisionChangesPeakAndBytes) {
+  search::Layout bf16 = Layout(8, 16, 8), fp32 = bf16, fp16 = bf16;
+  fp32.precision = search::Precision::kFp32;
+  fp16.precision = search::Precision::kFp16;
+  const Prediction b = P(bf16), f = P(fp32), h = P(fp16);
+  EXPECT_GT(f.step_time_s, 3 * b.step_time_s);  // 47.9 vs 191.5 TFLOP/s peaks
+  EXPECT_GT(f.memory.activations, 1.9 * b.memory.activations);
+  EXPECT_LT(h.memory.gradients, b.memory.gradients);  // Megatron keeps bf16 gradients in fp32
+}
+
+TEST_F(Physics, KnownInfeasibleLayoutsDoNotFit) {
+  const search::ModelShape t = testing::PresetModel("gpt-1t");
+  for (const char* hw_name : {"dgx-a100", "frontier-mi250x", "dgx-h100"}) {
+    Result<PerformanceModel> m = PerformanceModel::Create(t, testing::PresetHardware(hw_name));
+    ASSERT_TRUE(m.ok());
+    search::Layout l;
+    l.dp = 3072;
+    l.num_micro_batches = 1;
+    EXPECT_FALSE(m->Predict(l).fits) << hw_name;
+    EXPECT_GT(m->Predict(l).memory.weights, 1e12) << hw_name;
+  }
+}
+
+TEST_F(Physics, RejectsIllegalLayoutsWithAReason) {
+  Result<PerformanceModel> m = PerformanceModel::Create(model_, hw_);
+  ASSERT_TRUE(m.ok());
+  search::Layout l = Layout(4, 16, 16);
+  l.tp = 5;
+  EXPECT_NE(m->CheckLayout(l).message().find("does not divide 96 heads"), std::string::npos);
+  l = Layout(4, 16, 16);
+  l.num_micro_batches += 1;
+  EXPECT_NE(m->CheckLayout(l).message().find("global batch"), std::string::npos);
+  l = Layout(4, 16, 16);
+  l.virtual_stages = 4;  // 96 / (16 x 4) is not whole
+  EXPECT_NE(m->CheckLayout(l).message().find("layers"), std::string::npos);
+  l = Layout(4, 16, 16);
+  l.precision = search::Precision::kFp32;
+  l.flash_attention = true;
+  EXPECT_FALSE(m->CheckLayout(l).ok());
+}
+
+TEST(PerformanceModelProfile, MissingEfficiencyParameterIsNamed) {
+  HardwareProfile hw = testing::PresetHardware("dgx-a100");
+  hw.efficiency.erase("link_efficiency");
+  Result<PerformanceModel> m = PerformanceModel::Create(testing::PresetModel("gpt-22b"), hw);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kConfig);
+  EXPECT_NE(m.status().message().find("link_efficiency"), std::string::npos);
+  EXPECT_NE(m.status().message().find("dgx-a100"), std::string::npos);
+}
+
+// Calibration recovers efficiencies from runs the model itself generated.
+TEST(Calibration, RecoversKnownParameters) {
+  HardwareProfile hw = testing::PresetHardware("dgx-a100");
+  Result<Efficiency> truth = Efficiency::FromProfile(hw);
+  ASSERT_TRUE(truth.ok());
+  (*truth)[EfficiencyKey::kGemmEfficiency] = 0.62;
+  (*truth)[EfficiencyKey::kLinkEfficiency] = 0.55;
+  std::vector<MeasuredRun> runs;
+  for (const char* name : {"gpt-22b", "gpt-175b"}) {
+    const search::ModelShape m = testing::PresetModel(name);
+    for (int tp : {1, 2, 4, 8}) {
+      search::Layout l;
+      l.tp = tp;
+      l.pp = 8;
+      l.dp = 4;
+      l.micro_batch = 2;
+      l.num_micro_batches = m.global_batch / 8;
+      l.recompute = search::Recompute::kFull;
+      runs.push_back({name, m, l, PerformanceModel(m, hw, *truth).Predict(l).step_time_s, "synthetic"});
+    }
+  }
+  Result<CalibrationResult> fit =
+      Calibrate(runs, hw, {{EfficiencyKey::kGemmEfficiency, EfficiencyKey::kLinkEfficiency}, 4, 7});
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_NEAR(fit->efficiency[EfficiencyKey::kGemmEfficiency], 0.62, 0.005);
+  EXPECT_NEAR(fit->efficiency[EfficiencyKey::kLinkEfficiency], 0.55, 0.01);
+  EXPECT_LT(fit->max_abs_error, 1e-3);
+  // Parameters not fitted keep the profile's values.
+  EXPECT_EQ(fit->efficiency[EfficiencyKey::kMemoryEfficiency], (*truth)[EfficiencyKey::kMemoryEfficiency]);
+}
+
+TEST(Calibration, WrittenProfileLoadsAndRecordsTheFit) {
+  const std::string text = testing::PresetText("hardware", "frontier-mi250x");
+  Result<HardwareProfile> hw = ParseHardwareProfile(text, "mi250x");
+  ASSERT_TRUE(hw.ok());
+  CalibrationResult r;
+  r.efficiency = *Efficiency::FromProfile(*hw);
+  r.efficiency[EfficiencyKey::kGemmEfficiency] = 0.5;
+  r.fitted = {EfficiencyKey::kGemmEfficiency};
+  r.rows.resize(3);
+  r.mean_abs_error = 0.04;
+  r.max_abs_error = 0.06;
+  const std::string written = WriteCalibratedProfile(text, *hw, r, "runs.csv", "2026-11-22");
+  Result<HardwareProfile> back = ParseHardwareProfile(written, "written");
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << written;
+  EXPECT_EQ(back->efficiency.at("gemm_efficiency").value, 0.5);
+  EXPECT_EQ(back->efficiency.at("gemm_efficiency").origin, NumberOrigin::kFitted);
+  ASSERT_TRUE(back->calibration.has_value());
+  EXPECT_EQ(back->calibration->runs, 3);
+  EXPECT_DOUBLE_EQ(back->calibration->max_abs_error_pct, 6.0);
+  EXPECT_EQ(back->launch.cpu_masks, hw->launch.cpu_masks);      // the rest is kept
+  EXPECT_NE(written.find("# GCD -> NUMA"), std::string::npos);  // comments too
+  // Writing again replaces the tables rather than adding more.
+  const std::string twice = WriteCalibratedProfile(written, *back, r, "runs.csv", "2026-11-22");
+  EXPECT_EQ(twice, written);
+}
+
+TEST(MeasuredRuns, ParsesTflopsAndStepTimes) {
+  const std::string csv =
+      "# comment\n"
+      "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,precision,"
+      "recompute,zero,seq_parallel,flash_attention,step_time_s,tflops_per_gpu,tflops_formula,source\n"
+      "a,24,2304,24,2048,51200,512,32,1,1,16,1,fp16,full,0,0,0,,137,recompute-counted,paper\n"
+      "b,24,2304,24,2048,51200,512,32,2,1,16,1,bf16,selective,1,1,1,3.5,,,measured\n";
+  Result<std::vector<MeasuredRun>> runs = ParseMeasuredRuns(csv, "t.csv");
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 2u);
+  const MeasuredRun& a = (*runs)[0];
+  EXPECT_EQ(a.layout.dp, 32);
+  EXPECT_EQ(a.layout.num_micro_batches, 1);
+  EXPECT_NEAR(a.step_time_s, RecomputeCountedFlops(a.model) / (137e12 * 32), 1e-9);
+  EXPECT_NEAR(a.FlopsPerStep() / a.step_time_s / 32 / 1e12, 137.0, 1e-9);
+  const MeasuredRun& b = (*runs)[1];
+  EXPECT_EQ(b.step_time_s, 3.5);
+  EXPECT_EQ(b.layout.tp, 2);
+  EXPECT_EQ(b.layout.dp, 16);
+  EXPECT_TRUE(b.layout.seq_parallel);
+  EXPECT_TRUE(b.layout.flash_attention);
+  EXPECT_EQ(b.layout.zero, 1);
+}
+
+TEST(MeasuredRuns, ErrorsNameLineAndColumn) {
+  const std::string header =
+      "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,precision,"
+      "recompute,zero,seq_parallel,flash_attention,step_time_s\n";
+  auto error = [&](const std::string& row) {
+    Result<std::vector<MeasuredRun>> r = ParseMeasuredRuns(header + row, "t.csv");
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_NE(
+      error("a,-24,2304,24,2048,51200,512,32,1,1,16,1,fp16,full,0,0,0,3\n").find("t.csv:2: column 'layers'"),
+      std::string::npos);
+  EXPECT_NE(error("a,24,2304,24,2048,51200,512,30,4,1,16,1,fp16,full,0,0,0,3\n").find("column 'gpus'"),
+            std::string::npos);
+  EXPECT_NE(
+      error("a,24,2304,24,2048,51200,500,32,1,1,16,1,fp16,full,0,0,0,3\n").find("column 'global_batch'"),
+      std::string::npos);
+  EXPECT_NE(error("a,24,2304,24,2048,51200,512,32,1,1,16,1,fp8,full,0,0,0,3\n").find("column 'precision'"),
+            std::string::npos);
+  EXPECT_NE(error("a,24,2304,24,2048,51200,512,32,1,1,16,1,fp16,full,0,0,0,x\n").find("column 'step_time_s'"),
+            std::string::npos);
+  EXPECT_FALSE(ParseMeasuredRuns("label,layers\n", "t.csv").ok());
+  EXPECT_FALSE(ParseMeasuredRuns(header, "t.csv").ok());  // no rows
 }
 
 }  // namespace

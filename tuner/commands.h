@@ -19,6 +19,8 @@ struct GlobalOptions {
 void AddConfigsCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddSpaceCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result);  // list, show, export
 
 }  // namespace tunepar

@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   AddConfigsCommand(app, global, &result);
   AddSpaceCommand(app, global, &result);
   AddSearchCommand(app, global, &result);
+  AddPredictCommand(app, global, &result);
+  AddCalibrateCommand(app, global, &result);
   AddStudyCommands(app, global, &result);
 
   try {

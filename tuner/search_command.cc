@@ -114,12 +114,15 @@ Status RunSearch(const GlobalOptions& global, const SearchOptions& o) {
   }
 
   const auto start = std::chrono::steady_clock::now();
-  runner::ModelBackend backend(problem->model, problem->hardware);
+  Result<runner::PerformanceModel> model =
+      runner::PerformanceModel::Create(problem->model, problem->hardware);
+  if (!model.ok()) return model.status();
+  runner::ModelBackend backend(*model, problem->hardware.memory_gb.value);
   std::vector<store::TrialRecord> fresh;
   for (const search::Layout& layout : space->legal) {
     if (finished.count(search::LayoutKey(layout)) != 0) continue;
-    fresh.push_back(ToRecord(study_id, node_id, next_number++, layout, backend.Evaluate(layout),
-                             runner::Predict(layout, problem->model, problem->hardware)));
+    fresh.push_back(
+        ToRecord(study_id, node_id, next_number++, layout, backend.Evaluate(layout), model->Predict(layout)));
   }
   const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!fresh.empty()) {

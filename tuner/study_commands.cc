@@ -8,6 +8,7 @@
 
 #include "store/store_reader.h"
 #include "tuner/commands.h"
+#include "tuner/study_lookup.h"
 #include "tuner/trial_output.h"
 
 namespace tunepar {
@@ -19,27 +20,6 @@ Result<store::StoreView> ReadStoreReporting(const std::string& dir, const std::s
   if (!view.ok()) return view.status();
   for (const std::string& w : view->warnings) spdlog::warn("{}", w);
   return view;
-}
-
-// A study by exact name, exact id, or a unique id prefix of at least 4 digits.
-Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
-                                     const std::string& arg) {
-  for (const store::StudyRecord& s : view.studies) {
-    if (s.name == arg || s.id == arg) return s;
-  }
-  const store::StudyRecord* match = nullptr;
-  if (arg.size() >= 4) {
-    for (const store::StudyRecord& s : view.studies) {
-      if (s.id.rfind(arg, 0) == 0) {
-        if (match != nullptr) return InvalidArgument(fmt::format("study id prefix '{}' is ambiguous", arg));
-        match = &s;
-      }
-    }
-  }
-  if (match != nullptr) return *match;
-  if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
-  return NotFound(
-      fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
 }
 
 std::vector<store::TrialRecord> TrialsOf(const store::StoreView& view, const std::string& id) {

@@ -1,0 +1,196 @@
+#include "runner/measured_runs.h"
+
+#include <charconv>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace tunepar::runner {
+
+double RecomputeCountedFlops(const search::ModelShape& m) {
+  const double B = m.global_batch, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
+  return 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+}
+
+double ModelFormulaFlops(const search::ModelShape& m) {
+  const double B = m.global_batch, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
+  return 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+}
+
+double MeasuredRun::FlopsPerStep() const {
+  return tflops_formula == "recompute-counted" ? RecomputeCountedFlops(model) : ModelFormulaFlops(model);
+}
+
+namespace {
+
+std::vector<std::string> SplitCsvLine(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      cells.push_back(cell);
+      cell.clear();
+    } else if (c != '\r') {
+      cell += c;
+    }
+  }
+  cells.push_back(cell);
+  for (std::string& x : cells) {
+    const size_t b = x.find_first_not_of(' '), e = x.find_last_not_of(' ');
+    x = b == std::string::npos ? "" : x.substr(b, e - b + 1);
+  }
+  return cells;
+}
+
+class Row {
+ public:
+  Row(const std::map<std::string, size_t>& columns, std::vector<std::string> cells, std::string where)
+      : columns_(columns), cells_(std::move(cells)), where_(std::move(where)) {}
+
+  const std::string& Text(const std::string& name) const {
+    static const std::string kEmpty;
+    auto it = columns_.find(name);
+    return it == columns_.end() || it->second >= cells_.size() ? kEmpty : cells_[it->second];
+  }
+  Status Error(const std::string& column, const std::string& what) const {
+    return ConfigError(fmt::format("{}: column '{}': {}", where_, column, what));
+  }
+  Status Int(const std::string& name, int* out, int min_value = 1) const {
+    const std::string& text = Text(name);
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      return Error(name, fmt::format("'{}' is not an integer", text));
+    if (value < min_value) return Error(name, fmt::format("{} is below {}", value, min_value));
+    *out = value;
+    return Status::Ok();
+  }
+  Status Number(const std::string& name, double* out) const {
+    const std::string& text = Text(name);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(value > 0))
+      return Error(name, fmt::format("'{}' is not a positive number", text));
+    *out = value;
+    return Status::Ok();
+  }
+  Status Flag(const std::string& name, bool* out) const {
+    const std::string& text = Text(name);
+    if (text.empty() || text == "0" || text == "false")
+      *out = false;
+    else if (text == "1" || text == "true")
+      *out = true;
+    else
+      return Error(name, fmt::format("'{}' is not 0/1/true/false", text));
+    return Status::Ok();
+  }
+
+ private:
+  const std::map<std::string, size_t>& columns_;
+  std::vector<std::string> cells_;
+  std::string where_;
+};
+
+Status ParseRow(const Row& r, MeasuredRun* run) {
+  search::ModelShape& m = run->model;
+  search::Layout& l = run->layout;
+  run->label = r.Text("label");
+  run->source = r.Text("source");
+  m.name = run->label;
+  int gpus = 0;
+  TUNEPAR_RETURN_IF_ERROR(r.Int("layers", &m.layers));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("hidden", &m.hidden));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("heads", &m.heads));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("seq_len", &m.seq_len));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("vocab", &m.vocab));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("global_batch", &m.global_batch));
+  m.ffn_hidden = 4 * m.hidden;
+  if (m.hidden % m.heads != 0) return r.Error("heads", "must divide hidden");
+  TUNEPAR_RETURN_IF_ERROR(r.Int("gpus", &gpus));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("tp", &l.tp));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("pp", &l.pp));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("micro_batch", &l.micro_batch));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("virtual_stages", &l.virtual_stages));
+  TUNEPAR_RETURN_IF_ERROR(r.Int("zero", &l.zero, 0));
+  TUNEPAR_RETURN_IF_ERROR(r.Flag("seq_parallel", &l.seq_parallel));
+  TUNEPAR_RETURN_IF_ERROR(r.Flag("flash_attention", &l.flash_attention));
+  if (gpus % (l.tp * l.pp) != 0) return r.Error("gpus", fmt::format("{} is not a multiple of tp x pp", gpus));
+  l.dp = gpus / (l.tp * l.pp);
+  if (m.global_batch % (l.micro_batch * l.dp) != 0)
+    return r.Error("global_batch", fmt::format("{} is not a multiple of micro_batch x dp = {}",
+                                               m.global_batch, l.micro_batch * l.dp));
+  l.num_micro_batches = m.global_batch / (l.micro_batch * l.dp);
+  Result<search::Precision> precision = search::ParsePrecision(r.Text("precision"));
+  if (!precision.ok()) return r.Error("precision", precision.status().message());
+  l.precision = *precision;
+  Result<search::Recompute> recompute = search::ParseRecompute(r.Text("recompute"));
+  if (!recompute.ok()) return r.Error("recompute", recompute.status().message());
+  l.recompute = *recompute;
+
+  if (!r.Text("step_time_s").empty()) return r.Number("step_time_s", &run->step_time_s);
+  double tflops = 0;
+  TUNEPAR_RETURN_IF_ERROR(r.Number("tflops_per_gpu", &tflops));
+  const std::string& formula = r.Text("tflops_formula");
+  double flops;
+  if (formula == "recompute-counted")
+    flops = RecomputeCountedFlops(m);
+  else if (formula == "model")
+    flops = ModelFormulaFlops(m);
+  else
+    return r.Error("tflops_formula", fmt::format("'{}' is not recompute-counted or model", formula));
+  run->tflops_formula = formula;
+  run->step_time_s = flops / (tflops * 1e12 * gpus);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, std::string_view source) {
+  std::istringstream in{std::string(csv_text)};
+  std::string line;
+  std::map<std::string, size_t> columns;
+  std::vector<MeasuredRun> runs;
+  int line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.empty() || line[0] == '#' || line.find_first_not_of(" \r") == std::string::npos) continue;
+    std::vector<std::string> cells = SplitCsvLine(line);
+    if (columns.empty()) {
+      for (size_t i = 0; i < cells.size(); ++i) columns[cells[i]] = i;
+      for (const char* required :
+           {"layers", "hidden", "heads", "seq_len", "vocab", "global_batch", "gpus", "tp", "pp",
+            "micro_batch", "virtual_stages", "precision", "recompute", "zero"}) {
+        if (columns.count(required) == 0)
+          return ConfigError(
+              fmt::format("{}:{}: header lacks the column '{}'", source, line_number, required));
+      }
+      if (columns.count("step_time_s") == 0 && columns.count("tflops_per_gpu") == 0)
+        return ConfigError(
+            fmt::format("{}:{}: header needs step_time_s or tflops_per_gpu", source, line_number));
+      continue;
+    }
+    MeasuredRun run;
+    TUNEPAR_RETURN_IF_ERROR(
+        ParseRow(Row(columns, std::move(cells), fmt::format("{}:{}", source, line_number)), &run));
+    if (run.label.empty()) run.label = fmt::format("row{}", runs.size() + 1);
+    runs.push_back(std::move(run));
+  }
+  if (runs.empty()) return ConfigError(fmt::format("{}: no measured runs", source));
+  return runs;
+}
+
+}  // namespace tunepar::runner

@@ -1,0 +1,44 @@
+// Measured training runs, the data a hardware profile is calibrated against: a model shape, a
+// layout and the measured time per optimizer step. Read from CSV text (published tables) or
+// built from a study's measured trials.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "search/layout.h"
+#include "search/model_shape.h"
+
+namespace tunepar::runner {
+
+struct MeasuredRun {
+  std::string label;  // e.g. "megatron-1008B"
+  search::ModelShape model;
+  search::Layout layout;
+  double step_time_s = 0;  // measured wall clock per optimizer step
+  std::string source;      // where the measurement comes from
+  // The FLOP formula the run's TFLOP/s were published with ("recompute-counted" or "model"), so
+  // reports compare like with like; "model" when the run was measured as a step time.
+  std::string tflops_formula = "model";
+
+  // FLOPs per step by the run's formula: TFLOP/s per GPU = FlopsPerStep() / step / GPUs.
+  double FlopsPerStep() const;
+};
+
+// Parses CSV with a header row and these columns (order free; '#' lines are comments):
+//   label, layers, hidden, heads, seq_len, vocab, global_batch, gpus, tp, pp, micro_batch,
+//   virtual_stages, precision, recompute, zero, seq_parallel, flash_attention, source,
+//   and either step_time_s, or tflops_per_gpu with tflops_formula:
+//     "recompute-counted": 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) FLOPs per step (Narayanan
+//                          et al. 2021 eq. 3, what Megatron's Table 1 and Megatron-DeepSpeed print)
+//     "model":             72 B L s h^2 (1 + s/(6h) + V/(12 h L)) (Korthikanti et al. eq. 7)
+// Errors name the source, the line and the column.
+Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, std::string_view source);
+
+// FLOPs per step by the two formulas above, for converting TFLOP/s to step time and back.
+double RecomputeCountedFlops(const search::ModelShape& model);
+double ModelFormulaFlops(const search::ModelShape& model);
+
+}  // namespace tunepar::runner

@@ -1,0 +1,229 @@
+// `tunepar calibrate`: fits a hardware profile's efficiency parameters to measured runs (a CSV
+// file of published or measured runs, or a study's measured trials) and writes the profile.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "base/provenance.h"
+#include "runner/calibration.h"
+#include "store/store_reader.h"
+#include "tuner/commands.h"
+#include "tuner/presets.h"
+#include "tuner/study_lookup.h"
+#include "tuner/text_table.h"
+
+namespace tunepar {
+
+namespace {
+
+struct CalibrateOptions {
+  std::string from;      // a CSV file, or a study in the store
+  std::string hardware;  // the profile to start from (its peaks, links and assumed values)
+  std::string output;    // "" = print the fit only
+  std::string fit;       // comma-separated parameter names; "" = DefaultFitSet
+  std::string name;      // the new profile's name; "" = keep
+  int restarts = 12;
+};
+
+Result<std::vector<runner::EfficiencyKey>> ParseFitList(const std::string& list) {
+  std::vector<runner::EfficiencyKey> keys;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    const runner::EfficiencyParameter* p = runner::FindEfficiencyParameter(name);
+    if (p == nullptr) {
+      std::vector<std::string> known;
+      for (const auto& q : runner::EfficiencyParameters()) known.emplace_back(q.name);
+      return InvalidArgument(
+          fmt::format("--fit: unknown parameter '{}' (known: {})", name, fmt::join(known, ", ")));
+    }
+    keys.push_back(p->key);
+  }
+  if (keys.empty()) return InvalidArgument("--fit names no parameter");
+  return keys;
+}
+
+// Measured runs from a study: its ok trials that a measuring backend ran.
+Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_dir,
+                                                       const std::string& name) {
+  Result<store::StoreView> view = store::ReadStore(store_dir);
+  if (!view.ok()) return view.status();
+  for (const std::string& w : view->warnings) spdlog::warn("{}", w);
+  Result<store::StudyRecord> study = FindStudy(*view, store_dir, name);
+  if (!study.ok()) {
+    return NotFound(
+        fmt::format("--from '{}' is neither a readable file nor a study in store '{}'", name, store_dir));
+  }
+  Result<search::ModelShape> model =
+      search::ParseModelShape(study->model_toml, "study " + study->name + " model");
+  if (!model.ok()) return model.status();
+  std::vector<runner::MeasuredRun> runs;
+  for (const store::TrialRecord& t : view->trials) {
+    if (t.study_id != study->id || t.status != search::TrialStatus::kOk || t.backend == "model" ||
+        !t.step_time_s)
+      continue;
+    runs.push_back({fmt::format("{}/{}", t.node_id, t.number), *model, t.layout, *t.step_time_s,
+                    fmt::format("study {} trial {}/{}", study->name, t.node_id, t.number), "model"});
+  }
+  if (runs.empty()) {
+    return InvalidArgument(fmt::format(
+        "study '{}' has no measured ok trials to fit (model-backend predictions cannot calibrate the model)",
+        name));
+  }
+  return runs;
+}
+
+std::string LayoutText(const search::Layout& l) {
+  return fmt::format("tp{} pp{} dp{} mbs{}{}", l.tp, l.pp, l.dp, l.micro_batch,
+                     l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : "");
+}
+
+Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
+  Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
+  if (!hw_text.ok()) return hw_text.status();
+  Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
+  if (!profile.ok()) return profile.status();
+
+  std::error_code ec;
+  Result<std::vector<runner::MeasuredRun>> runs = InvalidArgument("no runs");
+  std::string data_name = o.from;
+  if (std::filesystem::is_regular_file(o.from, ec)) {
+    std::ifstream in(o.from, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    runs = runner::ParseMeasuredRuns(text.str(), o.from);
+    data_name = std::filesystem::path(o.from).filename().string();
+  } else {
+    runs = RunsFromStudy(global.store, o.from);
+    data_name = "study " + o.from;
+  }
+  if (!runs.ok()) return runs.status();
+
+  runner::CalibrationOptions options;
+  options.restarts = o.restarts;
+  if (o.fit.empty()) {
+    options.free = runner::DefaultFitSet(*runs, *profile);
+  } else {
+    Result<std::vector<runner::EfficiencyKey>> keys = ParseFitList(o.fit);
+    if (!keys.ok()) return keys.status();
+    options.free = *keys;
+  }
+  Result<runner::CalibrationResult> fit = runner::Calibrate(*runs, *profile, options);
+  if (!fit.ok()) return fit.status();
+
+  std::string written;
+  if (!o.output.empty()) {
+    std::string text =
+        runner::WriteCalibratedProfile(hw_text->text, *profile, *fit, data_name, UtcNow().substr(0, 10));
+    if (!o.name.empty()) {
+      const size_t at = text.find("\nname = ");
+      const size_t end = at == std::string::npos ? at : text.find('\n', at + 1);
+      if (at != std::string::npos) text.replace(at, end - at, fmt::format("\nname = \"{}\"", o.name));
+    }
+    // The written file must load as a profile before it replaces anything.
+    Result<runner::HardwareProfile> check = runner::ParseHardwareProfile(text, o.output);
+    if (!check.ok())
+      return InternalError("the calibrated profile does not parse: " + check.status().message());
+    const std::string tmp = o.output + ".tmp";
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out || (std::filesystem::rename(tmp, o.output, ec), ec)) {
+      std::filesystem::remove(tmp, ec);
+      return InvalidArgument(fmt::format("cannot write '{}'", o.output));
+    }
+    written = o.output;
+  }
+
+  std::vector<std::string> names;
+  for (runner::EfficiencyKey k : fit->fitted)
+    names.emplace_back(runner::EfficiencyParameters()[static_cast<int>(k)].name);
+  if (global.json) {
+    nlohmann::json j = {{"data", data_name},
+                        {"hardware", profile->name},
+                        {"fitted", names},
+                        {"mean_abs_error", fit->mean_abs_error},
+                        {"max_abs_error", fit->max_abs_error},
+                        {"written", written}};
+    nlohmann::json params = nlohmann::json::object();
+    for (const auto& p : runner::EfficiencyParameters()) params[std::string(p.name)] = fit->efficiency[p.key];
+    j["efficiency"] = params;
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < fit->rows.size(); ++i) {
+      const runner::RowFit& r = fit->rows[i];
+      rows.push_back({{"label", r.label},
+                      {"layout", search::LayoutKey(r.layout)},
+                      {"measured_step_s", r.measured_step_s},
+                      {"predicted_step_s", r.predicted_step_s},
+                      {"error", r.error},
+                      {"memory_gb", r.memory_gb},
+                      {"fits", r.fits}});
+    }
+    j["rows"] = rows;
+    fmt::print("{}\n", j.dump(2));
+    return Status::Ok();
+  }
+
+  fmt::print("Calibrating {} on {} ({} runs); fitting {}\n\n", profile->name, data_name, runs->size(),
+             fmt::join(names, ", "));
+  TextTable t;
+  using A = TextTable::Align;
+  t.AddColumn("run", A::kLeft);
+  t.AddColumn("GPUs");
+  t.AddColumn("layout", A::kLeft);
+  t.AddColumn("measured s");
+  t.AddColumn("predicted s");
+  t.AddColumn("TFLOP/s meas");
+  t.AddColumn("TFLOP/s pred");
+  t.AddColumn("error");
+  t.AddColumn("mem GB");
+  for (size_t i = 0; i < fit->rows.size(); ++i) {
+    const runner::RowFit& r = fit->rows[i];
+    const runner::MeasuredRun& run = (*runs)[i];
+    const double flops = run.FlopsPerStep() / r.layout.World() / 1e12;
+    t.AddRow({r.label, std::to_string(r.layout.World()), LayoutText(r.layout), Fixed(r.measured_step_s, 3),
+              Fixed(r.predicted_step_s, 3), Fixed(flops / r.measured_step_s, 1),
+              Fixed(flops / r.predicted_step_s, 1), fmt::format("{:+.1f}%", 100 * r.error),
+              fmt::format("{:.1f}{}", r.memory_gb, r.fits ? "" : " OOM")});
+  }
+  fmt::print("{}", t.Render());
+  fmt::print("\nstep-time error: mean |error| {:.2f}%, worst {:.2f}%\n", 100 * fit->mean_abs_error,
+             100 * fit->max_abs_error);
+  fmt::print(
+      "(TFLOP/s by each run's own formula; error = predicted / measured step time - 1)\n\nParameters:\n");
+  for (const auto& p : runner::EfficiencyParameters()) {
+    const bool fitted = std::find(fit->fitted.begin(), fit->fitted.end(), p.key) != fit->fitted.end();
+    fmt::print("  {:<22} {:>10.4g}  {}\n", p.name, fit->efficiency[p.key], fitted ? "fitted" : "kept");
+  }
+  if (written.empty()) {
+    fmt::print("\n(use -o FILE.toml to write the calibrated profile)\n");
+  } else {
+    fmt::print("\nwrote {}\n", written);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
+  auto o = std::make_shared<CalibrateOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("calibrate", "Fit a hardware profile's efficiency parameters to measured runs");
+  cmd->add_option("--from", o->from,
+                  "A CSV of measured runs (see bench/data/), or a study with measured trials")
+      ->required();
+  cmd->add_option("--hardware", o->hardware, "The profile to start from (preset or TOML path)")->required();
+  cmd->add_option("-o,--output", o->output, "Write the calibrated profile here");
+  cmd->add_option("--fit", o->fit, "Parameters to fit, comma-separated (default: chosen from the data)");
+  cmd->add_option("--name", o->name, "Name of the written profile (default: the original's)");
+  cmd->add_option("--restarts", o->restarts, "Optimizer starts")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->callback([&global, result, o] { *result = RunCalibrate(global, *o); });
+}
+
+}  // namespace tunepar

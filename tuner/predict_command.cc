@@ -1,0 +1,169 @@
+// `tunepar predict`: the performance model's view of one layout, with the breakdown of its
+// step time and memory.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runner/model_backend.h"
+#include "runner/performance_model.h"
+#include "tuner/commands.h"
+#include "tuner/problem.h"
+#include "tuner/problem_options.h"
+#include "tuner/text_table.h"
+
+namespace tunepar {
+
+namespace {
+
+struct PredictOptions {
+  ProblemOptions problem;
+  std::string layout_key;  // --layout KEY instead of the knobs
+  int64_t tp = 1, pp = 1, mbs = 1, gbs = 0, vpp = 1, zero = 0;
+  std::string precision = "bf16";
+  std::string recompute = "none";
+  bool seq_parallel = false;
+  bool flash = false;
+};
+
+Status Positive(const char* flag, int64_t value) {
+  if (value < 1 || value > (1 << 24))
+    return InvalidArgument(fmt::format("{} must be a positive integer, got {}", flag, value));
+  return Status::Ok();
+}
+
+Result<search::Layout> LayoutFromOptions(const PredictOptions& o, int world,
+                                         const search::ModelShape& model) {
+  if (!o.layout_key.empty()) {
+    Result<search::Layout> l = search::ParseLayoutKey(o.layout_key);
+    if (!l.ok()) return l.status();
+    if (l->World() != world)
+      return InvalidArgument(
+          fmt::format("--layout {} uses {} GPUs, not --world {}", o.layout_key, l->World(), world));
+    return l;
+  }
+  TUNEPAR_RETURN_IF_ERROR(Positive("--tp", o.tp));
+  TUNEPAR_RETURN_IF_ERROR(Positive("--pp", o.pp));
+  TUNEPAR_RETURN_IF_ERROR(Positive("--mbs", o.mbs));
+  TUNEPAR_RETURN_IF_ERROR(Positive("--vpp", o.vpp));
+  if (o.zero != 0 && o.zero != 1)
+    return InvalidArgument(fmt::format("--zero must be 0 or 1, got {}", o.zero));
+  if (world % (o.tp * o.pp) != 0)
+    return InvalidArgument(fmt::format("--tp {} x --pp {} does not divide --world {}", o.tp, o.pp, world));
+  search::Layout l;
+  l.tp = static_cast<int>(o.tp);
+  l.pp = static_cast<int>(o.pp);
+  l.dp = world / (l.tp * l.pp);
+  l.micro_batch = static_cast<int>(o.mbs);
+  if (model.global_batch % (static_cast<int64_t>(l.micro_batch) * l.dp) != 0) {
+    return InvalidArgument(fmt::format("global batch {} is not a multiple of --mbs {} x dp {}",
+                                       model.global_batch, l.micro_batch, l.dp));
+  }
+  l.num_micro_batches = model.global_batch / (l.micro_batch * l.dp);
+  Result<search::Precision> precision = search::ParsePrecision(o.precision);
+  if (!precision.ok()) return precision.status().WithContext("--precision");
+  Result<search::Recompute> recompute = search::ParseRecompute(o.recompute);
+  if (!recompute.ok()) return recompute.status().WithContext("--recompute");
+  l.precision = *precision;
+  l.recompute = *recompute;
+  l.zero = static_cast<int>(o.zero);
+  l.seq_parallel = o.seq_parallel;
+  l.virtual_stages = static_cast<int>(o.vpp);
+  l.flash_attention = o.flash;
+  return l;
+}
+
+std::string Seconds(double s) {
+  return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.3f} ms", s * 1e3);
+}
+
+Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
+  Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
+  if (!problem.ok()) return problem.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
+  if (o.gbs != 0) {
+    TUNEPAR_RETURN_IF_ERROR(Positive("--gbs", o.gbs));
+    problem->model.global_batch = static_cast<int>(o.gbs);
+  }
+  const int world = static_cast<int>(o.problem.world);
+  Result<search::Layout> layout = LayoutFromOptions(o, world, problem->model);
+  if (!layout.ok()) return layout.status();
+  Result<runner::PerformanceModel> model =
+      runner::PerformanceModel::Create(problem->model, problem->hardware);
+  if (!model.ok()) return model.status();
+  TUNEPAR_RETURN_IF_ERROR(model->CheckLayout(*layout));
+  const runner::Prediction p = model->Predict(*layout);
+
+  if (global.json) {
+    nlohmann::json j = nlohmann::json::parse(runner::PredictionJson(p));
+    j["layout"] = search::LayoutKey(*layout);
+    j["world"] = world;
+    j["model"] = problem->model.name;
+    j["hardware"] = problem->hardware.name;
+    j["global_batch"] = problem->model.global_batch;
+    j["performance_model"] = runner::kPerformanceModelVersion;
+    fmt::print("{}\n", j.dump(2));
+    return Status::Ok();
+  }
+  const double mem_gb = problem->hardware.memory_gb.value;
+  fmt::print("tunepar predict: {} ({} parameters) on {}, world {}, global batch {}\n", problem->model.name,
+             HumanCount(problem->model.Parameters()), problem->hardware.name, world,
+             problem->model.global_batch);
+  fmt::print("layout {}\n\n", search::LayoutKey(*layout));
+  fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {:.1f}   MFU {:.1f}%\n", Seconds(p.step_time_s),
+             WithCommas(static_cast<int64_t>(p.tokens_per_s)), p.tflops_per_gpu, 100 * p.mfu);
+  fmt::print(
+      "(model FLOPs 72 B L s h^2 (1 + s/6h + V/12hL) per step, recomputation not counted; MFU against the\n"
+      " {} dense peak of {:g} TFLOP/s)\n\n",
+      search::ToString(layout->precision), problem->hardware.PeakFlops(layout->precision) / 1e12);
+  TextTable time;
+  time.AddColumn("time per step", TextTable::Align::kLeft);
+  time.AddColumn("seconds");
+  time.AddColumn("share");
+  auto add_time = [&](const char* what, double s) {
+    time.AddRow({what, fmt::format("{:.4g}", s), fmt::format("{:.1f}%", 100 * s / p.step_time_s)});
+  };
+  add_time("compute (GEMMs, attention, element-wise, recompute)", p.time.compute);
+  add_time("tensor-parallel communication", p.time.tp_comm);
+  add_time("pipeline point-to-point", p.time.pp_p2p);
+  add_time("pipeline bubble", p.time.bubble);
+  add_time("data-parallel communication (exposed)", p.time.dp_comm_exposed);
+  add_time("optimizer step", p.time.optimizer);
+  fmt::print("{}\n", time.Render());
+  TextTable mem;
+  mem.AddColumn("memory per GPU (most loaded stage)", TextTable::Align::kLeft);
+  mem.AddColumn("GB");
+  auto add_mem = [&](const char* what, double bytes) {
+    mem.AddRow({what, fmt::format("{:.2f}", bytes / 1e9)});
+  };
+  add_mem("weights", p.memory.weights);
+  add_mem("gradients", p.memory.gradients);
+  add_mem("optimizer states", p.memory.optimizer_states);
+  add_mem("activations in flight", p.memory.activations);
+  add_mem("communication buffers", p.memory.comm_buffers);
+  add_mem("runtime overhead", p.memory.runtime_overhead);
+  fmt::print("{}", mem.Render());
+  fmt::print("total {:.1f} GB of {:g} GB: {}\n", p.memory_bytes / 1e9, mem_gb,
+             p.fits ? "fits" : "DOES NOT FIT (out of memory)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
+  auto o = std::make_shared<PredictOptions>();
+  CLI::App* cmd = app.add_subcommand("predict", "Predict one layout's step time and memory, with breakdowns");
+  o->problem.AddTo(cmd);
+  cmd->add_option("--layout", o->layout_key, "A layout key (instead of the options below)");
+  cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str();
+  cmd->add_option("--pp", o->pp, "Pipeline-parallel size")->capture_default_str();
+  cmd->add_option("--mbs", o->mbs, "Micro-batch size")->capture_default_str();
+  cmd->add_option("--gbs", o->gbs, "Global batch (default: the model's)");
+  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->capture_default_str();
+  cmd->add_option("--zero", o->zero, "ZeRO stage, 0 or 1")->capture_default_str();
+  cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str();
+  cmd->add_flag("--seq-parallel", o->seq_parallel, "Sequence parallelism");
+  cmd->add_option("--vpp", o->vpp, "Virtual pipeline stages (interleaving)")->capture_default_str();
+  cmd->add_flag("--flash", o->flash, "Flash attention");
+  cmd->callback([&global, result, o] { *result = RunPredict(global, *o); });
+}
+
+}  // namespace tunepar

@@ -1,0 +1,27 @@
+#include "tuner/study_lookup.h"
+
+#include <fmt/format.h>
+
+namespace tunepar {
+
+Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
+                                     const std::string& arg) {
+  for (const store::StudyRecord& s : view.studies) {
+    if (s.name == arg || s.id == arg) return s;
+  }
+  const store::StudyRecord* match = nullptr;
+  if (arg.size() >= 4) {
+    for (const store::StudyRecord& s : view.studies) {
+      if (s.id.rfind(arg, 0) == 0) {
+        if (match != nullptr) return InvalidArgument(fmt::format("study id prefix '{}' is ambiguous", arg));
+        match = &s;
+      }
+    }
+  }
+  if (match != nullptr) return *match;
+  if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
+  return NotFound(
+      fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
+}
+
+}  // namespace tunepar
