@@ -2,6 +2,8 @@
 # Installs exactly the Debian 12 packages tunepar needs that are missing, with apt-get.
 # Idempotent: a second run installs nothing. Nothing is downloaded from anywhere but the
 # Debian archive configured in /etc/apt.
+#   scripts/install-deps.sh           build and test dependencies
+#   scripts/install-deps.sh --bench   also the peers the benchmarks compare against
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,10 @@ packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+if [ "${1:-}" = "--bench" ]; then
+  # Peers run by bench/ (with Debian's /usr/bin/python3): Optuna's TPE, scikit-learn's GP.
+  packages+=(python3 python3-numpy python3-scipy python3-optuna python3-sklearn)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

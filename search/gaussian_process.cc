@@ -1,0 +1,296 @@
+#include "search/gaussian_process.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <nlopt.hpp>
+
+namespace tunepar::search {
+
+namespace {
+
+constexpr double kSqrt5 = 2.2360679774997896964;
+constexpr double kLog2Pi = 1.8378770664093454836;
+
+// Squared scaled distances between the rows of a and b: |a/l - b/l|^2, via one GEMM.
+Eigen::MatrixXd ScaledSquaredDistances(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b,
+                                       const Eigen::VectorXd& lengthscales) {
+  const Eigen::RowVectorXd inv = lengthscales.cwiseInverse().transpose();
+  const Eigen::MatrixXd as = a.array().rowwise() * inv.array();
+  const Eigen::MatrixXd bs = b.array().rowwise() * inv.array();
+  Eigen::MatrixXd d2 = (-2.0 * as * bs.transpose()).eval();
+  d2.colwise() += as.rowwise().squaredNorm();
+  d2.rowwise() += bs.rowwise().squaredNorm().transpose();
+  return d2.cwiseMax(0.0);
+}
+
+// Matern-5/2 of a matrix of squared distances, in place.
+void Matern52InPlace(Eigen::MatrixXd& d2) {
+  for (Eigen::Index i = 0; i < d2.size(); ++i) {
+    const double r = std::sqrt(d2.data()[i]);
+    d2.data()[i] = (1.0 + kSqrt5 * r + 5.0 / 3.0 * d2.data()[i]) * std::exp(-kSqrt5 * r);
+  }
+}
+
+struct Parts {
+  int d;
+  Eigen::VectorXd lengthscales;
+  double signal2, noise2, slope2;
+};
+
+Parts Unpack(const Eigen::VectorXd& theta) {
+  const int d = static_cast<int>(theta.size()) - 3;
+  return {d, theta.head(d).array().exp().matrix(), std::exp(2 * theta[d]), std::exp(2 * theta[d + 1]),
+          std::exp(2 * theta[d + 2])};
+}
+
+// Cholesky of K with growing jitter when it is not numerically positive definite.
+bool Cholesky(Eigen::MatrixXd k, Eigen::MatrixXd* lower) {
+  const double scale = std::max(1e-12, k.diagonal().mean());
+  for (double jitter : {0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2}) {
+    if (jitter > 0) k.diagonal().array() += jitter * scale;
+    Eigen::LLT<Eigen::MatrixXd> llt(k);
+    if (llt.info() == Eigen::Success) {
+      *lower = llt.matrixL();
+      return true;
+    }
+  }
+  return false;
+}
+
+// K^-1 b from the lower Cholesky factor of K.
+template <typename Rhs>
+Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> SolveCholesky(const Eigen::MatrixXd& lower,
+                                                                            const Rhs& b) {
+  using Result = Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime>;
+  const Result y = lower.triangularView<Eigen::Lower>().solve(b);
+  return lower.transpose().triangularView<Eigen::Upper>().solve(y);
+}
+
+Eigen::VectorXd PriorMean(int d, const GpPrior& p) {
+  Eigen::VectorXd m(d + 3);
+  m.head(d).setConstant(p.log_lengthscale_mean);
+  m[d] = p.log_signal_mean;
+  m[d + 1] = p.log_noise_mean;
+  m[d + 2] = p.log_slope_mean;
+  return m;
+}
+
+Eigen::VectorXd PriorSd(int d, const GpPrior& p) {
+  Eigen::VectorXd s(d + 3);
+  s.head(d).setConstant(p.log_lengthscale_sd);
+  s[d] = p.log_signal_sd;
+  s[d + 1] = p.log_noise_sd;
+  s[d + 2] = p.log_slope_sd;
+  return s;
+}
+
+struct FitData {
+  const Eigen::MatrixXd* x;
+  const Eigen::VectorXd* u;
+  const Eigen::VectorXd* z;
+  bool use_feature;
+  const GpPrior* prior;
+};
+
+double NegativeLogPosterior(const std::vector<double>& theta, std::vector<double>& grad, void* data) {
+  const FitData& f = *static_cast<FitData*>(data);
+  const Eigen::Map<const Eigen::VectorXd> t(theta.data(), static_cast<Eigen::Index>(theta.size()));
+  Eigen::VectorXd g;
+  const double value = GaussianProcess::LogPosterior(*f.x, *f.u, *f.z, t, f.use_feature, *f.prior,
+                                                     grad.empty() ? nullptr : &g);
+  if (!grad.empty()) {
+    for (size_t i = 0; i < grad.size(); ++i) grad[i] = -g[static_cast<Eigen::Index>(i)];
+  }
+  return std::isfinite(value) ? -value : 1e30;
+}
+
+}  // namespace
+
+double Matern52(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b,
+                const Eigen::VectorXd& lengthscales) {
+  const double r = std::sqrt(((a - b).array() / lengthscales.transpose().array()).square().sum());
+  return (1.0 + kSqrt5 * r + 5.0 / 3.0 * r * r) * std::exp(-kSqrt5 * r);
+}
+
+double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::VectorXd& u,
+                                     const Eigen::VectorXd& z, const Eigen::VectorXd& theta, bool use_feature,
+                                     const GpPrior& prior, Eigen::VectorXd* grad) {
+  const Parts p = Unpack(theta);
+  const Eigen::Index n = x.rows();
+  const Eigen::VectorXd mu = PriorMean(p.d, prior), sd = PriorSd(p.d, prior);
+  double log_prior = 0;
+  for (Eigen::Index j = 0; j < theta.size(); ++j) {
+    if (j == p.d + 2 && !use_feature) continue;
+    log_prior -= 0.5 * std::pow((theta[j] - mu[j]) / sd[j], 2);
+  }
+  if (grad != nullptr) {
+    grad->setZero(theta.size());
+    for (Eigen::Index j = 0; j < theta.size(); ++j) {
+      if (j == p.d + 2 && !use_feature) continue;
+      (*grad)[j] = -(theta[j] - mu[j]) / (sd[j] * sd[j]);
+    }
+  }
+  if (n == 0) return log_prior;
+
+  const Eigen::MatrixXd d2 = ScaledSquaredDistances(x, x, p.lengthscales);
+  Eigen::MatrixXd m52 = d2;
+  Matern52InPlace(m52);
+  Eigen::MatrixXd k = p.signal2 * m52;
+  if (use_feature) k.noalias() += p.slope2 * u * u.transpose();
+  k.diagonal().array() += p.noise2;
+  Eigen::MatrixXd l;
+  if (!Cholesky(k, &l)) return -std::numeric_limits<double>::infinity();
+  const Eigen::VectorXd alpha = SolveCholesky(l, z);
+  const double lml = -0.5 * z.dot(alpha) - l.diagonal().array().log().sum() - 0.5 * n * kLog2Pi;
+  if (grad == nullptr) return lml + log_prior;
+
+  // d lml / d theta_j = 1/2 tr((alpha alpha^T - K^-1) dK/dtheta_j)   (R&W eq. 5.9)
+  const Eigen::MatrixXd k_inv = SolveCholesky(l, Eigen::MatrixXd::Identity(n, n));
+  const Eigen::MatrixXd w = alpha * alpha.transpose() - k_inv;
+  // dK/dlog l_i = sf^2 5/3 (1 + sqrt5 r) exp(-sqrt5 r) (x_i - x'_i)^2 / l_i^2
+  Eigen::MatrixXd wc(n, n);
+  for (Eigen::Index a = 0; a < n * n; ++a) {
+    const double r = std::sqrt(d2.data()[a]);
+    wc.data()[a] = w.data()[a] * p.signal2 * 5.0 / 3.0 * (1.0 + kSqrt5 * r) * std::exp(-kSqrt5 * r);
+  }
+  for (int i = 0; i < p.d; ++i) {
+    double g = 0;
+    const double inv_l2 = 1.0 / (p.lengthscales[i] * p.lengthscales[i]);
+    for (Eigen::Index b = 0; b < n; ++b) {
+      for (Eigen::Index a = 0; a < n; ++a) {
+        const double diff = x(a, i) - x(b, i);
+        g += wc(a, b) * diff * diff;
+      }
+    }
+    (*grad)[i] += 0.5 * g * inv_l2;
+  }
+  (*grad)[p.d] += 0.5 * (w.array() * m52.array()).sum() * 2 * p.signal2;
+  (*grad)[p.d + 1] += 0.5 * w.trace() * 2 * p.noise2;
+  if (use_feature) (*grad)[p.d + 2] += 0.5 * u.dot(w * u) * 2 * p.slope2;
+  return lml + log_prior;
+}
+
+GaussianProcess GaussianProcess::WithHyperparameters(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
+                                                     const Eigen::VectorXd& theta, bool use_feature) {
+  GaussianProcess gp;
+  gp.x_ = std::move(x);
+  gp.u_ = std::move(u);
+  gp.z_ = std::move(z);
+  gp.theta_ = theta;
+  gp.use_feature_ = use_feature;
+  gp.Factorize();
+  return gp;
+}
+
+GaussianProcess GaussianProcess::Fit(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
+                                     const GpOptions& options) {
+  const int d = static_cast<int>(x.cols());
+  const Eigen::VectorXd mode = PriorMean(d, options.prior), sd = PriorSd(d, options.prior);
+  if (x.rows() < 2)
+    return WithHyperparameters(std::move(x), std::move(u), std::move(z), mode, options.use_feature);
+
+  std::vector<double> lo(d + 3), hi(d + 3);
+  for (int i = 0; i < d; ++i) {
+    lo[i] = std::log(0.01);
+    hi[i] = std::log(50.0);
+  }
+  lo[d] = std::log(0.01), hi[d] = std::log(20.0);
+  lo[d + 1] = std::log(1e-4), hi[d + 1] = std::log(2.0);
+  lo[d + 2] = std::log(1e-4), hi[d + 2] = std::log(20.0);
+  if (!options.use_feature) lo[d + 2] = hi[d + 2] = mode[d + 2];
+
+  FitData data{&x, &u, &z, options.use_feature, &options.prior};
+  std::mt19937_64 rng(options.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(x.rows())));
+  std::normal_distribution<double> normal;
+  Eigen::VectorXd best = mode;
+  double best_value = std::numeric_limits<double>::infinity();
+  for (int start = 0; start < std::max(1, options.restarts); ++start) {
+    std::vector<double> theta(d + 3);
+    for (int j = 0; j < d + 3; ++j) {
+      const double draw = start == 0 ? mode[j] : mode[j] + sd[j] * normal(rng);
+      theta[j] = std::clamp(draw, lo[j], hi[j]);
+    }
+    nlopt::opt opt(nlopt::LD_LBFGS, static_cast<unsigned>(d + 3));
+    opt.set_lower_bounds(lo);
+    opt.set_upper_bounds(hi);
+    opt.set_min_objective(NegativeLogPosterior, &data);
+    opt.set_maxeval(options.max_evaluations);
+    opt.set_ftol_rel(1e-7);
+    double value = 0;
+    try {
+      opt.optimize(theta, value);
+    } catch (const std::exception&) {
+      std::vector<double> unused;
+      value = NegativeLogPosterior(theta, unused, &data);  // keep the point reached
+    }
+    if (value < best_value) {
+      best_value = value;
+      best = Eigen::Map<Eigen::VectorXd>(theta.data(), d + 3);
+    }
+  }
+  return WithHyperparameters(std::move(x), std::move(u), std::move(z), best, options.use_feature);
+}
+
+double GaussianProcess::noise_variance() const {
+  return std::exp(2 * theta_[theta_.size() - 2]);
+}
+
+void GaussianProcess::Factorize() {
+  const Parts p = Unpack(theta_);
+  const Eigen::Index n = x_.rows();
+  if (n == 0) {
+    chol_.resize(0, 0);
+    alpha_.resize(0);
+    return;
+  }
+  Eigen::MatrixXd k = ScaledSquaredDistances(x_, x_, p.lengthscales);
+  Matern52InPlace(k);
+  k *= p.signal2;
+  if (use_feature_) k.noalias() += p.slope2 * u_ * u_.transpose();
+  k.diagonal().array() += p.noise2;
+  if (!Cholesky(k, &chol_)) {
+    // Unreachable with the jitter ladder; fall back to the diagonal so predictions stay finite.
+    chol_ = k.diagonal().cwiseSqrt().asDiagonal();
+  }
+  alpha_ = SolveCholesky(chol_, z_);
+}
+
+Eigen::MatrixXd GaussianProcess::CrossKernel(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) const {
+  const Parts p = Unpack(theta_);
+  Eigen::MatrixXd k = ScaledSquaredDistances(xs, x_, p.lengthscales);
+  Matern52InPlace(k);
+  k *= p.signal2;
+  if (use_feature_) k.noalias() += p.slope2 * us * u_.transpose();
+  return k;
+}
+
+void GaussianProcess::Predict(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us, Eigen::VectorXd* mean,
+                              Eigen::VectorXd* variance) const {
+  const Parts p = Unpack(theta_);
+  Eigen::VectorXd prior_variance = Eigen::VectorXd::Constant(xs.rows(), p.signal2);
+  if (use_feature_) prior_variance.array() += p.slope2 * us.array().square();
+  if (x_.rows() == 0) {
+    mean->setZero(xs.rows());
+    *variance = prior_variance;
+    return;
+  }
+  const Eigen::MatrixXd ks = CrossKernel(xs, us);  // m x n
+  *mean = ks * alpha_;
+  const Eigen::MatrixXd v = chol_.triangularView<Eigen::Lower>().solve(ks.transpose());  // n x m
+  *variance = (prior_variance - v.colwise().squaredNorm().transpose()).cwiseMax(1e-12);
+}
+
+void GaussianProcess::AddObservation(const Eigen::RowVectorXd& x, double u, double z) {
+  x_.conservativeResize(x_.rows() + 1, x.size());
+  x_.row(x_.rows() - 1) = x;
+  u_.conservativeResize(u_.size() + 1);
+  u_[u_.size() - 1] = u;
+  z_.conservativeResize(z_.size() + 1);
+  z_[z_.size() - 1] = z;
+  Factorize();
+}
+
+}  // namespace tunepar::search

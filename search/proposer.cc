@@ -1,0 +1,242 @@
+#include "search/proposer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "search/acquisition.h"
+
+namespace tunepar::search {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// The smallest spread of residuals the surrogate assumes (log step time): two measurements
+// that agree do not make the model certain everywhere.
+constexpr double kMinResidualScale = 0.03;
+
+}  // namespace
+
+struct Proposer::State {
+  std::vector<char> tried;
+  std::vector<int> observed;  // legal indices with ok measurements
+  Eigen::VectorXd log_time;   // their mean log step time
+  FeasibilityModel feasibility;
+  GaussianProcess gp;
+  double offset = 0;  // log step ~ prior + offset + scale z
+  double scale = 1;
+  double best = kInf;  // incumbent log step time (surrogate mean at the best observed layout)
+  bool random_design = false;
+};
+
+Proposer::Proposer(std::vector<Layout> legal, const PriorModel& prior, ProposerOptions options)
+    : legal_(std::move(legal)), options_(std::move(options)), encoder_(LayoutEncoder::Fit(legal_)) {
+  const Eigen::Index n = static_cast<Eigen::Index>(legal_.size());
+  x_.resize(n, std::max(1, encoder_.Dimension()));
+  x_.setZero();
+  prior_log_time_.resize(n);
+  headroom_.resize(legal_.size());
+  std::vector<double> row(encoder_.Dimension());
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Layout& l = legal_[i];
+    encoder_.Encode(l, row);
+    for (int j = 0; j < encoder_.Dimension(); ++j) x_(i, j) = row[j];
+    const PriorPrediction p = prior(l);
+    prior_log_time_[i] = std::log(std::max(p.step_time_s, 1e-300));
+    headroom_[i] = options_.device_memory_bytes > 0
+                       ? std::log(options_.device_memory_bytes / std::max(p.memory_bytes, 1.0))
+                       : kInf;
+    index_.emplace(LayoutKey(l), static_cast<int>(i));
+  }
+  const double mean = n > 0 ? prior_log_time_.mean() : 0.0;
+  const double sd = n > 1 ? std::sqrt((prior_log_time_.array() - mean).square().mean()) : 1.0;
+  feature_ = (prior_log_time_.array() - mean) / std::max(sd, 1e-9);
+}
+
+int Proposer::IndexOf(const Layout& layout) const {
+  auto it = index_.find(LayoutKey(layout));
+  return it == index_.end() ? -1 : it->second;
+}
+
+Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
+  State s;
+  s.tried.assign(legal_.size(), 0);
+  std::map<int, std::pair<double, int>> sums;  // index -> (sum of log times, count); ordered: deterministic
+  std::vector<double> headroom;
+  std::vector<bool> fits;
+  for (const Outcome& o : history) {
+    const int i = IndexOf(o.layout);
+    if (i < 0) continue;  // not in this search space
+    s.tried[i] = 1;
+    if (o.status == TrialStatus::kOk && o.step_time_s && *o.step_time_s > 0) {
+      auto& [sum, count] = sums[i];
+      sum += std::log(*o.step_time_s);
+      ++count;
+    }
+    if (std::isfinite(headroom_[i]) && (o.status == TrialStatus::kOk || o.status == TrialStatus::kOom)) {
+      headroom.push_back(headroom_[i]);
+      fits.push_back(o.status == TrialStatus::kOk);
+    }
+  }
+  s.feasibility = FeasibilityModel::Fit(headroom, fits, options_.feasibility);
+
+  const Eigen::Index n = static_cast<Eigen::Index>(sums.size());
+  s.log_time.resize(n);
+  for (const auto& [i, sum_count] : sums) {
+    s.log_time[static_cast<Eigen::Index>(s.observed.size())] = sum_count.first / sum_count.second;
+    s.observed.push_back(i);
+  }
+  Eigen::MatrixXd x(n, x_.cols());
+  Eigen::VectorXd u(n), residual(n);
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const int i = s.observed[k];
+    x.row(k) = x_.row(i);
+    u[k] = feature_[i];
+    residual[k] = s.log_time[k] - (options_.use_prior ? prior_log_time_[i] : 0.0);
+  }
+  s.scale = options_.prior_sd;
+  if (n == 1) s.offset = residual[0];
+  if (n >= 2) {
+    s.offset = residual.mean();
+    s.scale = std::max(kMinResidualScale, std::sqrt((residual.array() - s.offset).square().mean()));
+  }
+  s.random_design = !options_.use_prior && n < 2;
+  Eigen::VectorXd z = (residual.array() - s.offset) / s.scale;
+  GpOptions gp = options_.gp;
+  gp.seed = options_.seed;
+  gp.use_feature = options_.use_prior;
+  s.gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp);
+
+  // The incumbent: the surrogate's mean at the best measured layout (robust to noise).
+  if (n > 0) {
+    Eigen::MatrixXd xo(n, x_.cols());
+    Eigen::VectorXd uo(n), mz, vz;
+    for (Eigen::Index k = 0; k < n; ++k) {
+      xo.row(k) = x_.row(s.observed[k]);
+      uo[k] = feature_[s.observed[k]];
+    }
+    s.gp.Predict(xo, uo, &mz, &vz);
+    for (Eigen::Index k = 0; k < n; ++k) {
+      const double prior = options_.use_prior ? prior_log_time_[s.observed[k]] : 0.0;
+      s.best = std::min(s.best, prior + s.offset + s.scale * mz[k]);
+    }
+  }
+  return s;
+}
+
+void Proposer::Score(const State& s, std::vector<double>* mean, std::vector<double>* sd) const {
+  Eigen::VectorXd mz, vz;
+  s.gp.Predict(x_, feature_, &mz, &vz);
+  mean->resize(legal_.size());
+  sd->resize(legal_.size());
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    const double prior = options_.use_prior ? prior_log_time_[i] : 0.0;
+    (*mean)[i] = prior + s.offset + s.scale * mz[i];
+    (*sd)[i] = s.scale * std::sqrt(vz[i]);
+  }
+}
+
+std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int q) const {
+  State s = Fit(history);
+  std::vector<double> mean, sd;
+  Score(s, &mean, &sd);
+  std::vector<double> p_fits(legal_.size());
+  for (size_t i = 0; i < legal_.size(); ++i) p_fits[i] = s.feasibility.ProbabilityFits(headroom_[i]);
+
+  auto proposal = [&](size_t i, double acquisition) {
+    Proposal p;
+    p.layout = legal_[i];
+    p.predicted_step_time_s = std::exp(mean[i]);
+    p.predicted_tokens_per_s =
+        options_.tokens_per_step > 0 ? options_.tokens_per_step / p.predicted_step_time_s : 0;
+    p.uncertainty = sd[i];
+    p.p_fits = p_fits[i];
+    p.acquisition = acquisition;
+    return p;
+  };
+
+  std::vector<Proposal> out;
+  if (s.random_design) {
+    // Without the model's times and fewer than two measurements there is nothing to rank by:
+    // draw uniformly among the untried layouts likely to fit (all untried when none is).
+    std::vector<size_t> pool;
+    for (size_t i = 0; i < legal_.size(); ++i) {
+      if (!s.tried[i] && p_fits[i] >= 0.5) pool.push_back(i);
+    }
+    if (pool.empty()) {
+      for (size_t i = 0; i < legal_.size(); ++i) {
+        if (!s.tried[i]) pool.push_back(i);
+      }
+    }
+    std::mt19937_64 rng(options_.seed * 0x9e3779b97f4a7c15ULL + history.size());
+    for (int k = 0; k < q && !pool.empty(); ++k) {
+      const size_t pick = std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng);
+      out.push_back(proposal(pool[pick], 0.0));
+      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(pick));
+    }
+    return out;
+  }
+
+  // Without a measurement, the incumbent is the best layout the model expects to fit.
+  if (!std::isfinite(s.best)) {
+    double any = kInf;
+    for (size_t i = 0; i < legal_.size(); ++i) {
+      any = std::min(any, mean[i]);
+      if (p_fits[i] >= 0.5) s.best = std::min(s.best, mean[i]);
+    }
+    if (!std::isfinite(s.best)) s.best = any;
+  }
+
+  for (int k = 0; k < q; ++k) {
+    int chosen = -1;
+    double chosen_score = -kInf;
+    for (size_t i = 0; i < legal_.size(); ++i) {
+      if (s.tried[i]) continue;
+      const double log_p = std::log(std::max(p_fits[i], 1e-300));
+      const double score = options_.acquisition == AcquisitionKind::kLogExpectedImprovement
+                               ? LogExpectedImprovement(mean[i], sd[i], s.best) + log_p
+                               : -LowerConfidenceBound(mean[i], sd[i], options_.ucb_beta) + log_p;
+      if (score > chosen_score || chosen < 0) {
+        chosen = static_cast<int>(i);
+        chosen_score = score;
+      }
+    }
+    if (chosen < 0) break;
+    out.push_back(proposal(static_cast<size_t>(chosen), chosen_score));
+    s.tried[chosen] = 1;
+    if (k + 1 < q) {
+      // Kriging believer: pretend the pick returned the surrogate's mean.
+      const double prior = options_.use_prior ? prior_log_time_[chosen] : 0.0;
+      s.gp.AddObservation(x_.row(chosen), feature_[chosen], (mean[chosen] - prior - s.offset) / s.scale);
+      s.best = std::min(s.best, mean[chosen]);
+      Score(s, &mean, &sd);
+    }
+  }
+  return out;
+}
+
+StopAdvice Proposer::Advise(const std::vector<Outcome>& history, double gain, double probability) const {
+  const State s = Fit(history);
+  StopAdvice advice;
+  if (s.observed.empty() || s.random_design) return advice;  // nothing measured to improve on yet
+  std::vector<double> mean, sd;
+  Score(s, &mean, &sd);
+  const double target = s.best - std::log1p(gain);
+  int best_index = -1;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    if (s.tried[i]) continue;
+    const double p = s.feasibility.ProbabilityFits(headroom_[i]) *
+                     (sd[i] > 0 ? NormalCdf((target - mean[i]) / sd[i]) : (mean[i] < target ? 1.0 : 0.0));
+    if (p > advice.best_probability || best_index < 0) {
+      advice.best_probability = p;
+      best_index = static_cast<int>(i);
+    }
+  }
+  if (best_index >= 0) advice.most_promising = legal_[best_index];
+  advice.stop = advice.best_probability < probability;
+  return advice;
+}
+
+}  // namespace tunepar::search

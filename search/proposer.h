@@ -1,0 +1,107 @@
+// The Bayesian proposer: which layouts to try next, given the legal set and what the trials so
+// far measured.
+//
+// The surrogate is a Gaussian process on log step time whose prior mean is the performance
+// model's prediction (GaussianProcess learns an affine correction of it plus a Matern residual),
+// so the search starts from the model's view of the landscape and spends trials on where the
+// model is wrong. Every untried legal layout is scored exactly (the legal set is finite) by
+// log expected improvement (or a lower confidence bound) times the probability that it fits in
+// memory (FeasibilityModel: predicted memory corrected by the observed OOMs). Batches of q use
+// the Kriging believer: each pick is conditioned on as if it had returned the posterior mean,
+// which lowers the uncertainty around it and spreads the batch; hyper-parameters stay fixed
+// within a batch. With no measurement yet, the first picks are the model's best layouts that
+// are likely to fit, spread the same way. Everything is deterministic for a seed and history.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "search/encoding.h"
+#include "search/feasibility.h"
+#include "search/gaussian_process.h"
+#include "search/layout.h"
+#include "search/trial_status.h"
+
+namespace tunepar::search {
+
+// What the performance model says about a layout (search/ receives the model as a function).
+struct PriorPrediction {
+  double step_time_s = 0;
+  double memory_bytes = 0;
+};
+using PriorModel = std::function<PriorPrediction(const Layout&)>;
+
+enum class AcquisitionKind { kLogExpectedImprovement, kUpperConfidenceBound };
+
+struct ProposerOptions {
+  AcquisitionKind acquisition = AcquisitionKind::kLogExpectedImprovement;
+  double ucb_beta = 2.0;           // LCB = mean - beta sd on log step time
+  bool use_prior = true;           // false: a constant prior mean (the model's time is ignored)
+  double device_memory_bytes = 0;  // 0: every layout is assumed to fit
+  double tokens_per_step = 0;      // to report throughput; 0: not reported
+  double prior_sd = 0.3;           // trust in the model before any measurement (log step time)
+  uint64_t seed = 0;
+  GpOptions gp;
+  FeasibilityOptions feasibility;
+};
+
+// A finished trial as the proposer sees it.
+struct Outcome {
+  Layout layout;
+  TrialStatus status = TrialStatus::kOk;
+  std::optional<double> step_time_s;  // for ok trials
+};
+
+struct Proposal {
+  Layout layout;
+  double predicted_step_time_s = 0;   // the surrogate's posterior mean
+  double predicted_tokens_per_s = 0;  // tokens_per_step / step time (0 when not reported)
+  double uncertainty = 0;             // posterior standard deviation of log step time
+  double p_fits = 1;                  // probability of fitting in memory
+  double acquisition = 0;             // log EI + log P(fits), or log(P(fits) exp(-LCB))
+};
+
+struct StopAdvice {
+  bool stop = false;
+  double best_probability = 0;  // the highest P(fits) P(throughput > best x (1 + gain)) of any untried layout
+  std::optional<Layout> most_promising;
+};
+
+class Proposer {
+ public:
+  Proposer(std::vector<Layout> legal, const PriorModel& prior, ProposerOptions options);
+
+  // Up to q distinct untried layouts (fewer when fewer are left), best first.
+  std::vector<Proposal> Propose(const std::vector<Outcome>& history, int q) const;
+
+  // Whether any untried layout can still improve the best measured throughput by more than
+  // `gain` (e.g. 0.02) with probability at least `probability`.
+  StopAdvice Advise(const std::vector<Outcome>& history, double gain, double probability) const;
+
+  size_t size() const { return legal_.size(); }
+  const std::vector<Layout>& legal() const { return legal_; }
+  // Index of a layout in the legal set, or -1.
+  int IndexOf(const Layout& layout) const;
+
+ private:
+  struct State;  // the fitted surrogate for one history
+  State Fit(const std::vector<Outcome>& history) const;
+  void Score(const State& state, std::vector<double>* mean, std::vector<double>* sd) const;
+
+  std::vector<Layout> legal_;
+  ProposerOptions options_;
+  LayoutEncoder encoder_;
+  Eigen::MatrixXd x_;               // encoded legal layouts, one per row
+  Eigen::VectorXd prior_log_time_;  // log of the model's step time
+  Eigen::VectorXd feature_;         // the prior, centred and scaled: the GP's linear feature
+  std::vector<double> headroom_;    // log(device memory / predicted memory)
+  std::unordered_map<std::string, int> index_;
+};
+
+}  // namespace tunepar::search

@@ -1,0 +1,356 @@
+// The Bayesian search engine: GP regression, acquisition, feasibility, proposals.
+#include "search/proposer.h"
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "search/acquisition.h"
+#include "search/feasibility.h"
+#include "search/gaussian_process.h"
+
+namespace tunepar::search {
+namespace {
+
+Eigen::MatrixXd RandomInputs(int n, int d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  Eigen::MatrixXd x(n, d);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < d; ++j) x(i, j) = u(rng);
+  }
+  return x;
+}
+
+Eigen::VectorXd Toy(const Eigen::MatrixXd& x) {
+  Eigen::VectorXd y(x.rows());
+  for (int i = 0; i < x.rows(); ++i) y[i] = std::sin(3 * x(i, 0)) + 0.5 * x(i, 1) * x(i, 1) - 0.3 * x(i, 2);
+  return y;
+}
+
+TEST(GaussianProcess, MarginalLikelihoodGradientMatchesFiniteDifferences) {
+  const Eigen::MatrixXd x = RandomInputs(12, 3, 1);
+  const Eigen::VectorXd z = Toy(x);
+  const Eigen::VectorXd u = x.col(0) * 2.0 - Eigen::VectorXd::Ones(12);
+  GpPrior prior;
+  for (bool feature : {false, true}) {
+    Eigen::VectorXd theta(6);
+    theta << std::log(0.4), std::log(0.7), std::log(1.3), std::log(0.9), std::log(0.1), std::log(0.5);
+    Eigen::VectorXd grad;
+    GaussianProcess::LogPosterior(x, u, z, theta, feature, prior, &grad);
+    for (int j = 0; j < theta.size(); ++j) {
+      const double h = 1e-6;
+      Eigen::VectorXd up = theta, down = theta;
+      up[j] += h;
+      down[j] -= h;
+      const double numeric = (GaussianProcess::LogPosterior(x, u, z, up, feature, prior, nullptr) -
+                              GaussianProcess::LogPosterior(x, u, z, down, feature, prior, nullptr)) /
+                             (2 * h);
+      EXPECT_NEAR(grad[j], numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
+          << "theta " << j << " feature " << feature;
+    }
+  }
+}
+
+TEST(GaussianProcess, InterpolatesNoiselessDataAndIsCertainThere) {
+  const Eigen::MatrixXd x = RandomInputs(10, 3, 2);
+  const Eigen::VectorXd z = Toy(x);
+  Eigen::VectorXd theta(6);
+  theta << std::log(0.5), std::log(0.5), std::log(0.5), 0.0, std::log(1e-4), std::log(1e-3);
+  const GaussianProcess gp =
+      GaussianProcess::WithHyperparameters(x, Eigen::VectorXd::Zero(10), z, theta, false);
+  Eigen::VectorXd mean, var;
+  gp.Predict(x, Eigen::VectorXd::Zero(10), &mean, &var);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_NEAR(mean[i], z[i], 1e-4);
+    EXPECT_LT(var[i], 1e-6);
+  }
+  // Away from the data the variance returns towards the prior's.
+  Eigen::MatrixXd far(1, 3);
+  far << 5.0, 5.0, 5.0;
+  gp.Predict(far, Eigen::VectorXd::Zero(1), &mean, &var);
+  EXPECT_NEAR(var[0], 1.0, 1e-3);
+}
+
+TEST(GaussianProcess, FitFindsTheSignalAndStaysFinite) {
+  const Eigen::MatrixXd x = RandomInputs(30, 3, 3);
+  const Eigen::VectorXd y = Toy(x);
+  const Eigen::VectorXd z = (y.array() - y.mean()) / std::sqrt((y.array() - y.mean()).square().mean());
+  const GaussianProcess gp = GaussianProcess::Fit(x, Eigen::VectorXd::Zero(30), z, GpOptions{});
+  const Eigen::MatrixXd test = RandomInputs(20, 3, 4);
+  const Eigen::VectorXd yt = Toy(test);
+  Eigen::VectorXd mean, var;
+  gp.Predict(test, Eigen::VectorXd::Zero(20), &mean, &var);
+  const Eigen::VectorXd truth = (yt.array() - y.mean()) / std::sqrt((y.array() - y.mean()).square().mean());
+  EXPECT_LT((mean - truth).norm() / truth.norm(), 0.2);
+  EXPECT_TRUE(mean.allFinite() && var.allFinite());
+  // The third input matters least: its length-scale is the longest.
+  EXPECT_GT(gp.theta()[2], gp.theta()[0]);
+}
+
+TEST(GaussianProcess, SurvivesDuplicatePointsAndConstantTargets) {
+  Eigen::MatrixXd x(4, 2);
+  x << 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.2, 0.1;
+  const GaussianProcess gp =
+      GaussianProcess::Fit(x, Eigen::VectorXd::Zero(4), Eigen::VectorXd::Zero(4), GpOptions{});
+  Eigen::VectorXd mean, var;
+  gp.Predict(x, Eigen::VectorXd::Zero(4), &mean, &var);
+  EXPECT_TRUE(mean.allFinite() && var.allFinite());
+}
+
+TEST(Acquisition, ExpectedImprovementPrefersLowerMeansAndMoreUncertainty) {
+  // Minimisation: below the incumbent is better.
+  EXPECT_GT(LogExpectedImprovement(0.0, 0.1, 0.5), LogExpectedImprovement(0.3, 0.1, 0.5));
+  EXPECT_GT(LogExpectedImprovement(0.8, 0.3, 0.5), LogExpectedImprovement(0.8, 0.1, 0.5));
+  // log EI against the direct formula where that is accurate.
+  for (double mean : {-1.0, 0.0, 0.4, 1.0}) {
+    const double sd = 0.25, best = 0.5, z = (best - mean) / sd;
+    const double ei = sd * (z * NormalCdf(z) + NormalPdf(z));
+    EXPECT_NEAR(LogExpectedImprovement(mean, sd, best), std::log(ei), 1e-9);
+  }
+  // Far in the tail: finite and still ordered, where EI itself underflows to 0.
+  const double a = LogExpectedImprovement(10.0, 0.1, 0.0), b = LogExpectedImprovement(20.0, 0.1, 0.0);
+  EXPECT_TRUE(std::isfinite(a) && std::isfinite(b));
+  EXPECT_GT(a, b);
+  for (double z = -60; z < 5; z += 0.37) EXPECT_LT(LogH(z), LogH(z + 0.37));
+  EXPECT_NEAR(LogNormalCdf(-30), -454.3212440955, 1e-6);
+}
+
+TEST(Feasibility, OomsAboveAMemoryLevelLowerItsFeasibility) {
+  // The model under-predicts memory: layouts with less than 20% headroom ran out of memory.
+  std::vector<double> g;
+  std::vector<bool> fits;
+  for (double h = -0.3; h <= 0.6; h += 0.05) {
+    g.push_back(h);
+    fits.push_back(h > 0.2);
+  }
+  const FeasibilityModel m = FeasibilityModel::Fit(g, fits);
+  EXPECT_NEAR(m.delta_mean(), 0.2, 0.05);
+  EXPECT_LT(m.ProbabilityFits(0.05), 0.1);
+  EXPECT_GT(m.ProbabilityFits(0.4), 0.9);
+  // With no evidence, the prior: half at the predicted limit, high with room to spare.
+  const FeasibilityModel prior = FeasibilityModel::Fit({}, {});
+  EXPECT_NEAR(prior.ProbabilityFits(0.0), 0.5, 1e-9);
+  EXPECT_GT(prior.ProbabilityFits(0.5), 0.95);
+}
+
+// A toy space: micro-batch 1..64 x tp 1..8 (28 layouts) with a known landscape.
+std::vector<Layout> ToyLegal() {
+  std::vector<Layout> legal;
+  for (int tp : {1, 2, 4, 8}) {
+    for (int mbs : {1, 2, 4, 8, 16, 32, 64}) {
+      Layout l;
+      l.tp = tp;
+      l.micro_batch = mbs;
+      legal.push_back(l);
+    }
+  }
+  return legal;
+}
+
+// True step time: best at mbs 8, tp 2; memory grows with mbs and falls with tp.
+double ToyTime(const Layout& l) {
+  return 1.0 + 0.1 * std::pow(std::log2(l.micro_batch) - 3, 2) + 0.05 * std::pow(std::log2(l.tp) - 1, 2);
+}
+double ToyMemory(const Layout& l) {
+  return 10e9 * l.micro_batch / l.tp;
+}
+
+PriorModel ToyPrior(double factor) {
+  return [factor](const Layout& l) { return PriorPrediction{factor * ToyTime(l), ToyMemory(l)}; };
+}
+
+TEST(Proposer, FirstProposalIsTheModelsBestLayoutThatFits) {
+  ProposerOptions o;
+  o.device_memory_bytes = 1e12;
+  const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+  const std::vector<Proposal> first = p.Propose({}, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].layout.micro_batch, 8);
+  EXPECT_EQ(first[0].layout.tp, 2);
+  // When memory is tight, the best layouts that fit come first: 10 GB x mbs / tp <= 25 GB.
+  o.device_memory_bytes = 25e9;
+  const Proposer tight(ToyLegal(), ToyPrior(1.0), o);
+  const Layout pick = tight.Propose({}, 1)[0].layout;
+  EXPECT_LE(ToyMemory(pick), 25e9);
+}
+
+TEST(Proposer, AcquisitionArgmaxFindsTheTrueOptimumWhenTheModelIsWrong) {
+  // The model believes mbs 64 is best; the truth (ToyTime) disagrees. After measuring a few
+  // layouts the surrogate must move to the true optimum, not away from it.
+  const PriorModel wrong = [](const Layout& l) {
+    return PriorPrediction{1.0 + 0.1 * std::pow(std::log2(l.micro_batch) - 6, 2), ToyMemory(l)};
+  };
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), wrong, o);
+  std::vector<Outcome> history;
+  for (int k = 0; k < 12; ++k) {
+    const Layout l = p.Propose(history, 1)[0].layout;
+    history.push_back({l, TrialStatus::kOk, ToyTime(l)});
+  }
+  double best = INFINITY;
+  for (const Outcome& h : history) best = std::min(best, *h.step_time_s);
+  EXPECT_NEAR(best, 1.0, 1e-9);  // mbs 8, tp 2 was measured
+}
+
+TEST(Proposer, AConstantFactorErrorInTheModelCostsNothing) {
+  // The model is 3x too slow everywhere: one measurement fixes the offset, and the ranking the
+  // model gives is followed.
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(3.0), o);
+  std::vector<Outcome> history;
+  Layout l;
+  l.micro_batch = 1;
+  l.tp = 8;
+  history.push_back({l, TrialStatus::kOk, ToyTime(l)});
+  const Proposal next = p.Propose(history, 1)[0];
+  EXPECT_EQ(next.layout.micro_batch, 8);
+  EXPECT_EQ(next.layout.tp, 2);
+  EXPECT_NEAR(next.predicted_step_time_s, 1.0, 0.05);
+}
+
+TEST(Proposer, OomHeavyRegionGetsLowFeasibility) {
+  ProposerOptions o;
+  o.device_memory_bytes = 100e9;  // the model thinks mbs <= 10 x tp fits
+  const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+  // But everything above 40 GB predicted ran out of memory.
+  std::vector<Outcome> history;
+  for (const Layout& l : ToyLegal()) {
+    if (ToyMemory(l) > 40e9 && ToyMemory(l) <= 100e9) history.push_back({l, TrialStatus::kOom, std::nullopt});
+  }
+  ASSERT_GE(history.size(), 3u);
+  for (const Proposal& prop : p.Propose(history, 4)) {
+    EXPECT_LE(ToyMemory(prop.layout), 40e9) << LayoutKey(prop.layout);
+  }
+  // The same candidates without the OOM evidence are proposed with higher feasibility.
+  Layout risky;
+  risky.micro_batch = 8;
+  risky.tp = 1;  // 80 GB predicted
+  const auto p_fits = [&](const std::vector<Outcome>& h) {
+    for (const Proposal& prop : p.Propose(h, static_cast<int>(p.size()))) {
+      if (prop.layout == risky) return prop.p_fits;
+    }
+    return -1.0;
+  };
+  EXPECT_LT(p_fits(history), 0.1);
+  EXPECT_GT(p_fits({}), 0.8);  // 20% headroom under a prior that trusts the model within ~20%
+}
+
+TEST(Proposer, IdenticalSeedAndHistoryGiveIdenticalProposals) {
+  ProposerOptions o;
+  o.seed = 42;
+  o.device_memory_bytes = 200e9;
+  std::vector<Outcome> history;
+  for (int mbs : {1, 4, 32}) {
+    Layout l;
+    l.micro_batch = mbs;
+    history.push_back({l, TrialStatus::kOk, ToyTime(l) * (1 + 0.01 * mbs)});
+  }
+  const Proposer a(ToyLegal(), ToyPrior(1.2), o), b(ToyLegal(), ToyPrior(1.2), o);
+  const std::vector<Proposal> pa = a.Propose(history, 3), pb = b.Propose(history, 3),
+                              again = a.Propose(history, 3);
+  ASSERT_EQ(pa.size(), 3u);
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].layout, pb[i].layout);
+    EXPECT_EQ(pa[i].layout, again[i].layout);
+    EXPECT_EQ(pa[i].acquisition, pb[i].acquisition);
+  }
+  // Without the prior the initial design is seeded random: the seed decides it.
+  o.use_prior = false;
+  const Proposer r1(ToyLegal(), ToyPrior(1.0), o), r2(ToyLegal(), ToyPrior(1.0), o);
+  EXPECT_EQ(r1.Propose({}, 2)[1].layout, r2.Propose({}, 2)[1].layout);
+}
+
+TEST(Proposer, BatchesAreDistinctAndSpread) {
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+  const std::vector<Proposal> batch = p.Propose({}, 5);
+  std::set<std::string> keys;
+  for (const Proposal& prop : batch) keys.insert(LayoutKey(prop.layout));
+  EXPECT_EQ(keys.size(), 5u);
+  EXPECT_EQ(p.Propose({}, 100).size(), p.size());  // never more than the untried layouts
+}
+
+TEST(Proposer, TriedLayoutsAreNeverProposedAgain) {
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+  std::vector<Outcome> history;
+  for (const Layout& l : ToyLegal()) history.push_back({l, TrialStatus::kCrash, std::nullopt});
+  EXPECT_TRUE(p.Propose(history, 1).empty());
+  history.pop_back();
+  const std::vector<Proposal> last = p.Propose(history, 3);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].layout, ToyLegal().back());
+}
+
+TEST(Proposer, DegenerateHistoriesDoNotCrash) {
+  ProposerOptions o;
+  o.device_memory_bytes = 50e9;
+  for (bool use_prior : {true, false}) {
+    o.use_prior = use_prior;
+    const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+    Layout one;
+    one.micro_batch = 2;
+    // One observation.
+    std::vector<Proposal> r = p.Propose({{one, TrialStatus::kOk, 1.5}}, 2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_TRUE(std::isfinite(r[0].predicted_step_time_s) && std::isfinite(r[0].uncertainty));
+    // All observations equal.
+    std::vector<Outcome> equal;
+    for (int mbs : {1, 2, 4, 8}) {
+      Layout l;
+      l.micro_batch = mbs;
+      equal.push_back({l, TrialStatus::kOk, 2.0});
+    }
+    r = p.Propose(equal, 2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_TRUE(std::isfinite(r[0].acquisition));
+    // All OOM.
+    std::vector<Outcome> oom;
+    for (const Layout& l : ToyLegal()) {
+      if (l.tp == 1) oom.push_back({l, TrialStatus::kOom, std::nullopt});
+    }
+    r = p.Propose(oom, 2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_TRUE(std::isfinite(r[0].p_fits));
+    // A layout outside the space is ignored.
+    Layout stranger;
+    stranger.pp = 7;
+    EXPECT_EQ(p.Propose({{stranger, TrialStatus::kOk, 1.0}}, 1).size(), 1u);
+  }
+}
+
+TEST(Proposer, UpperConfidenceBoundAlsoFindsTheOptimum) {
+  ProposerOptions o;
+  o.acquisition = AcquisitionKind::kUpperConfidenceBound;
+  const Proposer p(ToyLegal(), ToyPrior(2.0), o);
+  std::vector<Outcome> history;
+  for (int k = 0; k < 8; ++k) {
+    const Layout l = p.Propose(history, 1)[0].layout;
+    history.push_back({l, TrialStatus::kOk, ToyTime(l)});
+  }
+  double best = INFINITY;
+  for (const Outcome& h : history) best = std::min(best, *h.step_time_s);
+  EXPECT_NEAR(best, 1.0, 1e-9);
+}
+
+TEST(Proposer, AdvisesStoppingOnceNothingCanImproveEnough) {
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+  EXPECT_FALSE(p.Advise({}, 0.02, 0.05).stop);  // nothing measured yet
+  std::vector<Outcome> history;
+  for (const Layout& l : ToyLegal()) {
+    if (l.micro_batch != 64) history.push_back({l, TrialStatus::kOk, ToyTime(l)});
+  }
+  // The optimum is measured; the 4 untried layouts (mbs 64) are predicted 90% slower.
+  const StopAdvice advice = p.Advise(history, 0.02, 0.05);
+  EXPECT_TRUE(advice.stop);
+  EXPECT_LT(advice.best_probability, 0.05);
+  ASSERT_TRUE(advice.most_promising.has_value());
+  EXPECT_EQ(advice.most_promising->micro_batch, 64);
+}
+
+}  // namespace
+}  // namespace tunepar::search
