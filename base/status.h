@@ -21,6 +21,8 @@ enum class StatusCode {
   kStore,            // the store cannot be opened, written or read
   kSchemaTooNew,     // a shard was written by a newer tunepar
   kNotFound,         // a named study, trial or preset does not exist
+  kTrialsFailed,     // every trial failed the same way: the command or its setup is wrong
+  kInterrupted,      // stopped by SIGINT or SIGTERM (cleanly)
   kInternal,         // a bug: an invariant did not hold
 };
 

@@ -5,16 +5,20 @@
 
 #include <string>
 
+#include "runner/backend.h"
 #include "runner/hardware_profile.h"
 #include "runner/performance_model.h"
 #include "runner/trial_result.h"
 
 namespace tunepar::runner {
 
-class ModelBackend {
+class ModelBackend : public Backend {
  public:
   explicit ModelBackend(const PerformanceModel& model, double device_memory_gb);
 
+  std::string_view Name() const override { return "model"; }
+  std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) override;
+  // The prediction as a trial result (what Start returns, without the context).
   TrialResult Evaluate(const search::Layout& layout) const;
 
  private:

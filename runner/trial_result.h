@@ -18,6 +18,9 @@ struct TrialMetrics {
 struct TrialResult {
   search::TrialStatus status = search::TrialStatus::kCrash;
   TrialMetrics metrics;
+  // What the search minimises: the step time in seconds, or for a custom metric its value
+  // (lower is better) or its inverse (higher is better). Set for ok trials.
+  std::optional<double> objective;
   std::string message;       // why it failed, or a note ("predicted by model v0")
   std::string details_json;  // backend-specific detail (breakdowns), a JSON object
   std::string log_path;      // "" when the backend writes no log

@@ -21,9 +21,9 @@ constexpr double kMinResidualScale = 0.03;
 
 struct Proposer::State {
   std::vector<char> tried;
-  std::vector<int> observed;  // legal indices with ok measurements
-  Eigen::VectorXd log_time;   // their mean log step time
-  FeasibilityModel feasibility;
+  std::vector<double> feasibility;  // per legal layout: P(fits) x P(runs)
+  std::vector<int> observed;        // legal indices with ok measurements
+  Eigen::VectorXd log_time;         // their mean log step time
   GaussianProcess gp;
   double offset = 0;  // log step ~ prior + offset + scale z
   double scale = 1;
@@ -60,6 +60,56 @@ int Proposer::IndexOf(const Layout& layout) const {
   return it == index_.end() ? -1 : it->second;
 }
 
+std::vector<double> Proposer::Feasibility(const FeasibilityModel& memory,
+                                          const std::vector<Outcome>& history) const {
+  // Local evidence: a kernel-weighted Beta estimate around each finished trial, with the global
+  // model as the prior mean worth one observation: p = (prior + sum_j w_j s_j) / (1 + sum_j w_j),
+  // w_j = weight x exp(-|x - x_j|^2 / 2 l^2).
+  // Memory: ok (1) and oom (0) trials. Running: ok and oom ran (1); crash, timeout and invalid
+  // did not (0). An OOM-heavy or crash-prone region gets low feasibility even where the memory
+  // model cannot tell it apart.
+  struct Evidence {
+    int index;
+    bool ran, fitted, memory_informative;
+  };
+  std::vector<Evidence> evidence;
+  for (const Outcome& o : history) {
+    const int i = IndexOf(o.layout);
+    if (i < 0 || !IsFinished(o.status)) continue;
+    const bool ran = o.status == TrialStatus::kOk || o.status == TrialStatus::kOom;
+    evidence.push_back({i, ran, o.status == TrialStatus::kOk, ran});
+  }
+  const double mem_inv_2l2 = 1.0 / (2.0 * options_.memory_lengthscale * options_.memory_lengthscale);
+  const double run_inv_2l2 = 1.0 / (2.0 * options_.failure_lengthscale * options_.failure_lengthscale);
+  // Squared distances from every legal layout to every finished trial, by one GEMM.
+  Eigen::MatrixXd e(static_cast<Eigen::Index>(evidence.size()), x_.cols());
+  for (size_t j = 0; j < evidence.size(); ++j)
+    e.row(static_cast<Eigen::Index>(j)) = x_.row(evidence[j].index);
+  Eigen::MatrixXd d2 = -2.0 * x_ * e.transpose();
+  d2.colwise() += x_.rowwise().squaredNorm();
+  d2.rowwise() += e.rowwise().squaredNorm().transpose();
+  std::vector<double> p(legal_.size());
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    double mem_w = 0, mem_s = 0, run_w = 0, run_s = 0;
+    for (size_t j = 0; j < evidence.size(); ++j) {
+      const Evidence& ev = evidence[j];
+      const double dist2 = std::max(0.0, d2(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)));
+      const double w_run = options_.failure_weight * std::exp(-dist2 * run_inv_2l2);
+      run_w += w_run;
+      run_s += ev.ran ? w_run : 0.0;
+      if (ev.memory_informative) {
+        const double w_mem = options_.memory_weight * std::exp(-dist2 * mem_inv_2l2);
+        mem_w += w_mem;
+        mem_s += ev.fitted ? w_mem : 0.0;
+      }
+    }
+    const double p_mem = (memory.ProbabilityFits(headroom_[i]) + mem_s) / (1.0 + mem_w);
+    const double p_run = (options_.prior_run_probability + run_s) / (1.0 + run_w);
+    p[i] = p_mem * p_run;
+  }
+  return p;
+}
+
 Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   State s;
   s.tried.assign(legal_.size(), 0);
@@ -80,7 +130,8 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
       fits.push_back(o.status == TrialStatus::kOk);
     }
   }
-  s.feasibility = FeasibilityModel::Fit(headroom, fits, options_.feasibility);
+  const FeasibilityModel memory = FeasibilityModel::Fit(headroom, fits, options_.feasibility);
+  s.feasibility = Feasibility(memory, history);
 
   const Eigen::Index n = static_cast<Eigen::Index>(sums.size());
   s.log_time.resize(n);
@@ -108,6 +159,28 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   gp.seed = options_.seed;
   gp.use_feature = options_.use_prior;
   s.gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp);
+
+  // Layouts that crashed, hung or printed no metric taught nothing about speed, but they are not
+  // unexplored either: condition on them as if they had returned the surrogate's mean there, so
+  // the uncertainty (and the exploration it invites) collapses around them. (OOMs are left to
+  // the memory model: the best layouts often sit right below the limit.)
+  {
+    std::vector<int> failed;
+    for (const Outcome& o : history) {
+      const int i = IndexOf(o.layout);
+      if (i < 0 || !IsFinished(o.status) || o.status == TrialStatus::kOk || o.status == TrialStatus::kOom)
+        continue;
+      if (std::find(s.observed.begin(), s.observed.end(), i) == s.observed.end() &&
+          std::find(failed.begin(), failed.end(), i) == failed.end()) {
+        failed.push_back(i);
+      }
+    }
+    for (int i : failed) {
+      Eigen::VectorXd mz, vz;
+      s.gp.Predict(x_.row(i), feature_.segment(i, 1), &mz, &vz);
+      s.gp.AddObservation(x_.row(i), feature_[i], mz[0]);
+    }
+  }
 
   // The incumbent: the surrogate's mean at the best measured layout (robust to noise).
   if (n > 0) {
@@ -142,8 +215,7 @@ std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int
   State s = Fit(history);
   std::vector<double> mean, sd;
   Score(s, &mean, &sd);
-  std::vector<double> p_fits(legal_.size());
-  for (size_t i = 0; i < legal_.size(); ++i) p_fits[i] = s.feasibility.ProbabilityFits(headroom_[i]);
+  const std::vector<double>& p_fits = s.feasibility;
 
   auto proposal = [&](size_t i, double acquisition) {
     Proposal p;
@@ -152,7 +224,7 @@ std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int
     p.predicted_tokens_per_s =
         options_.tokens_per_step > 0 ? options_.tokens_per_step / p.predicted_step_time_s : 0;
     p.uncertainty = sd[i];
-    p.p_fits = p_fits[i];
+    p.feasibility = p_fits[i];
     p.acquisition = acquisition;
     return p;
   };
@@ -189,11 +261,25 @@ std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int
     if (!std::isfinite(s.best)) s.best = any;
   }
 
+  // Until some trial has run ok, finding one that does comes first (constrained BO's rule,
+  // Gelbart et al. 2014): only layouts whose feasibility is near the best untried one compete.
+  const bool any_failure = std::any_of(history.begin(), history.end(), [](const Outcome& o) {
+    return IsFinished(o.status) && o.status != TrialStatus::kOk;
+  });
+  double min_feasibility = 0;
+  if (s.observed.empty() && any_failure) {
+    double max_feasibility = 0;
+    for (size_t i = 0; i < legal_.size(); ++i) {
+      if (!s.tried[i]) max_feasibility = std::max(max_feasibility, p_fits[i]);
+    }
+    min_feasibility = 0.8 * max_feasibility;
+  }
+
   for (int k = 0; k < q; ++k) {
     int chosen = -1;
     double chosen_score = -kInf;
     for (size_t i = 0; i < legal_.size(); ++i) {
-      if (s.tried[i]) continue;
+      if (s.tried[i] || p_fits[i] < min_feasibility) continue;
       const double log_p = std::log(std::max(p_fits[i], 1e-300));
       const double score = options_.acquisition == AcquisitionKind::kLogExpectedImprovement
                                ? LogExpectedImprovement(mean[i], sd[i], s.best) + log_p
@@ -227,7 +313,7 @@ StopAdvice Proposer::Advise(const std::vector<Outcome>& history, double gain, do
   int best_index = -1;
   for (size_t i = 0; i < legal_.size(); ++i) {
     if (s.tried[i]) continue;
-    const double p = s.feasibility.ProbabilityFits(headroom_[i]) *
+    const double p = s.feasibility[i] *
                      (sd[i] > 0 ? NormalCdf((target - mean[i]) / sd[i]) : (mean[i] < target ? 1.0 : 0.0));
     if (p > advice.best_probability || best_index < 0) {
       advice.best_probability = p;

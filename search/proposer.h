@@ -6,7 +6,8 @@
 // so the search starts from the model's view of the landscape and spends trials on where the
 // model is wrong. Every untried legal layout is scored exactly (the legal set is finite) by
 // log expected improvement (or a lower confidence bound) times the probability that it fits in
-// memory (FeasibilityModel: predicted memory corrected by the observed OOMs). Batches of q use
+// memory and runs (FeasibilityModel: predicted memory corrected by the observed OOMs, refined
+// near each finished trial by whether it ran, fitted or failed). Batches of q use
 // the Kriging believer: each pick is conditioned on as if it had returned the posterior mean,
 // which lowers the uncertainty around it and spreads the batch; hyper-parameters stay fixed
 // within a batch. With no measurement yet, the first picks are the model's best layouts that
@@ -46,6 +47,16 @@ struct ProposerOptions {
   double device_memory_bytes = 0;  // 0: every layout is assumed to fit
   double tokens_per_step = 0;      // to report throughput; 0: not reported
   double prior_sd = 0.3;           // trust in the model before any measurement (log step time)
+  // Finished trials inform the feasibility of layouts near them (a Gaussian kernel on the encoded
+  // distance), each counting like `weight` observations at its own layout against the prior's
+  // one. Memory (ok vs oom) is mostly explained by the predicted memory, and the best layouts
+  // often sit just below the limit, so its local evidence is narrow; crashes, hangs and
+  // unreadable output have no model, so theirs reaches further and weighs more.
+  double memory_lengthscale = 0.25;
+  double memory_weight = 1.0;
+  double failure_lengthscale = 0.7;
+  double failure_weight = 5.0;
+  double prior_run_probability = 0.95;  // that a layout which fits runs (no crash, hang, bad output)
   uint64_t seed = 0;
   GpOptions gp;
   FeasibilityOptions feasibility;
@@ -63,13 +74,14 @@ struct Proposal {
   double predicted_step_time_s = 0;   // the surrogate's posterior mean
   double predicted_tokens_per_s = 0;  // tokens_per_step / step time (0 when not reported)
   double uncertainty = 0;             // posterior standard deviation of log step time
-  double p_fits = 1;                  // probability of fitting in memory
-  double acquisition = 0;             // log EI + log P(fits), or log(P(fits) exp(-LCB))
+  double feasibility = 1;             // probability that it fits in memory and runs
+  double acquisition = 0;             // log EI + log feasibility, or log(feasibility exp(-LCB))
 };
 
 struct StopAdvice {
   bool stop = false;
-  double best_probability = 0;  // the highest P(fits) P(throughput > best x (1 + gain)) of any untried layout
+  double best_probability =
+      0;  // the highest feasibility x P(throughput > best x (1 + gain)) of any untried layout
   std::optional<Layout> most_promising;
 };
 
@@ -92,6 +104,7 @@ class Proposer {
  private:
   struct State;  // the fitted surrogate for one history
   State Fit(const std::vector<Outcome>& history) const;
+  std::vector<double> Feasibility(const FeasibilityModel& memory, const std::vector<Outcome>& history) const;
   void Score(const State& state, std::vector<double>* mean, std::vector<double>* sd) const;
 
   std::vector<Layout> legal_;

@@ -38,6 +38,7 @@ struct TrialRecord {
   std::optional<double> tokens_per_s;
   std::optional<double> tflops_per_gpu;
   std::optional<double> peak_memory_bytes;
+  std::optional<double> objective;  // what the search minimises (the step time unless a custom metric)
   std::optional<double> predicted_step_time_s;  // the performance model's view of the layout
   std::optional<double> predicted_tokens_per_s;
   std::optional<double> predicted_memory_bytes;

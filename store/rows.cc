@@ -13,11 +13,11 @@ constexpr std::string_view kStudyColumns =
 constexpr std::string_view kTrialColumns =
     "study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, "
     "precision, zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, "
-    "step_time_s, tokens_per_s, tflops_per_gpu, peak_memory_bytes, predicted_step_time_s, "
+    "step_time_s, tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s, "
     "predicted_tokens_per_s, predicted_memory_bytes, details, message, log_path, backend, hosts, "
     "tunepar_version, git_revision, host, pid, started_at, finished_at, heartbeat_at, "
     "lease_expires_at";
-constexpr int kTrialColumnCount = 37;
+constexpr int kTrialColumnCount = 38;
 
 std::string Placeholders(int n) {
   std::string p;
@@ -79,22 +79,23 @@ Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials) {
         .Bind(19, t.tokens_per_s)
         .Bind(20, t.tflops_per_gpu)
         .Bind(21, t.peak_memory_bytes)
-        .Bind(22, t.predicted_step_time_s)
-        .Bind(23, t.predicted_tokens_per_s)
-        .Bind(24, t.predicted_memory_bytes)
-        .Bind(25, t.details)
-        .Bind(26, t.message)
-        .Bind(27, t.log_path)
-        .Bind(28, t.backend)
-        .Bind(29, t.hosts)
-        .Bind(30, t.tunepar_version)
-        .Bind(31, t.git_revision)
-        .Bind(32, t.host)
-        .Bind(33, t.pid)
-        .Bind(34, t.started_at)
-        .Bind(35, t.finished_at)
-        .Bind(36, t.heartbeat_at)
-        .Bind(37, t.lease_expires_at);
+        .Bind(22, t.objective)
+        .Bind(23, t.predicted_step_time_s)
+        .Bind(24, t.predicted_tokens_per_s)
+        .Bind(25, t.predicted_memory_bytes)
+        .Bind(26, t.details)
+        .Bind(27, t.message)
+        .Bind(28, t.log_path)
+        .Bind(29, t.backend)
+        .Bind(30, t.hosts)
+        .Bind(31, t.tunepar_version)
+        .Bind(32, t.git_revision)
+        .Bind(33, t.host)
+        .Bind(34, t.pid)
+        .Bind(35, t.started_at)
+        .Bind(36, t.finished_at)
+        .Bind(37, t.heartbeat_at)
+        .Bind(38, t.lease_expires_at);
     if (Status s = st->Run(); !s.ok()) {
       (void)db.Exec("ROLLBACK");
       return s;
@@ -169,22 +170,23 @@ Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& s
     t.tokens_per_s = st->OptionalDouble(18);
     t.tflops_per_gpu = st->OptionalDouble(19);
     t.peak_memory_bytes = st->OptionalDouble(20);
-    t.predicted_step_time_s = st->OptionalDouble(21);
-    t.predicted_tokens_per_s = st->OptionalDouble(22);
-    t.predicted_memory_bytes = st->OptionalDouble(23);
-    t.details = st->Text(24);
-    t.message = st->Text(25);
-    t.log_path = st->Text(26);
-    t.backend = st->Text(27);
-    t.hosts = st->Text(28);
-    t.tunepar_version = st->Text(29);
-    t.git_revision = st->Text(30);
-    t.host = st->Text(31);
-    t.pid = st->Int(32);
-    t.started_at = st->Text(33);
-    t.finished_at = st->Text(34);
-    t.heartbeat_at = st->Text(35);
-    t.lease_expires_at = st->Text(36);
+    t.objective = st->OptionalDouble(21);
+    t.predicted_step_time_s = st->OptionalDouble(22);
+    t.predicted_tokens_per_s = st->OptionalDouble(23);
+    t.predicted_memory_bytes = st->OptionalDouble(24);
+    t.details = st->Text(25);
+    t.message = st->Text(26);
+    t.log_path = st->Text(27);
+    t.backend = st->Text(28);
+    t.hosts = st->Text(29);
+    t.tunepar_version = st->Text(30);
+    t.git_revision = st->Text(31);
+    t.host = st->Text(32);
+    t.pid = st->Int(33);
+    t.started_at = st->Text(34);
+    t.finished_at = st->Text(35);
+    t.heartbeat_at = st->Text(36);
+    t.lease_expires_at = st->Text(37);
     out.push_back(std::move(t));
   }
   return out;

@@ -57,6 +57,7 @@ CREATE TABLE trials (
   tokens_per_s           REAL,
   tflops_per_gpu         REAL,
   peak_memory_bytes      REAL,
+  objective              REAL,
   predicted_step_time_s  REAL,
   predicted_tokens_per_s REAL,
   predicted_memory_bytes REAL,

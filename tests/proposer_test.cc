@@ -230,7 +230,7 @@ TEST(Proposer, OomHeavyRegionGetsLowFeasibility) {
   risky.tp = 1;  // 80 GB predicted
   const auto p_fits = [&](const std::vector<Outcome>& h) {
     for (const Proposal& prop : p.Propose(h, static_cast<int>(p.size()))) {
-      if (prop.layout == risky) return prop.p_fits;
+      if (prop.layout == risky) return prop.feasibility;
     }
     return -1.0;
   };
@@ -314,7 +314,7 @@ TEST(Proposer, DegenerateHistoriesDoNotCrash) {
     }
     r = p.Propose(oom, 2);
     ASSERT_EQ(r.size(), 2u);
-    EXPECT_TRUE(std::isfinite(r[0].p_fits));
+    EXPECT_TRUE(std::isfinite(r[0].feasibility));
     // A layout outside the space is ignored.
     Layout stranger;
     stranger.pp = 7;

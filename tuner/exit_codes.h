@@ -13,6 +13,8 @@ inline constexpr int kExitNoLegalLayout = 4;  // the constraints leave no layout
 inline constexpr int kExitStore = 5;          // the store cannot be created, written or read
 inline constexpr int kExitSchemaTooNew = 6;   // a shard written by a newer tunepar
 inline constexpr int kExitNotFound = 7;       // no such study
+inline constexpr int kExitTrialsFailed = 8;   // every trial failed the same way (see the message)
+inline constexpr int kExitInterrupted = 130;  // SIGINT (128 + the signal; 143 for SIGTERM)
 
 inline int ExitCode(StatusCode code) {
   switch (code) {
@@ -23,6 +25,8 @@ inline int ExitCode(StatusCode code) {
     case StatusCode::kStore: return kExitStore;
     case StatusCode::kSchemaTooNew: return kExitSchemaTooNew;
     case StatusCode::kNotFound: return kExitNotFound;
+    case StatusCode::kTrialsFailed: return kExitTrialsFailed;
+    case StatusCode::kInterrupted: return kExitInterrupted;
     case StatusCode::kInternal: return kExitInternal;
   }
   return kExitInternal;

@@ -10,6 +10,7 @@
 #include "base/provenance.h"
 #include "tuner/commands.h"
 #include "tuner/exit_codes.h"
+#include "tuner/stop_signals.h"
 
 namespace {
 
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (!result.ok()) {
     Fail(result.message());
+    // Stopped by a signal: the shell's convention, 128 + the signal.
+    if (result.code() == StatusCode::kInterrupted && StopSignal() != 0) return 128 + StopSignal();
     return ExitCode(result.code());
   }
   return kExitOk;

@@ -49,7 +49,8 @@ std::string StudyId(const Problem& p, const StudySettings& s) {
 }
 
 std::string DefaultStudyName(const Problem& p, const StudySettings& s, std::string_view id) {
-  return fmt::format("{}-w{}-{}", p.model.name, s.world, id.substr(0, 8));
+  return fmt::format("{}-w{}-{}{}", p.model.name, s.world, id.substr(0, 8),
+                     s.salt.empty() ? "" : "-" + s.salt);
 }
 
 store::StudyRecord MakeStudyRecord(const Problem& p, const StudySettings& s, std::string id, std::string name,

@@ -16,6 +16,7 @@ struct StudySettings {
   std::string objective = "max_tokens_per_s";
   std::string backend = "model";
   std::string backend_settings = "{}";  // JSON object, canonical (sorted keys)
+  std::string salt;  // "" normally; "2", "3", ... for a fresh study of the same inputs (--new)
 };
 
 // TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number

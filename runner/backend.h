@@ -1,0 +1,61 @@
+// How a layout is evaluated: a backend starts a trial and the tuner polls it. Backends never
+// throw trial failures at the tuner: an OOM, a crash, a timeout or an interruption is a status
+// in the TrialResult.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runner/trial_result.h"
+#include "search/layout.h"
+#include "search/model_shape.h"
+
+namespace tunepar::runner {
+
+struct TrialContext {
+  std::string trial_id;   // unique: "<study id>/<node>/<number>"; marks the trial's processes
+  std::string trial_dir;  // where its log and artefacts go (created by the tuner)
+  int64_t number = 0;     // the trial's number in this node's shard
+  int attempt = 1;
+  int world = 0;
+  int gpus_per_node = 1;
+  const search::ModelShape* model = nullptr;
+  uint64_t seed = 0;
+};
+
+class RunningTrial {
+ public:
+  virtual ~RunningTrial() = default;
+  // The result once the trial has ended (its own timeout included); nullopt while it runs.
+  virtual std::optional<TrialResult> Poll() = 0;
+  // Stops the trial now (all its processes) and returns it as `interrupted`.
+  virtual TrialResult Interrupt() = 0;
+  // The trial's process group (0 when it runs no process), recorded to clean up after a crash.
+  virtual int64_t process_group() const { return 0; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view Name() const = 0;
+  virtual std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) = 0;
+
+  // Start, then poll until the trial ends.
+  TrialResult Evaluate(const search::Layout& layout, const TrialContext& context);
+};
+
+// A trial that ended as soon as it started (the model backend, or a failure to launch).
+class FinishedTrial : public RunningTrial {
+ public:
+  explicit FinishedTrial(TrialResult result) : result_(std::move(result)) {}
+  std::optional<TrialResult> Poll() override { return result_; }
+  TrialResult Interrupt() override { return result_; }
+
+ private:
+  TrialResult result_;
+};
+
+}  // namespace tunepar::runner

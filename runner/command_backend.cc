@@ -1,0 +1,390 @@
+#include "runner/command_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/provenance.h"
+#include "runner/performance_model.h"
+#include "runner/process_group.h"
+
+namespace tunepar::runner {
+
+namespace {
+
+constexpr std::pair<MetricKind, std::string_view> kKinds[] = {{MetricKind::kStepTimeS, "step_time_s"},
+                                                              {MetricKind::kStepTimeMs, "step_time_ms"},
+                                                              {MetricKind::kTokensPerS, "tokens_per_s"},
+                                                              {MetricKind::kSamplesPerS, "samples_per_s"},
+                                                              {MetricKind::kTflopsPerGpu, "tflops_per_gpu"},
+                                                              {MetricKind::kHigher, "higher"},
+                                                              {MetricKind::kLower, "lower"}};
+
+// The placeholder values of a layout, by name; booleans as "1"/"0".
+std::map<std::string, std::string> Values(const search::Layout& l, const TrialContext& c) {
+  const int gpn = std::max(1, c.gpus_per_node);
+  const int world = c.world > 0 ? c.world : l.World();
+  const std::string gbs = std::to_string(static_cast<int64_t>(l.micro_batch) * l.num_micro_batches * l.dp);
+  return {
+      {"tp", std::to_string(l.tp)},
+      {"pp", std::to_string(l.pp)},
+      {"dp", std::to_string(l.dp)},
+      {"mbs", std::to_string(l.micro_batch)},
+      {"micro_batch", std::to_string(l.micro_batch)},
+      {"gbs", gbs},
+      {"global_batch", gbs},
+      {"num_micro_batches", std::to_string(l.num_micro_batches)},
+      {"nmb", std::to_string(l.num_micro_batches)},
+      {"precision", std::string(search::ToString(l.precision))},
+      {"zero", std::to_string(l.zero)},
+      {"recompute", std::string(search::ToString(l.recompute))},
+      {"seq_parallel", l.seq_parallel ? "1" : "0"},
+      {"sp", l.seq_parallel ? "1" : "0"},
+      {"vpp", std::to_string(l.virtual_stages)},
+      {"virtual_stages", std::to_string(l.virtual_stages)},
+      {"flash", l.flash_attention ? "1" : "0"},
+      {"flash_attention", l.flash_attention ? "1" : "0"},
+      {"world", std::to_string(world)},
+      {"nodes", std::to_string((world + gpn - 1) / gpn)},
+      {"gpus_per_node", std::to_string(std::min(gpn, world))},
+      {"layout", search::LayoutKey(l)},
+      {"trial", std::to_string(c.number)},
+      {"trial_dir", c.trial_dir},
+      {"seed", std::to_string(c.seed)},
+      {"model", c.model != nullptr ? c.model->name : ""},
+      {"layers", c.model != nullptr ? std::to_string(c.model->layers) : "0"},
+      {"hidden", c.model != nullptr ? std::to_string(c.model->hidden) : "0"},
+      {"heads", c.model != nullptr ? std::to_string(c.model->heads) : "0"},
+      {"seq_len", c.model != nullptr ? std::to_string(c.model->seq_len) : "0"},
+      {"vocab", c.model != nullptr ? std::to_string(c.model->vocab) : "0"},
+      {"ffn_hidden", c.model != nullptr ? std::to_string(c.model->ffn_hidden) : "0"},
+      {"layers_per_virtual_stage",
+       c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.pp * l.virtual_stages)) : "0"}};
+}
+
+std::string KnownNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : Values(search::Layout{}, TrialContext{}))
+    names.push_back("{" + name + "}");
+  return fmt::format("{}", fmt::join(names, " "));
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  const size_t start = s.find_first_not_of(' ');
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
+std::string Shorten(const std::string& s, size_t n = 160) {
+  return s.size() <= n ? s : s.substr(0, n) + "...";
+}
+
+double StepTime(MetricKind kind, double value, const search::ModelShape& model, int world) {
+  const double tokens = static_cast<double>(model.global_batch) * model.seq_len;
+  switch (kind) {
+    case MetricKind::kStepTimeS: return value;
+    case MetricKind::kStepTimeMs: return value / 1e3;
+    case MetricKind::kTokensPerS: return tokens / value;
+    case MetricKind::kSamplesPerS: return model.global_batch / value;
+    case MetricKind::kTflopsPerGpu: return ModelFlopsPerStep(model) / (value * 1e12 * world);
+    case MetricKind::kHigher:
+    case MetricKind::kLower: break;
+  }
+  return NAN;
+}
+
+class CommandTrial : public RunningTrial {
+ public:
+  CommandTrial(const CommandBackendOptions& options, const std::vector<std::regex>& oom,
+               const std::regex& metric, std::unique_ptr<ProcessGroup> group, search::Layout layout,
+               TrialContext context, std::string log)
+      : options_(options),
+        oom_(oom),
+        metric_(metric),
+        group_(std::move(group)),
+        layout_(std::move(layout)),
+        context_(std::move(context)),
+        log_(std::move(log)),
+        start_(std::chrono::steady_clock::now()),
+        started_at_(UtcNow()) {}
+
+  std::optional<TrialResult> Poll() override {
+    if (done_) return result_;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed > options_.timeout_s) {
+      group_->Stop(options_.stop_grace_s);
+      return Finish(search::TrialStatus::kTimeout,
+                    fmt::format("killed after the {:g} s timeout, with every process of the trial",
+                                options_.timeout_s));
+    }
+    const std::optional<ExitInfo> exit = group_->Poll();
+    if (!exit) return std::nullopt;
+    return Classify(*exit);
+  }
+
+  TrialResult Interrupt() override {
+    if (done_) return *result_;
+    group_->Stop(options_.stop_grace_s);
+    return *Finish(search::TrialStatus::kInterrupted, "stopped by tunepar (signal or shutdown)");
+  }
+
+  int64_t process_group() const override { return group_->process_group(); }
+
+ private:
+  std::optional<TrialResult> Finish(search::TrialStatus status, std::string message) {
+    TrialResult r;
+    r.status = status;
+    r.message = std::move(message);
+    r.backend = "command";
+    r.hosts = HostName();
+    r.log_path = log_;
+    r.started_at = started_at_;
+    r.finished_at = UtcNow();
+    r.details_json = details_.dump();
+    r.metrics = metrics_;
+    r.objective = objective_;
+    result_ = std::move(r);
+    done_ = true;
+    return result_;
+  }
+
+  std::optional<TrialResult> Classify(const ExitInfo& exit) {
+    details_["exit"] =
+        exit.signaled ? fmt::format("signal {}", exit.code) : fmt::format("code {}", exit.code);
+    std::ifstream in(log_, std::ios::binary);
+    std::string line, last_line, oom_line;
+    std::optional<double> value;
+    while (std::getline(in, line)) {
+      if (!Trim(line).empty()) last_line = Trim(line);
+      if (oom_line.empty()) {
+        for (const std::regex& re : oom_) {
+          if (std::regex_search(line, re)) oom_line = Trim(line);
+        }
+      }
+      if (!options_.metric_regex.empty()) {
+        std::smatch m;
+        if (std::regex_search(line, m, metric_) && m.size() > 1) {
+          char* end = nullptr;
+          const std::string text = m[1].str();
+          const double v = std::strtod(text.c_str(), &end);
+          if (end != text.c_str() && std::isfinite(v)) value = v;
+        }
+      } else if (line.find('{') != std::string::npos) {
+        nlohmann::json j = nlohmann::json::parse(line.substr(line.find('{')), nullptr, false);
+        if (j.is_object() && j.contains(options_.metric_json) && j[options_.metric_json].is_number()) {
+          value = j[options_.metric_json].get<double>();
+        }
+      }
+    }
+    if (!oom_line.empty()) return Finish(search::TrialStatus::kOom, "out of memory: " + Shorten(oom_line));
+    if (exit.signaled || exit.code != 0) {
+      const std::string how = exit.signaled ? fmt::format("killed by signal {}", exit.code)
+                                            : fmt::format("exit code {}", exit.code);
+      return Finish(search::TrialStatus::kCrash,
+                    last_line.empty() ? how : fmt::format("{}; last output: {}", how, Shorten(last_line)));
+    }
+    const std::string source = options_.metric_regex.empty()
+                                   ? fmt::format("--metric-json key '{}'", options_.metric_json)
+                                   : fmt::format("--metric-regex '{}'", options_.metric_regex);
+    if (!value)
+      return Finish(search::TrialStatus::kInvalid, fmt::format("the output has no match for {}", source));
+    if (!(*value > 0)) {
+      return Finish(search::TrialStatus::kInvalid,
+                    fmt::format("{} read {}, not a positive number", source, *value));
+    }
+    details_["metric"] = {{"kind", ToString(options_.metric)}, {"value", *value}};
+    const search::ModelShape& model = *context_.model;
+    objective_ = ObjectiveValue(options_.metric, *value, model, context_.world);
+    const double step = StepTime(options_.metric, *value, model, context_.world);
+    if (std::isfinite(step)) {
+      metrics_.step_time_s = step;
+      metrics_.tokens_per_s = static_cast<double>(model.global_batch) * model.seq_len / step;
+      metrics_.tflops_per_gpu = ModelFlopsPerStep(model) / step / context_.world / 1e12;
+    }
+    return Finish(search::TrialStatus::kOk, fmt::format("{} = {:g}", ToString(options_.metric), *value));
+  }
+
+  const CommandBackendOptions& options_;
+  const std::vector<std::regex>& oom_;
+  const std::regex& metric_;
+  std::unique_ptr<ProcessGroup> group_;
+  search::Layout layout_;
+  TrialContext context_;
+  std::string log_;
+  std::chrono::steady_clock::time_point start_;
+  std::string started_at_;
+  nlohmann::json details_ = nlohmann::json::object();
+  TrialMetrics metrics_;
+  std::optional<double> objective_;
+  bool done_ = false;
+  std::optional<TrialResult> result_;
+};
+
+}  // namespace
+
+Result<MetricKind> ParseMetricKind(std::string_view text) {
+  for (const auto& [kind, name] : kKinds) {
+    if (name == text) return kind;
+  }
+  return InvalidArgument(fmt::format(
+      "unknown metric '{}' (expected step_time_s, step_time_ms, tokens_per_s, samples_per_s, tflops_per_gpu, "
+      "higher or lower)",
+      text));
+}
+
+std::string_view ToString(MetricKind kind) {
+  for (const auto& [k, name] : kKinds) {
+    if (k == kind) return name;
+  }
+  return "?";
+}
+
+double ObjectiveValue(MetricKind kind, double value, const search::ModelShape& model, int world) {
+  if (kind == MetricKind::kHigher) return 1.0 / value;
+  if (kind == MetricKind::kLower) return value;
+  return StepTime(kind, value, model, world);
+}
+
+Result<std::string> ExpandCommand(const std::string& command, const search::Layout& layout,
+                                  const TrialContext& context) {
+  const std::map<std::string, std::string> values = Values(layout, context);
+  std::string out;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const char c = command[i];
+    if (c == '}' && i + 1 < command.size() && command[i + 1] == '}') {
+      out += '}';
+      ++i;
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < command.size() && command[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    // The matching '}' (conditional text may hold placeholders of its own).
+    size_t close = std::string::npos;
+    for (size_t j = i + 1, depth = 1; j < command.size(); ++j) {
+      if (command[j] == '{') ++depth;
+      if (command[j] == '}' && --depth == 0) {
+        close = j;
+        break;
+      }
+    }
+    if (i > 0 && command[i - 1] == '$') {  // a shell expansion ${VAR}: not ours
+      if (close == std::string::npos) return InvalidArgument("command template: unclosed '${'");
+      out += command.substr(i, close - i + 1);
+      i = close;
+      continue;
+    }
+    if (close == std::string::npos)
+      return InvalidArgument(fmt::format("command template: unclosed '{{' at position {}", i));
+    // {NAME}, {NAME?TEXT} (TEXT when NAME is on), {NAME=VALUE?TEXT} (TEXT when NAME is VALUE).
+    const std::string inside = command.substr(i + 1, close - i - 1);
+    const size_t question = inside.find('?');
+    const std::string head = inside.substr(0, question);
+    const size_t equals = head.find('=');
+    const std::string name = head.substr(0, equals);
+    auto it = values.find(name);
+    if (it == values.end()) {
+      return InvalidArgument(fmt::format(
+          "command template: unknown placeholder {{{}}} (known: {}, and {{NAME?TEXT}}, {{NAME=VALUE?TEXT}})",
+          name, KnownNames()));
+    }
+    if (equals != std::string::npos && question == std::string::npos) {
+      return InvalidArgument(fmt::format("command template: {{{}}} needs ?TEXT after the value", inside));
+    }
+    const bool on = equals != std::string::npos
+                        ? it->second == head.substr(equals + 1)
+                        : it->second != "0" && it->second != "none" && !it->second.empty();
+    if (question == std::string::npos) {
+      out += it->second;
+    } else {
+      Result<std::string> text = ExpandCommand(inside.substr(question + 1), layout, context);
+      if (!text.ok()) return text.status();
+      if (on) out += *text;
+    }
+    i = close;
+  }
+  return out;
+}
+
+Status ValidateCommandOptions(const CommandBackendOptions& o) {
+  if (o.command.empty()) return InvalidArgument("the command backend needs --command TEMPLATE");
+  search::Layout layout;
+  TrialContext context;
+  if (Result<std::string> expanded = ExpandCommand(o.command, layout, context); !expanded.ok())
+    return expanded.status();
+  if (o.metric_regex.empty() == o.metric_json.empty())
+    return InvalidArgument(
+        "give exactly one of --metric-regex REGEX (first capture group) and --metric-json KEY");
+  if (!o.metric_regex.empty()) {
+    try {
+      const std::regex re(o.metric_regex);
+      if (re.mark_count() < 1)
+        return InvalidArgument(
+            fmt::format("--metric-regex '{}' has no capture group for the value", o.metric_regex));
+    } catch (const std::regex_error& e) {
+      return InvalidArgument(
+          fmt::format("--metric-regex '{}' is not a valid regular expression: {}", o.metric_regex, e.what()));
+    }
+  }
+  for (const std::string& p : o.oom_patterns) {
+    try {
+      std::regex re(p, std::regex::icase);
+    } catch (const std::regex_error& e) {
+      return InvalidArgument(
+          fmt::format("--oom-pattern '{}' is not a valid regular expression: {}", p, e.what()));
+    }
+  }
+  if (!(o.timeout_s > 0))
+    return InvalidArgument(fmt::format("--timeout must be positive, got {}", o.timeout_s));
+  return Status::Ok();
+}
+
+CommandBackend::CommandBackend(CommandBackendOptions options) : options_(std::move(options)) {
+  for (const std::string& p : options_.oom_patterns) oom_.emplace_back(p, std::regex::icase);
+  if (!options_.metric_regex.empty()) metric_ = std::regex(options_.metric_regex);
+}
+
+std::unique_ptr<RunningTrial> CommandBackend::Start(const search::Layout& layout,
+                                                    const TrialContext& context) {
+  auto fail = [&](search::TrialStatus status, const std::string& message) {
+    TrialResult r;
+    r.status = status;
+    r.message = message;
+    r.backend = "command";
+    r.hosts = HostName();
+    r.started_at = r.finished_at = UtcNow();
+    return std::make_unique<FinishedTrial>(std::move(r));
+  };
+  Result<std::string> command = ExpandCommand(options_.command, layout, context);
+  if (!command.ok()) return fail(search::TrialStatus::kInvalid, command.status().message());
+  const std::string log = context.trial_dir + "/output.log";
+  {
+    std::ofstream record(context.trial_dir + "/command.txt");
+    record << *command << "\n";
+  }
+  ProcessOptions p;
+  p.command = *command;
+  p.env = options_.env;
+  p.env.emplace_back("TUNEPAR_LAYOUT", search::LayoutKey(layout));
+  p.env.emplace_back("TUNEPAR_TRIAL_DIR", context.trial_dir);
+  p.log_path = log;
+  p.workdir = options_.workdir;
+  p.trial_id = context.trial_id;
+  Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(p);
+  if (!group.ok())
+    return fail(search::TrialStatus::kCrash, "could not start the command: " + group.status().message());
+  return std::make_unique<CommandTrial>(options_, oom_, metric_, std::move(*group), layout, context, log);
+}
+
+}  // namespace tunepar::runner

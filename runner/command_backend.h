@@ -1,0 +1,82 @@
+// The `command` backend: tunes any training program. The user gives a command template whose
+// placeholders take the layout's values, how to read the metric from the program's output,
+// what output means out-of-memory, and a timeout. Each trial runs in its own process group
+// (ProcessGroup), its output captured to a per-trial log; the outcome is classified:
+//   interrupted (stopped by tunepar) > timeout > oom (an OOM pattern in the output) >
+//   crash (non-zero exit or a signal) > ok (the metric was read) > invalid (no metric).
+//
+// Placeholders: {tp} {pp} {dp} {mbs} {micro_batch} {gbs} {global_batch} {num_micro_batches}
+// {nmb} {precision} {zero} {recompute} {seq_parallel} {sp} {vpp} {virtual_stages} {flash}
+// {flash_attention} {world} {nodes} {gpus_per_node} {layout} {trial} {trial_dir} {seed}
+// {model} {layers} {hidden} {heads} {seq_len} {vocab} {ffn_hidden} {layers_per_virtual_stage};
+// {NAME?TEXT}, which is TEXT when NAME is on (not 0 or none), e.g. {seq_parallel?--sequence-parallel};
+// and {NAME=VALUE?TEXT}, TEXT when NAME is VALUE, e.g. {recompute=full?--recompute-granularity full}.
+// {{ and }} are literal braces; shell expansions like ${VAR} are left alone.
+#pragma once
+
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "runner/backend.h"
+
+namespace tunepar::runner {
+
+enum class MetricKind {
+  kStepTimeS,     // seconds per optimizer step (lower is better)
+  kStepTimeMs,    // milliseconds per step, e.g. Megatron's "elapsed time per iteration (ms)"
+  kTokensPerS,    // higher is better
+  kSamplesPerS,   // sequences per second, higher is better
+  kTflopsPerGpu,  // as the program counts them, higher is better (converted with model FLOPs)
+  kHigher,        // any other metric where higher is better
+  kLower,         // any other metric where lower is better
+};
+Result<MetricKind> ParseMetricKind(std::string_view text);
+std::string_view ToString(MetricKind kind);
+
+struct CommandBackendOptions {
+  std::string command;  // the template, run by /bin/sh
+  MetricKind metric = MetricKind::kStepTimeS;
+  std::string metric_regex;  // its first capture group, in the last matching line
+  std::string metric_json;   // or: this key in the last JSON-object line that has it
+  std::vector<std::string> oom_patterns = {"out of memory", "OutOfMemoryError", "hipErrorOutOfMemory",
+                                           "cudaErrorMemoryAllocation",
+                                           "RESOURCE_EXHAUSTED"};  // case-insensitive regexes
+  double timeout_s = 3600;                                         // per trial
+  double stop_grace_s = 10;  // SIGTERM before SIGKILL when stopping a trial
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string workdir;
+};
+
+// Checks the template's placeholders, the regexes, and that exactly one way to read the metric
+// is given; one line naming what is wrong.
+Status ValidateCommandOptions(const CommandBackendOptions& options);
+
+// The template with the layout's values substituted.
+Result<std::string> ExpandCommand(const std::string& command, const search::Layout& layout,
+                                  const TrialContext& context);
+
+class CommandBackend : public Backend {
+ public:
+  // Call ValidateCommandOptions first.
+  explicit CommandBackend(CommandBackendOptions options);
+
+  std::string_view Name() const override { return "command"; }
+  std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) override;
+
+  const CommandBackendOptions& options() const { return options_; }
+
+ private:
+  CommandBackendOptions options_;
+  std::vector<std::regex> oom_;
+  std::regex metric_;
+};
+
+// The value that the search minimises for a metric reading: a step time for the kinds that
+// convert to one (seconds), 1 / value for other higher-is-better metrics, the value for
+// lower-is-better ones.
+double ObjectiveValue(MetricKind kind, double value, const search::ModelShape& model, int world);
+
+}  // namespace tunepar::runner

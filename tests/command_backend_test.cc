@@ -1,0 +1,216 @@
+// The command backend: templates, metric reading, outcome classification, process cleanup.
+#include "runner/command_backend.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runner/process_group.h"
+#include "tests/test_support.h"
+
+namespace tunepar::runner {
+namespace {
+
+search::Layout Layout(int tp, int mbs) {
+  search::Layout l;
+  l.tp = tp;
+  l.dp = 2;
+  l.micro_batch = mbs;
+  l.num_micro_batches = 4;
+  l.precision = search::Precision::kBf16;
+  l.seq_parallel = true;
+  return l;
+}
+
+TrialContext Context(const std::string& dir, const search::ModelShape* model) {
+  TrialContext c;
+  c.trial_id = "test/" + dir;
+  c.trial_dir = dir;
+  c.number = 7;
+  c.world = 4;
+  c.gpus_per_node = 2;
+  c.model = model;
+  return c;
+}
+
+TEST(CommandTemplate, SubstitutesEveryKindOfPlaceholder) {
+  search::ModelShape m = testing::PresetModel("tiny");
+  const TrialContext c = Context("/tmp/t", &m);
+  Result<std::string> s = ExpandCommand(
+      "run --tp {tp} --pp {pp} --dp {dp} --mbs {mbs} --gbs {gbs} --nmb {num_micro_batches} --{precision} "
+      "{seq_parallel?--sequence-parallel} {flash?--flash} --nodes {nodes} --trial {trial} ${HOME} {{x}} "
+      "{layout}",
+      Layout(2, 4), c);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(
+      *s,
+      "run --tp 2 --pp 1 --dp 2 --mbs 4 --gbs 32 --nmb 4 --bf16 --sequence-parallel  --nodes 2 --trial 7 "
+      "${HOME} {x} tp2-pp1-dp2-mbs4-nmb4-bf16-zero0-rcnone-sp1-vpp1-fa0");
+}
+
+TEST(CommandTemplate, ValueConditionsAndModelShape) {
+  search::ModelShape m = testing::PresetModel("gpt-22b");  // 48 layers
+  search::Layout l = Layout(2, 4);
+  l.pp = 4;
+  l.virtual_stages = 2;
+  l.recompute = search::Recompute::kFull;
+  Result<std::string> s = ExpandCommand(
+      "{recompute=full?--recompute-granularity full}{recompute=selective?--recompute-granularity selective}"
+      " {precision=bf16?--bf16}{precision=fp16?--fp16} --num-layers {layers} --hidden-size {hidden} "
+      "{vpp=2?--num-layers-per-virtual-pipeline-stage {layers_per_virtual_stage}}",
+      l, Context("/tmp/t", &m));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(*s,
+            "--recompute-granularity full --bf16 --num-layers 48 --hidden-size 6144 "
+            "--num-layers-per-virtual-pipeline-stage 6");
+  EXPECT_FALSE(ExpandCommand("{recompute=full}", l, TrialContext{}).ok());
+}
+
+TEST(CommandTemplate, UnknownPlaceholderIsNamed) {
+  Result<std::string> s = ExpandCommand("run --tp {tpp}", Layout(1, 1), TrialContext{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("unknown placeholder {tpp}"), std::string::npos)
+      << s.status().message();
+  EXPECT_NE(s.status().message().find("{tp}"), std::string::npos);  // lists the known ones
+  EXPECT_FALSE(ExpandCommand("run {tp", Layout(1, 1), TrialContext{}).ok());
+}
+
+TEST(CommandOptions, Validation) {
+  CommandBackendOptions o;
+  o.command = "train {tp}";
+  EXPECT_FALSE(ValidateCommandOptions(o).ok());  // no way to read the metric
+  o.metric_regex = "step: ([0-9.]+)";
+  EXPECT_TRUE(ValidateCommandOptions(o).ok());
+  o.metric_json = "step";
+  EXPECT_FALSE(ValidateCommandOptions(o).ok());  // both
+  o.metric_json.clear();
+  o.metric_regex = "step: [0-9.]+";
+  EXPECT_NE(ValidateCommandOptions(o).message().find("no capture group"), std::string::npos);
+  o.metric_regex = "step: ([0-9.]+";
+  EXPECT_NE(ValidateCommandOptions(o).message().find("not a valid regular expression"), std::string::npos);
+  o.metric_regex = "step: ([0-9.]+)";
+  o.command = "train {bogus}";
+  EXPECT_NE(ValidateCommandOptions(o).message().find("{bogus}"), std::string::npos);
+  o.command = "train";
+  o.timeout_s = 0;
+  EXPECT_FALSE(ValidateCommandOptions(o).ok());
+  EXPECT_TRUE(ParseMetricKind("tokens_per_s").ok());
+  EXPECT_FALSE(ParseMetricKind("speed").ok());
+}
+
+class CommandRun : public ::testing::Test {
+ protected:
+  TrialResult Run(const std::string& flags, double timeout_s = 30,
+                  const std::string& metric_regex = "step_time: ([0-9.]+)") {
+    CommandBackendOptions o;
+    o.command = std::string(TUNEPAR_FAKE_TRAINER) + " --tp {tp} --mbs {mbs} " + flags;
+    o.metric_regex = metric_regex;
+    o.timeout_s = timeout_s;
+    o.stop_grace_s = 0.5;
+    EXPECT_TRUE(ValidateCommandOptions(o).ok());
+    CommandBackend backend(o);
+    context_ = Context(dir_.path(), &model_);
+    return backend.Evaluate(Layout(2, 4), context_);
+  }
+  search::ModelShape model_ = testing::PresetModel("tiny");
+  testing::TempDir dir_;
+  TrialContext context_;
+};
+
+TEST_F(CommandRun, ReadsTheMetricAndConvertsIt) {
+  const TrialResult r = Run("");
+  EXPECT_EQ(r.status, search::TrialStatus::kOk) << r.message;
+  ASSERT_TRUE(r.objective.has_value());
+  EXPECT_NEAR(*r.objective, 1.0, 1e-6);  // the fake trainer's optimum: tp 2, mbs 4
+  ASSERT_TRUE(r.metrics.tokens_per_s.has_value());
+  EXPECT_NEAR(*r.metrics.tokens_per_s, 8.0 * 32 / 1.0, 1e-3);
+  EXPECT_EQ(r.backend, "command");
+  EXPECT_NE(testing::ReadFile(r.log_path).find("iteration 3"), std::string::npos);
+  EXPECT_NE(testing::ReadFile(dir_ / "command.txt").find("--tp 2 --mbs 4"), std::string::npos);
+}
+
+TEST_F(CommandRun, ClassifiesOutOfMemoryCrashAndMissingMetric) {
+  TrialResult oom = Run("--oom-above 1");
+  EXPECT_EQ(oom.status, search::TrialStatus::kOom);
+  EXPECT_NE(oom.message.find("CUDA out of memory"), std::string::npos);
+  TrialResult crash = Run("--crash");
+  EXPECT_EQ(crash.status, search::TrialStatus::kCrash);
+  EXPECT_NE(crash.message.find("exit code 3"), std::string::npos) << crash.message;
+  TrialResult quiet = Run("--quiet");
+  EXPECT_EQ(quiet.status, search::TrialStatus::kInvalid);
+  EXPECT_NE(quiet.message.find("no match for --metric-regex"), std::string::npos);
+  TrialResult killed = Run("; kill -9 $$");
+  EXPECT_EQ(killed.status, search::TrialStatus::kCrash);
+  EXPECT_NE(killed.message.find("signal 9"), std::string::npos) << killed.message;
+}
+
+TEST_F(CommandRun, JsonMetricAndOtherKinds) {
+  CommandBackendOptions o;
+  o.command = "echo '{{\"tokens_per_s\": 512, \"x\": 1}}'";  // literal braces are doubled
+  o.metric = MetricKind::kTokensPerS;
+  o.metric_json = "tokens_per_s";
+  ASSERT_TRUE(ValidateCommandOptions(o).ok());
+  CommandBackend backend(o);
+  const TrialResult r = backend.Evaluate(Layout(1, 1), Context(dir_.path(), &model_));
+  ASSERT_EQ(r.status, search::TrialStatus::kOk) << r.message;
+  EXPECT_NEAR(*r.metrics.step_time_s, 8.0 * 32 / 512, 1e-12);  // tiny: global batch 8, sequence 32
+  EXPECT_NEAR(ObjectiveValue(MetricKind::kHigher, 4.0, model_, 4), 0.25, 1e-12);
+  EXPECT_NEAR(ObjectiveValue(MetricKind::kLower, 4.0, model_, 4), 4.0, 1e-12);
+  EXPECT_NEAR(ObjectiveValue(MetricKind::kStepTimeMs, 1500, model_, 4), 1.5, 1e-12);
+  EXPECT_NEAR(ObjectiveValue(MetricKind::kSamplesPerS, 4, model_, 4), 2.0, 1e-12);
+}
+
+TEST_F(CommandRun, HangingTrialTimesOutAndTakesItsChildrenWithIt) {
+  const auto start = std::chrono::steady_clock::now();
+  const TrialResult r = Run("--hang", 1.0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.status, search::TrialStatus::kTimeout);
+  EXPECT_LT(took, 5.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // No process of the trial (the shell, the trainer, its sleeping child) is left.
+  EXPECT_TRUE(ProcessesWithMarkerPrefix(context_.trial_id).empty());
+}
+
+TEST_F(CommandRun, InterruptStopsTheWholeGroup) {
+  CommandBackendOptions o;
+  o.command = std::string(TUNEPAR_FAKE_TRAINER) + " --hang";
+  o.metric_regex = "step_time: ([0-9.]+)";
+  o.stop_grace_s = 0.5;
+  CommandBackend backend(o);
+  std::unique_ptr<RunningTrial> trial = backend.Start(Layout(1, 1), Context(dir_.path(), &model_));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const pid_t pgid = static_cast<pid_t>(trial->process_group());
+  ASSERT_GT(pgid, 0);
+  EXPECT_TRUE(HasLeftovers(pgid, "test/" + dir_.path()));
+  EXPECT_FALSE(trial->Poll().has_value());
+  const TrialResult r = trial->Interrupt();
+  EXPECT_EQ(r.status, search::TrialStatus::kInterrupted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(HasLeftovers(pgid, "test/" + dir_.path()));
+}
+
+TEST(ProcessGroup, KillLeftoversTouchesOnlyMarkedProcesses) {
+  testing::TempDir dir;
+  ProcessOptions p;
+  p.command = "sleep 30 & sleep 30; wait";
+  p.log_path = dir / "log";
+  p.trial_id = "marker-a";
+  Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(p);
+  ASSERT_TRUE(group.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const pid_t pgid = (*group)->process_group();
+  EXPECT_EQ(KillLeftovers(pgid, "another-marker"), 0);
+  EXPECT_TRUE(HasLeftovers(pgid, "marker-a"));
+  EXPECT_GE(KillLeftovers(pgid, "marker-a"), 3);  // the supervisor, the shell, the two sleeps
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::optional<ExitInfo> exit = (*group)->Poll();
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->signaled);
+  EXPECT_FALSE(HasLeftovers(pgid, "marker-a"));
+}
+
+}  // namespace
+}  // namespace tunepar::runner

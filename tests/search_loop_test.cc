@@ -1,0 +1,304 @@
+// `tunepar search --backend command` end to end, with a fake trainer as the command: crash-safe
+// deterministic resume, failures as data, concurrent nodes, signals, bad input.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runner/process_group.h"
+#include "tests/test_support.h"
+#include "tuner/exit_codes.h"
+
+namespace tunepar {
+namespace {
+
+using testing::RunTunepar;
+using testing::TempDir;
+
+std::string Command(const std::string& extra) {
+  return std::string("'") + TUNEPAR_FAKE_TRAINER +
+         " --tp {tp} --pp {pp} --mbs {mbs} --precision {precision} --recompute {recompute} --vpp {vpp} " +
+         extra + "'";
+}
+
+std::string SearchArgs(const std::string& store, int budget, const std::string& trainer_flags,
+                       const std::string& extra = "") {
+  return "--store " + store +
+         " search --world 2 --model tiny --hardware local-cpu --backend command --command " +
+         Command(trainer_flags) + " --metric-regex 'step_time: ([0-9.]+)' --budget " +
+         std::to_string(budget) + " --node-id n0 " + extra;
+}
+
+// Starts tunepar in the background; returns its pid.
+pid_t Spawn(const std::string& args, const std::string& out) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string command = "exec " + std::string(TUNEPAR_BINARY) + " " + args + " >" + out + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct Trial {
+  int64_t number;
+  std::string layout, status;
+  int attempt;
+};
+
+std::string OnlyStudy(const std::string& store) {
+  const testing::CliRun list = RunTunepar("--store " + store + " --json list");
+  const nlohmann::json j = nlohmann::json::parse(list.out);
+  return j.size() == 1 ? j[0]["study"].get<std::string>() : "";
+}
+
+std::vector<Trial> Trials(const std::string& store, const std::string& study) {
+  const testing::CliRun show = RunTunepar("--store " + store + " --json show " + study + " --all");
+  std::vector<Trial> out;
+  const nlohmann::json j = nlohmann::json::parse(show.out);
+  for (const auto& r : j["rows"]) {
+    out.push_back({r["number"].get<int64_t>(), r["layout"], r["status"], r["attempt"].get<int>()});
+  }
+  return out;
+}
+
+std::vector<std::string> FinishedSequence(const std::vector<Trial>& trials) {
+  std::vector<std::string> seq;
+  for (const Trial& t : trials) {
+    if (t.status != "running" && t.status != "interrupted" && t.status != "queued") seq.push_back(t.layout);
+  }
+  return seq;
+}
+
+// Waits until no process of any trial of `study` is alive (the supervisor kills its group when
+// tunepar dies; that takes a moment).
+bool NoTrialProcessesLeft(const std::string& study_prefix) {
+  for (int i = 0; i < 100; ++i) {
+    if (runner::ProcessesWithMarkerPrefix(study_prefix).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string StudyId(const std::string& store, const std::string& name) {
+  const testing::CliRun show = RunTunepar("--store " + store + " --json show " + name);
+  return nlohmann::json::parse(show.out)["study_id"];
+}
+
+TEST(SearchLoop, KilledAndResumedSearchEqualsAnUninterruptedOne) {
+  TempDir dir;
+  const std::string flags =
+      "--sleep 0.08 --child 30";  // each trial also leaves a child that must not survive
+  const std::string reference = dir / "reference";
+  const testing::CliRun full = RunTunepar(SearchArgs(reference, 20, flags));
+  ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
+  const std::vector<std::string> expected = FinishedSequence(Trials(reference, OnlyStudy(reference)));
+
+  ASSERT_EQ(expected.size(), 20u);
+  EXPECT_EQ(std::set<std::string>(expected.begin(), expected.end()).size(), 20u);
+
+  const std::string store = dir / "killed";
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> delay_ms(150, 900);
+  int kills = 0;
+  for (int round = 0; round < 8; ++round) {
+    const pid_t pid = Spawn(SearchArgs(store, 20, flags), dir / "out.txt");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    if (kill(pid, SIGKILL) == 0) ++kills;
+    Wait(pid);
+    const std::string study = OnlyStudy(store);
+    if (!study.empty()) {
+      EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study))) << "round " << round;
+    }
+  }
+  EXPECT_GE(kills, 4);
+  const testing::CliRun finish = RunTunepar(SearchArgs(store, 20, flags));
+  ASSERT_EQ(finish.exit_code, 0) << finish.out << finish.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  EXPECT_EQ(FinishedSequence(trials), expected);
+  for (const Trial& t : trials) EXPECT_NE(t.status, "running");
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
+  // A further run finds the budget reached and runs nothing.
+  const testing::CliRun again = RunTunepar(SearchArgs(store, 20, flags));
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.out.find("budget of 20 trials is reached"), std::string::npos) << again.out;
+  EXPECT_EQ(Trials(store, study).size(), trials.size());
+}
+
+TEST(SearchLoop, FailuresAreRecordedAndTheSearchGoesOn) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  // mbs 8 hangs (killed after 0.5 s), mbs 2 crashes, large memory runs out of it.
+  const testing::CliRun run =
+      RunTunepar(SearchArgs(store, 14, "--hang-mbs 8 --crash-mbs 2 --oom-above 20", "--timeout 0.5"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::map<std::string, int> by_status;
+  const std::vector<Trial> trials = Trials(store, OnlyStudy(store));
+  for (const Trial& t : trials) ++by_status[t.status];
+  EXPECT_EQ(trials.size(), 14u);
+  EXPECT_GE(by_status["ok"], 2) << run.out;
+  EXPECT_GE(by_status["oom"], 1) << run.out;
+  EXPECT_GE(by_status["timeout"], 1) << run.out;
+  EXPECT_NE(run.out.find("Best layout:"), std::string::npos);
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, OnlyStudy(store))));
+  // Failures teach: the trials after the first OOM and the first hang are not all failures.
+  int ok_after_failures = 0;
+  bool seen_oom = false, seen_timeout = false;
+  for (const Trial& t : trials) {
+    if (seen_oom && seen_timeout && t.status == "ok") ++ok_after_failures;
+    seen_oom = seen_oom || t.status == "oom";
+    seen_timeout = seen_timeout || t.status == "timeout";
+  }
+  EXPECT_GE(ok_after_failures, 1) << run.out;
+}
+
+TEST(SearchLoop, HangsAndCrashesAreClassified) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run = RunTunepar(SearchArgs(store, 6, "--hang", "--timeout 0.5"));
+  // Every trial hangs: timeouts, six of them, and then the run says so.
+  EXPECT_EQ(run.exit_code, kExitTrialsFailed) << run.out << run.err;
+  EXPECT_NE(run.err.find("every trial failed the same way"), std::string::npos) << run.err;
+  for (const Trial& t : Trials(store, OnlyStudy(store))) EXPECT_EQ(t.status, "timeout");
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, OnlyStudy(store))));
+}
+
+TEST(SearchLoop, EightNodesAndAReaderShareOneStore) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  std::vector<pid_t> pids;
+  for (int node = 0; node < 8; ++node) {
+    // A seed per node: eight studies, each with exactly its budget of trials.
+    std::string args = SearchArgs(store, 4, "--sleep 0.05", "--seed " + std::to_string(node));
+    args.replace(args.find("--node-id n0"), 12, "--node-id n" + std::to_string(node));
+    pids.push_back(Spawn(args, dir / ("out" + std::to_string(node))));
+  }
+  int reads = 0;
+  bool running = true;
+  while (running) {
+    const testing::CliRun list = RunTunepar("--store " + store + " list");
+    EXPECT_TRUE(list.exit_code == 0) << list.err;
+    EXPECT_EQ(list.err.find("locked"), std::string::npos) << list.err;
+    ++reads;
+    running = false;
+    for (pid_t pid : pids) running = running || waitpid(pid, nullptr, WNOHANG) == 0;
+  }
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  for (int node = 0; node < 8; ++node) {
+    const std::string out = testing::ReadFile(dir / ("out" + std::to_string(node)));
+    EXPECT_EQ(out.find("locked"), std::string::npos) << out;
+    EXPECT_NE(out.find("budget of 4 trials is reached"), std::string::npos) << out;
+  }
+  const testing::CliRun list = RunTunepar("--store " + store + " --json list");
+  const nlohmann::json studies = nlohmann::json::parse(list.out);
+  ASSERT_EQ(studies.size(), 8u);
+  int rows = 0;
+  for (const auto& s : studies) rows += s["trials"].get<int>();
+  EXPECT_EQ(rows, 32);
+  EXPECT_GT(reads, 0);
+}
+
+TEST(SearchLoop, SigtermStopsTheTrialAndResumeRerunsIt) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::string flags = "--child 60";
+  const pid_t pid = Spawn(SearchArgs(store, 3, flags, "--env FAKE_TRAINER_SLEEP=3"), dir / "out.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the first trial is running
+  kill(pid, SIGTERM);
+  EXPECT_EQ(Wait(pid), 128 + SIGTERM) << testing::ReadFile(dir / "out.txt");
+  const std::string study = OnlyStudy(store);
+  ASSERT_FALSE(study.empty()) << testing::ReadFile(dir / "out.txt");
+  std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].status, "interrupted");
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
+  // The environment is not part of the study (the command template is): the same study resumes,
+  // faster, and re-runs the interrupted trial first, under its own number.
+  const testing::CliRun resume = RunTunepar(SearchArgs(store, 3, flags, "--env FAKE_TRAINER_SLEEP=0.05"));
+  ASSERT_EQ(resume.exit_code, 0) << resume.out << resume.err;
+  EXPECT_NE(resume.out.find("resumed"), std::string::npos);
+  trials = Trials(store, OnlyStudy(store));
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].status, "ok");
+  EXPECT_EQ(trials[0].attempt, 2);
+  EXPECT_EQ(trials[0].layout, Trials(store, study)[0].layout);
+}
+
+TEST(SearchLoop, ASecondTuneparOnTheSameNodeIsRefused) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const pid_t pid = Spawn(SearchArgs(store, 3, "--sleep 5"), dir / "out.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const testing::CliRun second = RunTunepar(SearchArgs(store, 3, "--sleep 5"));
+  EXPECT_EQ(second.exit_code, kExitStore) << second.err;
+  EXPECT_NE(second.err.find("another tunepar process"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("--node-id"), std::string::npos);
+  kill(pid, SIGINT);
+  EXPECT_EQ(Wait(pid), 128 + SIGINT);
+}
+
+TEST(SearchLoop, BadInputIsRefusedBeforeAnythingRuns) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  testing::CliRun run =
+      RunTunepar("--store " + store +
+                 " search --world 2 --model tiny --hardware local-cpu --backend command --command "
+                 "'train --tp {tpp}' --metric-regex 'x([0-9]+)'");
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  EXPECT_NE(run.err.find("unknown placeholder {tpp}"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(store));  // nothing was created
+
+  run = RunTunepar(SearchArgs(store, 5, "") + " --resume-only");
+  EXPECT_EQ(run.exit_code, kExitNotFound) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(store));
+
+  // A metric that is never printed: each trial is invalid, and after three the run stops.
+  run = RunTunepar(SearchArgs(store, 10, "--quiet"));
+  EXPECT_EQ(run.exit_code, kExitTrialsFailed) << run.out << run.err;
+  EXPECT_NE(run.err.find("no match for --metric-regex"), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1);
+  for (const Trial& t : Trials(store, OnlyStudy(store))) EXPECT_EQ(t.status, "invalid");
+
+  // A store written by a newer tunepar: refused, untouched.
+  ASSERT_EQ(std::system(("sqlite3 " + store + "/shards/n0.sqlite 'PRAGMA user_version = 9'").c_str()), 0);
+  const auto before = testing::SnapshotFiles(store);
+  run = RunTunepar(SearchArgs(store, 10, ""));
+  EXPECT_EQ(run.exit_code, kExitSchemaTooNew) << run.err;
+  EXPECT_EQ(testing::SnapshotFiles(store), before);
+}
+
+TEST(SearchLoop, ProgressLinesAndTheFinalSummary) {
+  TempDir dir;
+  const testing::CliRun run = RunTunepar(SearchArgs(dir / "s", 4, ""));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("trial   1/4"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("trial   4/4"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("(model "), std::string::npos);
+  EXPECT_NE(run.out.find("Best layout:"), std::string::npos);
+  EXPECT_NE(run.out.find("The model's top layout"), std::string::npos);
+  EXPECT_EQ(run.out.find("\r"), std::string::npos);  // no progress bar when not on a terminal
+  const testing::CliRun json = RunTunepar("--json " + SearchArgs(dir / "s2", 3, ""));
+  ASSERT_EQ(json.exit_code, 0);
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["trials"].get<int>(), 3);
+  EXPECT_TRUE(j["best"].contains("layout"));
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -1,0 +1,79 @@
+#include "tuner/command_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "search/toml_fields.h"
+
+namespace tunepar {
+
+namespace {
+
+Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::string* metric) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ConfigError(fmt::format("cannot read command config '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<toml::table> doc = search::ParseToml(text.str(), path);
+  if (!doc.ok()) return doc.status();
+  search::TomlFields f(*doc, path);
+  TUNEPAR_RETURN_IF_ERROR(f.String("command", &o->command, false));
+  TUNEPAR_RETURN_IF_ERROR(f.String("metric", metric, false));
+  TUNEPAR_RETURN_IF_ERROR(f.String("metric_regex", &o->metric_regex, false));
+  TUNEPAR_RETURN_IF_ERROR(f.String("metric_json", &o->metric_json, false));
+  TUNEPAR_RETURN_IF_ERROR(f.Number("timeout_s", &o->timeout_s, false));
+  TUNEPAR_RETURN_IF_ERROR(f.String("workdir", &o->workdir, false));
+  if (const toml::node* patterns = f.Take("oom_patterns")) {
+    if (!patterns->is_array()) return f.Error("oom_patterns", "must be an array of regular expressions");
+    o->oom_patterns.clear();
+    for (const toml::node& p : *patterns->as_array()) {
+      if (!p.is_string()) return f.ErrorAt(p, "oom_patterns", "items must be strings");
+      o->oom_patterns.push_back(p.as_string()->get());
+    }
+  }
+  const toml::table* env = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("env", &env, false));
+  if (env != nullptr) {
+    for (auto&& [k, v] : *env) {
+      if (!v.is_string()) return f.ErrorAt(v, "env." + std::string(k.str()), "values must be strings");
+      o->env.emplace_back(std::string(k.str()), v.as_string()->get());
+    }
+  }
+  return f.RejectUnknownKeys();
+}
+
+}  // namespace
+
+Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags) {
+  runner::CommandBackendOptions o;
+  std::string metric = "step_time_s";
+  if (!flags.config_file.empty()) TUNEPAR_RETURN_IF_ERROR(ReadFile(flags.config_file, &o, &metric));
+  if (!flags.command.empty()) o.command = flags.command;
+  if (!flags.metric.empty()) metric = flags.metric;
+  if (!flags.metric_regex.empty()) {
+    o.metric_regex = flags.metric_regex;
+    o.metric_json.clear();
+  }
+  if (!flags.metric_json.empty()) {
+    o.metric_json = flags.metric_json;
+    o.metric_regex.clear();
+  }
+  for (const std::string& p : flags.oom_patterns) o.oom_patterns.push_back(p);
+  for (const std::string& kv : flags.env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return InvalidArgument(fmt::format("--env '{}' is not KEY=VALUE", kv));
+    o.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (flags.timeout_s > 0) o.timeout_s = flags.timeout_s;
+  if (!flags.workdir.empty()) o.workdir = flags.workdir;
+  Result<runner::MetricKind> kind = runner::ParseMetricKind(metric);
+  if (!kind.ok()) return kind.status().WithContext("--metric");
+  o.metric = *kind;
+  TUNEPAR_RETURN_IF_ERROR(runner::ValidateCommandOptions(o));
+  return o;
+}
+
+}  // namespace tunepar

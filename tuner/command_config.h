@@ -1,0 +1,36 @@
+// The command backend's settings, from a TOML file (--command-config) and/or flags (which win):
+//
+//   command = "python train.py --tp {tp} --pp {pp} --micro-batch {mbs} {flash?--use-flash-attn}"
+//   metric = "step_time_ms"                      # step_time_s|step_time_ms|tokens_per_s|samples_per_s|
+//                                                # tflops_per_gpu|higher|lower
+//   metric_regex = "elapsed time per iteration \\(ms\\): ([0-9.]+)"   # or: metric_json = "step_time"
+//   oom_patterns = ["out of memory"]             # replaces the defaults
+//   timeout_s = 1800
+//   workdir = "/path/to/run"
+//   [env]
+//   NCCL_DEBUG = "WARN"
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runner/command_backend.h"
+
+namespace tunepar {
+
+struct CommandFlags {
+  std::string config_file;
+  std::string command;
+  std::string metric;
+  std::string metric_regex;
+  std::string metric_json;
+  std::vector<std::string> oom_patterns;  // added to the file's (or the default) patterns
+  std::vector<std::string> env;           // KEY=VALUE
+  double timeout_s = 0;                   // 0: the file's, or the default
+  std::string workdir;
+};
+
+Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags);
+
+}  // namespace tunepar

@@ -1,0 +1,37 @@
+// The two ways `tunepar search` runs: exhaustively with the performance model (exact and cheap
+// there), or as a Bayesian search over a backend that measures.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include "base/status.h"
+#include "runner/backend.h"
+#include "search/proposer.h"
+#include "tuner/commands.h"
+#include "tuner/study_session.h"
+
+namespace tunepar {
+
+// Every legal layout not yet in the study, predicted and recorded in one transaction.
+Status RunExhaustiveSearch(const GlobalOptions& global, StudySession& session, int top);
+
+struct BayesianSearchOptions {
+  int budget = 20;           // finished trials in the study (all nodes)
+  double time_budget_s = 0;  // 0: none
+  int batch = 1;             // trials proposed, and run, at a time
+  search::AcquisitionKind acquisition = search::AcquisitionKind::kLogExpectedImprovement;
+  uint64_t seed = 0;
+  std::optional<std::pair<double, double>> early_stop;  // (gain, probability)
+  double lease_s = 120;                                 // a running trial's lease, renewed every lease/4
+  int failures_to_abort = 3;  // this many identical failures and no success end the run
+  int top = 10;
+};
+
+// Proposes, runs and records trials until the budget, the time budget, the early stop, the end
+// of the space, or a stop signal. Resumes the study: this node's trials left running by a dead
+// tuner become `interrupted` (their processes killed) and are re-run first.
+Status RunBayesianSearch(const GlobalOptions& global, StudySession& session, runner::Backend& backend,
+                         const BayesianSearchOptions& options);
+
+}  // namespace tunepar
