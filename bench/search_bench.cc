@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/truth.h"
 #include "runner/performance_model.h"
 #include "search/proposer.h"
 #include "search/space.h"
@@ -36,6 +37,9 @@
 namespace {
 
 using namespace tunepar;
+using bench::MakeTruth;
+using bench::Perturb;
+using bench::Truth;
 namespace fs = std::filesystem;
 
 template <typename T>
@@ -54,45 +58,6 @@ struct ProblemSpec {
 const std::vector<ProblemSpec> kProblems = {
     {"gpt-22b@256", "gpt-22b", 256}, {"gpt-175b@1024", "gpt-175b", 1024}, {"gpt-1t@3072", "gpt-1t", 3072}};
 constexpr double kNoise = 0.02;
-
-// A hidden machine: the nominal profile with every efficiency and bandwidth scaled.
-runner::HardwareProfile Perturb(const runner::HardwareProfile& nominal, uint64_t seed) {
-  runner::HardwareProfile hw = nominal;
-  std::mt19937_64 rng(seed * 7919 + 17);
-  std::uniform_real_distribution<double> log_factor(std::log(0.5), std::log(2.0));
-  auto scale = [&](double& v) { v *= std::exp(log_factor(rng)); };
-  for (const auto& p : runner::EfficiencyParameters()) {
-    double& v = hw.efficiency.at(std::string(p.name)).value;
-    scale(v);
-    if (p.key == runner::EfficiencyKey::kDpOverlap) v = std::min(v, 1.0);
-  }
-  scale(hw.memory_bandwidth_gbs.value);
-  scale(hw.intra_node_bandwidth_gbs.value);
-  scale(hw.package_bandwidth_gbs.value);
-  scale(hw.nic_bandwidth_gbs.value);
-  return hw;
-}
-
-struct Truth {
-  std::vector<double> step;  // noise-free true step time per legal layout
-  std::vector<char> fits;
-  int best = -1;  // index of the optimum
-};
-
-Truth MakeTruth(const search::ModelShape& model, const runner::HardwareProfile& hidden,
-                const std::vector<search::Layout>& legal) {
-  const runner::PerformanceModel pm(model, hidden, OrDie(runner::Efficiency::FromProfile(hidden)));
-  Truth t;
-  t.step.resize(legal.size());
-  t.fits.resize(legal.size());
-  for (size_t i = 0; i < legal.size(); ++i) {
-    const runner::Prediction p = pm.Predict(legal[i]);
-    t.step[i] = p.step_time_s;
-    t.fits[i] = p.fits;
-    if (p.fits && (t.best < 0 || p.step_time_s < t.step[t.best])) t.best = static_cast<int>(i);
-  }
-  return t;
-}
 
 // Simple regret after each trial: 1 - true throughput of the best-measured layout / optimum.
 class RegretCurve {

@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  librsvg2-bin  # rsvg-convert: the tests render every chart to PNG
 )
 if [ "${1:-}" = "--bench" ]; then
   # Peers run by bench/ (with Debian's /usr/bin/python3): Optuna's TPE, scikit-learn's GP.

@@ -303,6 +303,15 @@ std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int
   return out;
 }
 
+Surrogate Proposer::Posterior(const std::vector<Outcome>& history) const {
+  const State s = Fit(history);
+  Surrogate out;
+  Score(s, &out.log_step_time, &out.sd);
+  out.feasibility = s.feasibility;
+  out.measured = !s.observed.empty();
+  return out;
+}
+
 StopAdvice Proposer::Advise(const std::vector<Outcome>& history, double gain, double probability) const {
   const State s = Fit(history);
   StopAdvice advice;

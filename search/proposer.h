@@ -78,6 +78,14 @@ struct Proposal {
   double acquisition = 0;             // log EI + log feasibility, or log(feasibility exp(-LCB))
 };
 
+// The surrogate's view of every legal layout after some history (for reports and Shapley values).
+struct Surrogate {
+  std::vector<double> log_step_time;  // posterior mean of the log step time (or the objective)
+  std::vector<double> sd;             // its posterior standard deviation
+  std::vector<double> feasibility;    // probability of fitting and running
+  bool measured = false;              // false: no ok trial yet, the model's prior alone
+};
+
 struct StopAdvice {
   bool stop = false;
   double best_probability =
@@ -95,6 +103,9 @@ class Proposer {
   // Whether any untried layout can still improve the best measured throughput by more than
   // `gain` (e.g. 0.02) with probability at least `probability`.
   StopAdvice Advise(const std::vector<Outcome>& history, double gain, double probability) const;
+
+  // The surrogate fitted to `history`, evaluated on every legal layout.
+  Surrogate Posterior(const std::vector<Outcome>& history) const;
 
   size_t size() const { return legal_.size(); }
   const std::vector<Layout>& legal() const { return legal_; }

@@ -21,6 +21,7 @@ void AddSpaceCommand(CLI::App& app, const GlobalOptions& global, Status* result)
 void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddReportCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result);  // list, show, export
 
 }  // namespace tunepar

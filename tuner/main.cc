@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   AddPredictCommand(app, global, &result);
   AddCalibrateCommand(app, global, &result);
   AddStudyCommands(app, global, &result);
+  AddReportCommand(app, global, &result);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,97 @@
+// Which knobs matter: Shapley values of a function of layouts (the surrogate's or the
+// performance model's log throughput), with the knobs of a layout as the players.
+//
+// Players are the independent knobs: tp, pp, micro_batch, precision, zero, recompute,
+// seq_parallel, virtual_stages, flash_attention. dp and the micro-batch count are derived (from
+// tp, pp and micro_batch for a fixed world and global batch), so they are not players: their
+// effect is credited to the knobs that set them. A knob that does not vary (in the background
+// or the explained layout) is not a player and gets nothing.
+//
+// Interventional value of a coalition S for the explained layout x: the mean of f over the
+// background layouts z, each with S's knobs set to x's values (Janzing et al. 2020). Such a
+// hybrid may not be a legal layout (tp from x, pp from z may not divide the world); only legal
+// hybrids where f is defined enter the mean, and when none is, the mean over every legal layout
+// that agrees with x on S stands in (x itself always does). Efficiency holds exactly:
+// sum of phi = f(x) - mean of f over the background.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "search/layout.h"
+#include "search/shapley.h"
+
+namespace tunepar::search {
+
+enum class Knob {
+  kTp,
+  kPp,
+  kMicroBatch,
+  kPrecision,
+  kZero,
+  kRecompute,
+  kSeqParallel,
+  kVirtualStages,
+  kFlashAttention
+};
+inline constexpr int kNumKnobs = 9;
+std::string_view KnobName(Knob knob);                    // "tp", "micro_batch", ...
+std::string KnobValue(Knob knob, const Layout& layout);  // "8", "bf16", "on", "full", ...
+
+struct KnobExplanation {
+  std::vector<Knob> knobs;                       // the players, in Knob order
+  std::vector<double> phi;                       // contribution of each player to f(x) - baseline
+  std::vector<double> error;                     // standard error (0 when exact)
+  std::vector<std::vector<double>> interaction;  // pairwise Shapley interaction index (exact only)
+  double value = 0;                              // f(x)
+  double baseline = 0;                           // mean of f over the background
+  bool exact = true;
+};
+
+struct KnobImportance {
+  std::vector<Knob> knobs;
+  std::vector<double> mean_abs_phi;              // global importance of each knob
+  std::vector<int> points;                       // the explained background points (legal indices)
+  std::vector<std::vector<double>> phi;          // phi[point][knob]
+  std::vector<std::vector<double>> interaction;  // mean |interaction| over the points
+};
+
+class KnobShapley {
+ public:
+  // f: one value per legal layout (NaN where undefined, e.g. a layout that does not fit);
+  // background: indices into `legal` where f is defined.
+  KnobShapley(const std::vector<Layout>& legal, std::vector<double> f, std::vector<int> background);
+
+  // The layout legal[index] explained; exact up to `max_exact_players` players, else sampled.
+  KnobExplanation Explain(int index, bool interactions = false, int max_exact_players = 12) const;
+
+  // Every background point explained; importance = mean |phi| per knob.
+  KnobImportance Global(bool interactions = false) const;
+
+  const std::vector<int>& background() const { return background_; }
+
+ private:
+  struct Field {
+    Knob knob;
+    int shift;
+    uint64_t mask;
+  };
+  uint64_t Code(Knob knob, const Layout& l) const;
+  uint64_t Key(const Layout& l) const;
+
+  std::vector<Layout> legal_;
+  std::vector<double> f_;
+  std::vector<int> background_;
+  std::vector<Field> fields_;                                     // one per knob, in Knob order
+  std::vector<std::unordered_map<std::string, uint64_t>> codes_;  // per knob: value -> code
+  std::vector<uint64_t> keys_;                                    // per legal layout
+  std::unordered_map<uint64_t, int> index_;
+};
+
+// Spearman rank correlation of two equally long vectors (average ranks for ties).
+double SpearmanCorrelation(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace tunepar::search
