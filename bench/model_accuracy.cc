@@ -17,7 +17,7 @@
 #include "runner/calibration.h"
 #include "runner/performance_model.h"
 #include "search/space.h"
-#include "tuner/presets.h"
+#include "base/presets.h"
 #include "tuner/problem.h"
 
 namespace {

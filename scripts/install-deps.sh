@@ -14,10 +14,12 @@ packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   librsvg2-bin  # rsvg-convert: the tests render every chart to PNG
+  hipcc libamdhip64-dev  # the HIP build of tunepar-core (compile-checked; runs without a GPU)
 )
 if [ "${1:-}" = "--bench" ]; then
-  # Peers run by bench/ (with Debian's /usr/bin/python3): Optuna's TPE, scikit-learn's GP.
-  packages+=(python3 python3-numpy python3-scipy python3-optuna python3-sklearn)
+  # Peers run by bench/ (with Debian's /usr/bin/python3): Optuna's TPE, scikit-learn's GP,
+  # PyTorch on the CPU (with OpenBLAS, as its users would set it up).
+  packages+=(python3 python3-numpy python3-scipy python3-optuna python3-sklearn python3-torch libopenblas0-pthread)
 fi
 
 missing=()

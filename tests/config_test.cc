@@ -4,7 +4,7 @@
 #include "search/model_shape.h"
 #include "search/space_spec.h"
 #include "tests/test_support.h"
-#include "tuner/presets.h"
+#include "base/presets.h"
 #include "tuner/study_identity.h"
 
 namespace tunepar {

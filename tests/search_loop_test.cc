@@ -86,9 +86,9 @@ std::vector<std::string> FinishedSequence(const std::vector<Trial>& trials) {
 }
 
 // Waits until no process of any trial of `study` is alive (the supervisor kills its group when
-// tunepar dies; that takes a moment).
+// tunepar dies; that takes a moment, seconds on a machine loaded by parallel tests).
 bool NoTrialProcessesLeft(const std::string& study_prefix) {
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 600; ++i) {
     if (runner::ProcessesWithMarkerPrefix(study_prefix).empty()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

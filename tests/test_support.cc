@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "tuner/presets.h"
+#include "base/presets.h"
 
 namespace tunepar::testing {
 
@@ -65,9 +65,18 @@ std::string ReadFile(const std::string& path) {
 }
 
 CliRun RunTunepar(const std::string& args) {
+  return RunCommand(std::string(TUNEPAR_BINARY) + " " + args);
+}
+
+std::string MpiRun(int ranks) {
+  return std::string("mpirun --oversubscribe --bind-to none") +
+         (geteuid() == 0 ? " --allow-run-as-root" : "") + " -np " + std::to_string(ranks);
+}
+
+CliRun RunCommand(const std::string& command_line) {
   TempDir io;
   const std::string out = io / "out", err = io / "err";
-  const std::string command = std::string(TUNEPAR_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const std::string command = command_line + " >" + out + " 2>" + err;
   int status = std::system(command.c_str());
   CliRun run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -39,6 +39,10 @@ struct CliRun {
 };
 // Runs `tunepar <args>` through the shell (args are shell words the test controls).
 CliRun RunTunepar(const std::string& args);
+// Runs a shell command line.
+CliRun RunCommand(const std::string& command);
+// "mpirun -np N" with the flags this machine needs (oversubscribed ranks; as root).
+std::string MpiRun(int ranks);
 
 // Every regular file under `dir` with its content, to prove a failed command changed nothing.
 std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string& dir);

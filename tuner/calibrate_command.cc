@@ -12,7 +12,7 @@
 #include "runner/calibration.h"
 #include "store/store_reader.h"
 #include "tuner/commands.h"
-#include "tuner/presets.h"
+#include "base/presets.h"
 #include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
 

@@ -6,7 +6,7 @@
 #include "search/model_shape.h"
 #include "search/space_spec.h"
 #include "tuner/commands.h"
-#include "tuner/presets.h"
+#include "base/presets.h"
 #include "tuner/text_table.h"
 
 namespace tunepar {

@@ -9,7 +9,7 @@
 #include "search/model_shape.h"
 #include "search/space.h"
 #include "search/space_spec.h"
-#include "tuner/presets.h"
+#include "base/presets.h"
 
 namespace tunepar {
 

@@ -1,4 +1,4 @@
-#include "tuner/presets.h"
+#include "base/presets.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# tunepar-core's speed benchmark (prints figures; nothing here is a test):
+#  1. one rank against PyTorch on the CPU (bench/peers/torch_gpt.py, Debian's python3-torch with
+#     OpenBLAS) training the same GPT shape (configs/models/small.toml) in fp32, 1 and N threads;
+#  2. the core's GEMMs against OpenBLAS sgemm on the same shapes (build/core_gemm_bench);
+#  3. TP = 2 on two ranks against one rank, on a compute-bound shape (bench/data/core-tp-bench.toml).
+#   bash bench/core_benchmark.sh [STEPS]        (default 15 measured steps, after 3 warm-up steps)
+# PyTorch's threads: torch.set_num_threads(T) does not bound OpenBLAS's own pool, so each peer
+# run is tried with OPENBLAS_NUM_THREADS = 1 and = T and the faster kept, as a user tuning it
+# would; its thread count is T either way except where noted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-15}
+bash scripts/install-deps.sh --bench
+cmake -S . -B build >/dev/null
+cmake --build build -j"$(nproc)" --target tunepar-core core_gemm_bench >/dev/null
+out=bench/out/core
+mkdir -p "$out"
+cores=$(nproc)
+mpi="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
+
+echo "== 1. training step of the small model (L4 h256 a8 s128 V1024, batch 8, fp32): tunepar-core vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+printf '%-8s %14s %14s %8s\n' threads core_s/step torch_s/step speedup
+for t in $(seq 1 "$cores"); do
+  build/tunepar-core --model small --threads "$t" --steps "$steps" --warmup 3 -q -o "$out/core-t$t.json"
+  best=""
+  for blas in 1 "$t"; do
+    OPENBLAS_NUM_THREADS=$blas /usr/bin/python3 bench/peers/torch_gpt.py --threads "$t" --steps "$steps" --warmup 3 \
+      > "$out/torch-t$t-blas$blas.json"
+    s=$(field "$out/torch-t$t-blas$blas.json" step_time_s)
+    if [ -z "$best" ] || /usr/bin/python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then best=$s; fi
+  done
+  c=$(field "$out/core-t$t.json" step_time_s)
+  /usr/bin/python3 -c "print(f'{$t:<8d} {$c:14.4f} {$best:14.4f} {$best/$c:7.2f}x')"
+done
+
+echo
+echo "== 2. GEMMs"
+build/core_gemm_bench --threads "$cores"
+
+echo
+echo "== 3. tensor parallelism on a compute-bound shape (L2 h1024 a16 s256 V4096, batch 4), 1 thread per rank"
+build/tunepar-core --model bench/data/core-tp-bench.toml --threads 1 --steps 5 --warmup 2 -q -o "$out/tp1.json"
+$mpi --bind-to core -np 2 build/tunepar-core --model bench/data/core-tp-bench.toml --tp 2 --threads 1 --steps 5 \
+  --warmup 2 -q -o "$out/tp2.json"
+/usr/bin/python3 - "$out/tp1.json" "$out/tp2.json" <<'PY'
+import json, sys
+one, two = (json.load(open(f)) for f in sys.argv[1:3])
+print(f"1 rank: {one['step_time_s']:.3f} s/step; TP=2 on 2 ranks: {two['step_time_s']:.3f} s/step "
+      f"(TP all-reduces {two['phases']['tp_comm']['max']:.3f} s): speedup {one['step_time_s'] / two['step_time_s']:.2f}x")
+PY

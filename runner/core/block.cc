@@ -1,0 +1,196 @@
+#include "runner/core/block.h"
+
+#include <cmath>
+#include <vector>
+
+#include "runner/core/ops.h"
+
+namespace tunepar::core {
+
+Buffer StageContext::Activation(size_t values) const {
+  return Buffer(*allocator, MemoryCategory::kActivations, values, StorageBytes());
+}
+
+Buffer StageContext::Workspace(size_t values) const {
+  return Buffer(*allocator, MemoryCategory::kWorkspace, values, StorageBytes());
+}
+
+void StageContext::Store(real* p, int64_t n) const {
+  RoundStorage(p, n, precision);
+}
+
+void StageContext::TpAllReduce(real* p, int64_t n) const {
+  AllReduceSum(p, n, tp_comm, *clock, Phase::kTpComm);
+}
+
+BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores) {
+  const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
+  const Shard& s = ctx.shard;
+  BlockActivations a;
+  a.ln1 = ctx.Activation(N * C);
+  a.ln1_mean = ctx.Activation(N);
+  a.ln1_rstd = ctx.Activation(N);
+  a.qkv = ctx.Activation(N * 3 * s.Cl);
+  if (keep_scores) a.att = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  a.atty = ctx.Activation(N * s.Cl);
+  a.res2 = ctx.Activation(N * C);
+  a.ln2 = ctx.Activation(N * C);
+  a.ln2_mean = ctx.Activation(N);
+  a.ln2_rstd = ctx.Activation(N);
+  a.fch = ctx.Activation(N * s.Fl);
+  a.fcg = ctx.Activation(N * s.Fl);
+  return a;
+}
+
+BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
+  const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
+  const Shard& s = ctx.shard;
+  BlockWorkspace w;
+  w.partial = Buffer(*ctx.allocator, MemoryCategory::kCommBuffers, N * C, ctx.StorageBytes());
+  w.dres2 = ctx.Workspace(N * C);
+  w.dln = ctx.Workspace(N * C);
+  w.datty = ctx.Workspace(N * s.Cl);
+  w.dqkv = ctx.Workspace(N * 3 * s.Cl);
+  w.dfcg = ctx.Workspace(N * s.Fl);
+  w.dfch = ctx.Workspace(N * s.Fl);
+  if (selective) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  return w;
+}
+
+void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t, const real* x,
+                  BlockActivations& a, BlockWorkspace& w, real* out) {
+  real* partial = w.partial.data();
+  Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
+  const int B = ctx.B, T = ctx.dims.T, C = ctx.dims.C, N = ctx.N();
+  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl;
+  const bool adds_bias = ctx.shard.tp_rank == 0;
+  const int64_t NC = int64_t{N} * C;
+
+  LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C);
+  ctx.Store(a.ln1.data(), NC);
+  MatmulForward(a.qkv.data(), a.ln1.data(), W + t.qkv_w, W + t.qkv_b, N, C, 3 * Cl);
+  ctx.Store(a.qkv.data(), int64_t{N} * 3 * Cl);
+  AttentionForward(a.atty.data(), att.data(), a.qkv.data(), B, T, Cl, NHl);
+  ctx.Store(att.data(), static_cast<int64_t>(att.size()));
+  ctx.Store(a.atty.data(), int64_t{N} * Cl);
+  MatmulForward(partial, a.atty.data(), W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, N, Cl, C);
+  ctx.TpAllReduce(partial, NC);
+  ctx.Store(partial, NC);
+  Add(a.res2.data(), x, partial, NC);
+  ctx.Store(a.res2.data(), NC);
+
+  LayerNormForward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W + t.ln2_w,
+                   W + t.ln2_b, N, C);
+  ctx.Store(a.ln2.data(), NC);
+  MatmulForward(a.fch.data(), a.ln2.data(), W + t.fc_w, W + t.fc_b, N, C, Fl);
+  ctx.Store(a.fch.data(), int64_t{N} * Fl);
+  GeluForward(a.fcg.data(), a.fch.data(), int64_t{N} * Fl);
+  ctx.Store(a.fcg.data(), int64_t{N} * Fl);
+  MatmulForward(partial, a.fcg.data(), W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, N, Fl, C);
+  ctx.TpAllReduce(partial, NC);
+  ctx.Store(partial, NC);
+  Add(out, a.res2.data(), partial, NC);
+  ctx.Store(out, NC);
+}
+
+void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockTensors& t, const real* x,
+                   const BlockActivations& a, BlockWorkspace& w, real* dx) {
+  const int B = ctx.B, T = ctx.dims.T, C = ctx.dims.C, N = ctx.N();
+  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl;
+  const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
+
+  // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc.
+  MatmulBackward(w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg.data(), W + t.fcproj_w, N, Fl, C);
+  ctx.Store(w.dfcg.data(), NF);
+  GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF);
+  ctx.Store(w.dfch.data(), NF);
+  MatmulBackward(w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2.data(), W + t.fc_w, N, C, Fl);
+  ctx.TpAllReduce(w.dln.data(), NC);
+  ctx.Store(w.dln.data(), NC);
+  Copy(w.dres2.data(), dx, NC);
+  LayerNormBackward(w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2.data(), W + t.ln2_w,
+                    a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  ctx.Store(w.dres2.data(), NC);
+
+  // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
+  const real* att = a.att.data();
+  if (att == nullptr) {  // selective recomputation (y is recomputed too, into scratch)
+    AttentionForward(w.datty.data(), w.scores.data(), a.qkv.data(), B, T, Cl, NHl);
+    ctx.Store(w.scores.data(), static_cast<int64_t>(w.scores.size()));
+    att = w.scores.data();
+  }
+  MatmulBackward(w.datty.data(), G + t.attproj_w, G + t.attproj_b, w.dres2.data(), a.atty.data(),
+                 W + t.attproj_w, N, Cl, C);
+  ctx.Store(w.datty.data(), int64_t{N} * Cl);
+  AttentionBackward(w.dqkv.data(), w.datty.data(), a.qkv.data(), att, B, T, Cl, NHl);
+  ctx.Store(w.dqkv.data(), int64_t{N} * 3 * Cl);
+  MatmulBackward(w.dln.data(), G + t.qkv_w, G + t.qkv_b, w.dqkv.data(), a.ln1.data(), W + t.qkv_w, N, C,
+                 3 * Cl);
+  ctx.TpAllReduce(w.dln.data(), NC);
+  ctx.Store(w.dln.data(), NC);
+  Copy(dx, w.dres2.data(), NC);
+  LayerNormBackward(dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W + t.ln1_w, a.ln1_mean.data(),
+                    a.ln1_rstd.data(), N, C);
+  ctx.Store(dx, NC);
+}
+
+void EmbeddingForward(const StageContext& ctx, const real* W, const ParameterLayout& p, const int* tokens,
+                      real* x) {
+  const Shard& s = ctx.shard;
+  EncoderForward(x, tokens, W + p.wte, s.tp_rank == 0 ? W + p.wpe : nullptr, s.v0, s.Vl, ctx.B, ctx.dims.T,
+                 ctx.dims.C);
+  ctx.TpAllReduce(x, int64_t{ctx.N()} * ctx.dims.C);
+  ctx.Store(x, int64_t{ctx.N()} * ctx.dims.C);
+}
+
+void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& p, const int* tokens,
+                       const real* dx) {
+  EncoderBackward(G + p.wte, G + p.wpe, dx, tokens, ctx.shard.v0, ctx.shard.Vl, ctx.B, ctx.dims.T,
+                  ctx.dims.C);
+}
+
+double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, const ParameterLayout& p,
+                           const real* x, const int* targets, double grad_scale, real* dx) {
+  const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
+  const int64_t NC = int64_t{N} * C;
+  Buffer lnf = ctx.Activation(NC), mean = ctx.Activation(N), rstd = ctx.Activation(N);
+  // Logits in fp32 whatever the storage precision (the loss is computed in fp32).
+  Buffer logits(*ctx.allocator, MemoryCategory::kActivations, static_cast<size_t>(N) * Vl, 4.0);
+  Buffer stats(*ctx.allocator, MemoryCategory::kWorkspace, 3 * static_cast<size_t>(N), 4.0);
+  real* row_max = stats.data();
+  real* row_sum = row_max + N;  // row_sum and target_logit are adjacent: one all-reduce
+  real* target_logit = row_sum + N;
+
+  LayerNormForward(lnf.data(), mean.data(), rstd.data(), x, W + p.lnf_w, W + p.lnf_b, N, C);
+  ctx.Store(lnf.data(), NC);
+  MatmulForward(logits.data(), lnf.data(), W + p.lm_head, nullptr, N, C, Vl);
+  ctx.Store(logits.data(), int64_t{N} * Vl);
+
+  CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl);
+  AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
+  CrossEntropyStats(nullptr, row_sum, target_logit, logits.data(), targets, row_max, v0, N, Vl);
+  AllReduceSum(row_sum, 2 * int64_t{N}, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
+  std::vector<real> host(3 * static_cast<size_t>(N));
+  Download(host.data(), stats.data(), host.size() * sizeof(real));
+  double loss = 0;
+  for (int n = 0; n < N; ++n) {
+    const real log_sum = Log(host[N + n]) + host[n];
+    loss += static_cast<double>(log_sum) - host[2 * N + n];
+    host[n] = log_sum;
+  }
+  Upload(row_max, host.data(), N * sizeof(real));  // now log_sum per row
+  CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, static_cast<real>(grad_scale), N,
+                       Vl);
+
+  Buffer dlnf = ctx.Workspace(NC);
+  MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W + p.lm_head, N, C, Vl);
+  ctx.TpAllReduce(dlnf.data(), NC);
+  ctx.Store(dlnf.data(), NC);
+  Fill(dx, NC, 0);
+  LayerNormBackward(dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W + p.lnf_w, mean.data(), rstd.data(), N,
+                    C);
+  ctx.Store(dx, NC);
+  return loss;
+}
+
+}  // namespace tunepar::core

@@ -1,0 +1,89 @@
+// The layers of one pipeline stage on one rank: token embedding, transformer blocks, and the
+// head (final layer norm, LM head, cross-entropy), forward and backward, with Megatron's tensor
+// parallelism (the all-reduces are here; the pipeline and data parallelism are the trainer's).
+//
+// Block, with x (B, T, C) replicated over the TP group:
+//   ln1 = LN(x); qkv = ln1 Wqkv^T + bqkv        (column-parallel: this rank's heads)
+//   y = attention(qkv); res2 = x + allreduce(y Wo^T) + bo     (row-parallel)
+//   ln2 = LN(res2); h = gelu(ln2 Wfc^T + bfc)   (column-parallel)
+//   out = res2 + allreduce(h Wp^T) + bp         (row-parallel)
+// Backward all-reduces the gradients of ln1 and ln2 (the inputs of the column-parallel layers).
+// Replicated biases are added by TP rank 0 before the all-reduce, so they count once.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "runner/core/memory.h"
+#include "runner/core/parallel.h"
+#include "runner/core/parameters.h"
+
+namespace tunepar::core {
+
+// What the layers of a stage need to run a micro-batch.
+struct StageContext {
+  ModelDims dims;
+  Shard shard;
+  int B = 1;          // micro-batch (sequences)
+  int precision = 0;  // storage of weights and activations: 0 fp32, 1 fp16, 2 bf16
+  TrackingAllocator* allocator = nullptr;
+  PhaseClock* clock = nullptr;
+  MPI_Comm tp_comm = MPI_COMM_NULL;
+
+  int N() const { return B * dims.T; }  // rows (tokens) per micro-batch
+  double StorageBytes() const { return precision == 0 ? 4.0 : 2.0; }
+  Buffer Activation(size_t values) const;  // counted in activations at storage width
+  Buffer Workspace(size_t values) const;   // counted in workspace at storage width
+  void Store(real* p, int64_t n) const;    // rounds to the storage precision
+  void TpAllReduce(real* p, int64_t n) const;
+};
+
+// A block's saved activations for the backward pass (all but its input x).
+struct BlockActivations {
+  Buffer ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
+  Buffer qkv;                      // (N, 3 Cl)
+  Buffer att;                      // (B, NHl, T, T)
+  Buffer atty;                     // (N, Cl)
+  Buffer res2;                     // (N, C)
+  Buffer ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
+  Buffer fch, fcg;                 // (N, Fl) before and after GeLU
+};
+// keep_scores false (selective recomputation): no `att`; the passes use a shared scratch.
+BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores);
+
+// Buffers a stage reuses across blocks and micro-batches during the backward pass.
+struct BlockWorkspace {
+  Buffer partial;     // (N, C): a row-parallel layer's partial sum, all-reduced in place
+  Buffer dres2, dln;  // (N, C)
+  Buffer datty;       // (N, Cl)
+  Buffer dqkv;        // (N, 3 Cl)
+  Buffer dfcg, dfch;  // (N, Fl)
+  Buffer scores;      // (B, NHl, T, T): selective recomputation's attention probabilities
+};
+BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
+
+// Block `b` of this stage: weights/grads are the flat buffers, `t` the block's offsets.
+void BlockForward(const StageContext& ctx, const real* weights, const BlockTensors& t, const real* x,
+                  BlockActivations& a, BlockWorkspace& w, real* out);
+// dx: in, the gradient of the block's output; out, the gradient of its input x. Without saved
+// scores (selective recomputation) the attention's forward runs again first.
+void BlockBackward(const StageContext& ctx, const real* weights, real* grads, const BlockTensors& t,
+                   const real* x, const BlockActivations& a, BlockWorkspace& w, real* dx);
+
+// x (N, C) = wte[tokens] + wpe (vocabulary-parallel lookup, all-reduced over TP).
+void EmbeddingForward(const StageContext& ctx, const real* weights, const ParameterLayout& p,
+                      const int* tokens, real* x);
+void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayout& p, const int* tokens,
+                       const real* dx);
+
+// The head on a micro-batch's stage output x: final layer norm, logits over this rank's
+// vocabulary rows, cross-entropy against `targets`, and straight away its backward (the 1F1B
+// last stage runs a micro-batch's backward right after its forward): accumulates the head's
+// weight gradients and writes dx (N, C). `grad_scale` multiplies dloss/dlogit (1 / tokens per
+// step, times the fp16 loss scale). Returns the sum of the micro-batch's token losses.
+double HeadForwardBackward(const StageContext& ctx, const real* weights, real* grads,
+                           const ParameterLayout& p, const real* x, const int* targets, double grad_scale,
+                           real* dx);
+
+}  // namespace tunepar::core

@@ -1,0 +1,269 @@
+// tunepar-core: one rank of the built-in transformer training job. See runner/core/README.md
+// for the flags, the JSON result and the exit codes.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runner/core/core_options.h"
+#include "runner/core/core_result.h"
+#include "runner/core/gradient_check.h"
+#include "runner/core/ops.h"
+#include "runner/core/trainer.h"
+#include "runner/performance_model.h"
+
+namespace tunepar::core {
+namespace {
+
+// Exit codes (README): 0 ok, 1 internal error, 2 bad input, 3 out of memory, 4 no device,
+// 5 diverged (non-finite loss), 6 the result could not be written.
+constexpr int kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitOom = 3, kExitNoDevice = 4,
+              kExitDiverged = 5, kExitOutput = 6;
+
+int ThreadsFor(const CoreOptions& o, const ProcessGrid& grid) {
+  if (o.threads > 0) return o.threads;
+  const int cpus = AffinityCount();
+  // Unbound ranks see every CPU of the node: share them.
+  const int online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return std::max(1, cpus >= online ? cpus / grid.local_size : cpus);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json Describe(const CoreOptions& o, int world) {
+  const search::ModelShape& m = o.model;
+  const search::Layout& l = o.layout;
+  const int gb = l.micro_batch * l.num_micro_batches * l.dp;
+  return {{"tool", "tunepar-core"},
+          {"model",
+           {{"name", m.name},
+            {"source", o.model_origin},
+            {"layers", m.layers},
+            {"hidden", m.hidden},
+            {"heads", m.heads},
+            {"seq_len", m.seq_len},
+            {"vocab", m.vocab},
+            {"ffn_hidden", m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden},
+            {"tied_embeddings", m.tied_embeddings},
+            {"parameters", m.Parameters()}}},
+          {"layout", search::LayoutKey(l)},
+          {"world", world},
+          {"global_batch", gb},
+          {"tokens_per_step", static_cast<int64_t>(gb) * m.seq_len}};
+}
+
+void WriteDump(const std::string& dir, const std::string& name,
+               const std::map<std::string, std::vector<double>>& tensors) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json j = tensors;
+  std::ofstream(std::filesystem::path(dir) / name) << j.dump();
+}
+
+int Run(const CoreOptions& o, const ProcessGrid& grid) {
+  const search::Layout& l = o.layout;
+  nlohmann::json result = Describe(o, grid.world_size);
+  if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
+
+  const int devices = DeviceCount();
+  if (devices == 0) {
+    if (grid.rank == 0) {
+      result["status"] = "no_device";
+      result["error"] = fmt::format("no {} device visible to this process", BackendName());
+      std::cerr << "tunepar-core: " << result["error"].get<std::string>() << "\n";
+      (void)WriteResult(o.output, result);
+    }
+    return kExitNoDevice;
+  }
+  const std::string device = UseDevice(grid.local_rank % devices);
+  const int threads = ThreadsFor(o, grid);
+  SetThreads(threads);
+  nlohmann::json placement = GatherPlacement(grid, device, threads);
+
+  TrainingOptions t;
+  t.micro_batch = l.micro_batch;
+  t.num_micro_batches = l.num_micro_batches;
+  t.precision = l.precision == search::Precision::kFp32 ? 0 : l.precision == search::Precision::kFp16 ? 1 : 2;
+  t.zero1 = l.zero == 1;
+  t.recompute = l.recompute == search::Recompute::kNone        ? 0
+                : l.recompute == search::Recompute::kSelective ? 1
+                                                               : 2;
+  t.lr = o.lr;
+  t.seed = o.seed;
+  TokenSource data = TokenSource::Synthetic(o.model.vocab, o.seed + 1);
+  if (!o.data.empty()) {
+    Result<TokenSource> text = TokenSource::TextFile(o.data, o.model.vocab, o.seed + 1);
+    if (!text.ok()) {
+      if (grid.rank == 0) std::cerr << "tunepar-core: " << text.status().message() << "\n";
+      return kExitUsage;
+    }
+    data = std::move(*text);
+  }
+
+  TrackingAllocator allocator(o.memory_cap_bytes);
+  std::vector<double> losses, step_times, norms, scales;
+  int skipped = 0;
+  std::string status = "ok";
+  std::array<double, kNumPhases> phase_sum{};
+  const int total_steps = o.warmup + o.steps;
+  try {
+    Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
+    if (!o.dump.empty()) {
+      trainer.ComputeGradients(0);
+      auto grads = trainer.GatherGradients();
+      if (grid.rank == 0) WriteDump(o.dump, "gradients.json", grads);
+    }
+    if (o.gradient_check > 0) result["gradient_check"] = CheckGradients(trainer, o.gradient_check, o.seed);
+    for (int step = 0; step < total_steps; ++step) {
+      if (o.fault != Fault::kNone && step == o.fault_step && grid.rank == o.fault_rank) {
+        std::cerr << fmt::format("tunepar-core: rank {}: injected fault '{}' at step {}\n", grid.rank,
+                                 ToString(o.fault), step);
+        if (o.fault == Fault::kCrash) std::abort();
+        if (o.fault == Fault::kHang) {
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+        allocator.set_cap(allocator.in_use());  // kOom: the next allocation fails
+      }
+      StepStats s = trainer.Step(step);
+      double seconds = s.seconds;
+      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, grid.world);
+      losses.push_back(s.loss);
+      norms.push_back(s.grad_norm);
+      scales.push_back(s.loss_scale);
+      skipped += s.skipped ? 1 : 0;
+      if (step >= o.warmup) {
+        step_times.push_back(seconds);
+        for (int p = 0; p < kNumPhases; ++p) phase_sum[p] += s.phases.Get(static_cast<Phase>(p));
+      }
+      if (!std::isfinite(s.loss) && t.precision != 1) {
+        status = "diverged";
+        break;
+      }
+    }
+    if (!o.dump.empty()) {
+      auto weights = trainer.GatherWeights();
+      if (grid.rank == 0) WriteDump(o.dump, "weights.json", weights);
+    }
+  } catch (const OutOfMemory& e) {
+    // Other ranks may be waiting for this one inside MPI: report, then end the job.
+    std::cerr << fmt::format("tunepar-core: rank {}: {}\n", grid.rank, e.what());
+    if (ClaimResult(o.output)) {
+      result["status"] = "oom";
+      result["error"] = fmt::format("rank {}: {}", grid.rank, e.what());
+      result["memory"] = MemoryOf(allocator);
+      result["memory"]["rank"] = grid.rank;
+      result["memory"]["category"] = std::string(ToString(e.category()));
+      result["versions"] = Versions();
+      (void)WriteResult(o.output, result);
+    }
+    std::cerr.flush();
+    if (grid.world_size > 1) MPI_Abort(grid.world, kExitOom);
+    return kExitOom;
+  }
+
+  // Phases: each rank's mean per measured step; then the maximum and mean over ranks.
+  const int measured = static_cast<int>(step_times.size());
+  std::array<double, kNumPhases> mine{}, max{}, sum{};
+  for (int p = 0; p < kNumPhases; ++p) mine[p] = measured > 0 ? phase_sum[p] / measured : 0;
+  MPI_Reduce(mine.data(), max.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, 0, grid.world);
+  MPI_Reduce(mine.data(), sum.data(), kNumPhases, MPI_DOUBLE, MPI_SUM, 0, grid.world);
+  nlohmann::json memory = GatherMemory(grid, allocator);
+  if (grid.rank != 0) return status == "ok" ? kExitOk : kExitDiverged;
+
+  result["status"] = status;
+  result["steps"] = measured;
+  result["warmup"] = o.warmup;
+  const double step_time = measured > 0 ? Median(step_times) : 0;
+  search::ModelShape shape = o.model;
+  shape.global_batch = result["global_batch"].get<int>();
+  result["step_time_s"] = step_time;
+  result["step_times_s"] = step_times;
+  result["tokens_per_s"] = step_time > 0 ? result["tokens_per_step"].get<double>() / step_time : 0.0;
+  result["model_flops_per_step"] = runner::ModelFlopsPerStep(shape);
+  result["tflops_per_gpu"] =
+      step_time > 0 ? runner::ModelFlopsPerStep(shape) / step_time / grid.world_size / 1e12 : 0.0;
+  result["loss"] = losses;
+  result["loss_floor"] = data.EntropyRate();
+  result["grad_norm"] = norms;
+  if (t.precision == 1) {
+    result["loss_scale"] = scales;
+    result["skipped_steps"] = skipped;
+  }
+  nlohmann::json phases;
+  for (int p = 0; p < kNumPhases; ++p) {
+    phases[std::string(ToString(static_cast<Phase>(p)))] = {{"max", max[p]},
+                                                            {"mean", sum[p] / grid.world_size}};
+  }
+  result["phases"] = phases;
+  result["memory"] = memory;
+  result["placement"] = placement;
+  result["versions"] = Versions();
+  result["data"] = o.data.empty() ? "synthetic" : o.data;
+  if (!o.quiet) {
+    std::cerr << fmt::format(
+        "tunepar-core: {} {} on {} rank(s): {:.4f} s/step, {:.0f} tokens/s, {:.3f} TFLOP/s/GPU, "
+        "loss {:.3f} -> {:.3f}, peak {:.1f} MB/rank\n",
+        o.model.name, search::LayoutKey(l), grid.world_size, step_time, result["tokens_per_s"].get<double>(),
+        result["tflops_per_gpu"].get<double>(), losses.empty() ? 0.0 : losses.front(),
+        losses.empty() ? 0.0 : losses.back(), memory["peak_bytes"].get<double>() / 1e6);
+  }
+  if (Status written = WriteResult(o.output, result); !written.ok()) {
+    std::cerr << "tunepar-core: " << written.message() << "\n";
+    return kExitOutput;
+  }
+  return status == "ok" ? kExitOk : kExitDiverged;
+}
+
+}  // namespace
+}  // namespace tunepar::core
+
+int main(int argc, char** argv) {
+  using namespace tunepar::core;
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::string help;
+  tunepar::Result<CoreOptions> options = ParseCoreOptions(argc, argv, size, &help);
+  int code = kExitOk;
+  if (!options.ok()) {
+    const bool is_help = !help.empty();
+    if (rank == 0) {
+      if (is_help)
+        std::cout << help;
+      else
+        std::cerr << "tunepar-core: " << options.status().message() << "\n";
+    }
+    MPI_Finalize();
+    return is_help ? kExitOk : kExitUsage;
+  }
+  tunepar::Result<ProcessGrid> grid =
+      CreateProcessGrid(MPI_COMM_WORLD, options->layout.tp, options->layout.pp, options->layout.dp);
+  if (!grid.ok()) {
+    if (rank == 0) std::cerr << "tunepar-core: " << grid.status().message() << "\n";
+    MPI_Finalize();
+    return kExitUsage;
+  }
+  try {
+    code = Run(*options, *grid);
+  } catch (const std::exception& e) {
+    std::cerr << "tunepar-core: rank " << rank << ": internal error: " << e.what() << "\n";
+    MPI_Abort(MPI_COMM_WORLD, kExitInternal);
+  }
+  FreeProcessGrid(*grid);
+  MPI_Finalize();
+  return code;
+}

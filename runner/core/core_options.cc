@@ -1,0 +1,216 @@
+#include "runner/core/core_options.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/presets.h"
+#include "runner/hardware_profile.h"
+
+namespace tunepar::core {
+
+std::string_view ToString(Fault fault) {
+  switch (fault) {
+    case Fault::kNone: return "none";
+    case Fault::kCrash: return "crash";
+    case Fault::kHang: return "hang";
+    case Fault::kOom: return "oom";
+  }
+  return "?";
+}
+
+namespace {
+
+// "24GB", "512MiB", "1e9": bytes.
+Result<double> ParseBytes(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return InvalidArgument(fmt::format("--memory-cap {}: not a size (e.g. 16GB, 512MiB, 2e9)", text));
+  }
+  const std::string unit = text.substr(used);
+  const std::pair<const char*, double> units[] = {{"", 1},          {"B", 1},        {"KB", 1e3},
+                                                  {"MB", 1e6},      {"GB", 1e9},     {"KiB", 1024.0},
+                                                  {"MiB", 1 << 20}, {"GiB", 1 << 30}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name && value > 0) return value * scale;
+  }
+  return InvalidArgument(fmt::format("--memory-cap {}: not a positive size (e.g. 16GB, 512MiB, 2e9)", text));
+}
+
+// A trial file: {"layout": "<key>"} or the layout's fields, plus optional run settings.
+Status ReadTrialFile(const std::string& path, search::Layout& layout, bool& have_layout, CoreOptions& o) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument(fmt::format("--trial {}: cannot read the file", path));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return InvalidArgument(fmt::format("--trial {}: not a JSON object", path));
+  try {
+    if (j.contains("layout")) {
+      Result<search::Layout> l = search::ParseLayoutKey(j["layout"].get<std::string>());
+      if (!l.ok()) return l.status().WithContext("--trial " + path);
+      layout = *l;
+      have_layout = true;
+    }
+    if (j.contains("steps")) o.steps = j["steps"].get<int>();
+    if (j.contains("warmup")) o.warmup = j["warmup"].get<int>();
+    if (j.contains("seed")) o.seed = j["seed"].get<uint64_t>();
+    if (j.contains("lr")) o.lr = j["lr"].get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(fmt::format("--trial {}: {}", path, e.what()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std::string* help) {
+  CoreOptions o;
+  CLI::App app{
+      "tunepar-core: a GPT training step over MPI with tensor, pipeline and data parallelism, "
+      "timed and memory-checked; rank 0 writes one JSON result.",
+      "tunepar-core"};
+  std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap,
+              fault = "none";
+  int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0;
+  app.add_option("--model", model, "model preset or TOML file (configs/models)")->capture_default_str();
+  app.add_option("--layout", layout_key,
+                 "layout key, e.g. tp2-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
+  app.add_option("--trial", trial, "JSON trial file: {\"layout\": KEY, \"steps\": N, ...}");
+  app.add_option("--tp", tp, "tensor-parallel size")->capture_default_str();
+  app.add_option("--pp", pp, "pipeline-parallel size (stages)")->capture_default_str();
+  app.add_option("--dp", dp, "data-parallel size (default: ranks / (tp pp))");
+  app.add_option("--micro-batch", micro_batch,
+                 "sequences per micro-batch (default: the model's global batch / (dp nmb))");
+  app.add_option("--micro-batches", micro_batches,
+                 "micro-batches per step per replica (default: global batch / (dp mbs))");
+  app.add_option("--precision", precision, "fp32 | bf16 | fp16 (16-bit storage, fp32 master weights)")
+      ->capture_default_str();
+  app.add_option("--zero", zero, "ZeRO stage: 0 or 1 (optimizer states sharded over dp)")
+      ->capture_default_str();
+  app.add_option("--recompute", recompute, "none | selective | full")->capture_default_str();
+  app.add_option("--hardware", o.hardware, "hardware preset or TOML: its device memory caps each rank");
+  app.add_option("--memory-cap", memory_cap, "device memory per rank, e.g. 2GB (overrides --hardware)");
+  app.add_option("--steps", o.steps, "measured steps")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "steps before measuring")->capture_default_str();
+  app.add_option("--threads", o.threads, "threads per rank (default: the rank's CPUs / ranks sharing them)");
+  app.add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--seed", o.seed, "initialisation and data seed")->capture_default_str();
+  app.add_option("--data", o.data, "train on the bytes of a text file (default: synthetic tokens)");
+  app.add_option("--output,-o", o.output, "write the JSON result here (default: stdout)");
+  app.add_option("--dump", o.dump,
+                 "write the first step's gradients and the final weights (global tensors) here");
+  app.add_option("--gradient-check", o.gradient_check,
+                 "compare gradients with finite differences at N points per tensor");
+  app.add_option("--fault", fault, "test hook: crash | hang | oom at --fault-step on --fault-rank")
+      ->capture_default_str();
+  app.add_option("--fault-rank", o.fault_rank, "rank that fails")->capture_default_str();
+  app.add_option("--fault-step", o.fault_step, "step at which it fails")->capture_default_str();
+  app.add_flag("--quiet,-q", o.quiet, "no summary line on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    *help = app.help();
+    return InvalidArgument("help requested");
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+
+  Result<ConfigText> model_text = ResolveConfig("models", model);
+  if (!model_text.ok()) return model_text.status();
+  Result<search::ModelShape> shape = search::ParseModelShape(model_text->text, model_text->origin);
+  if (!shape.ok()) return shape.status();
+  o.model = *shape;
+  o.model_origin = model_text->origin;
+
+  if (!memory_cap.empty()) {
+    Result<double> cap = ParseBytes(memory_cap);
+    if (!cap.ok()) return cap.status();
+    o.memory_cap_bytes = *cap;
+  } else if (!o.hardware.empty()) {
+    Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
+    if (!hw_text.ok()) return hw_text.status();
+    Result<runner::HardwareProfile> hw = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
+    if (!hw.ok()) return hw.status();
+    o.memory_cap_bytes = hw->MemoryBytes();
+  }
+
+  search::Layout& l = o.layout;
+  bool have_layout = false;
+  if (!trial.empty()) TUNEPAR_RETURN_IF_ERROR(ReadTrialFile(trial, l, have_layout, o));
+  if (!layout_key.empty()) {
+    Result<search::Layout> parsed = search::ParseLayoutKey(layout_key);
+    if (!parsed.ok()) return parsed.status().WithContext("--layout");
+    l = *parsed;
+    have_layout = true;
+  }
+  if (!have_layout) {
+    l.tp = tp;
+    l.pp = pp;
+    l.dp = dp > 0 ? dp : (tp * pp > 0 ? world_size / (tp * pp) : 0);
+    Result<search::Precision> p = search::ParsePrecision(precision);
+    if (!p.ok()) return p.status().WithContext("--precision");
+    l.precision = *p;
+    Result<search::Recompute> r = search::ParseRecompute(recompute);
+    if (!r.ok()) return r.status().WithContext("--recompute");
+    l.recompute = *r;
+    l.zero = zero;
+    const int gb = o.model.global_batch;
+    l.micro_batch = micro_batch;
+    l.num_micro_batches = micro_batches;
+    if (l.micro_batch <= 0 && l.num_micro_batches <= 0) l.num_micro_batches = 1;
+    if (l.dp > 0 && l.micro_batch <= 0)
+      l.micro_batch = gb % (l.dp * l.num_micro_batches) == 0 ? gb / (l.dp * l.num_micro_batches) : 0;
+    if (l.dp > 0 && l.num_micro_batches <= 0)
+      l.num_micro_batches = gb % (l.dp * l.micro_batch) == 0 ? gb / (l.dp * l.micro_batch) : 0;
+    if (l.micro_batch <= 0 || l.num_micro_batches <= 0) {
+      return InvalidArgument(fmt::format(
+          "the model's global batch {} does not split over dp {}: give --micro-batch and --micro-batches", gb,
+          l.dp));
+    }
+  }
+
+  if (fault == "crash")
+    o.fault = Fault::kCrash;
+  else if (fault == "hang")
+    o.fault = Fault::kHang;
+  else if (fault == "oom")
+    o.fault = Fault::kOom;
+  else if (fault != "none")
+    return InvalidArgument(fmt::format("--fault {}: expected crash, hang, oom or none", fault));
+
+  // What the core can run.
+  const search::ModelShape& m = o.model;
+  const int F = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  if (l.tp * l.pp * l.dp != world_size) {
+    return InvalidArgument(fmt::format("layout {} needs {} ranks, the job has {}", search::LayoutKey(l),
+                                       l.tp * l.pp * l.dp, world_size));
+  }
+  if (l.seq_parallel || l.flash_attention || l.virtual_stages != 1) {
+    return InvalidArgument(
+        fmt::format("layout {}: tunepar-core implements neither sequence parallelism, flash attention nor "
+                    "interleaved stages (sp0, fa0, vpp1 only)",
+                    search::LayoutKey(l)));
+  }
+  if (l.zero != 0 && l.zero != 1) return InvalidArgument(fmt::format("--zero {}: 0 or 1", l.zero));
+  if (m.heads % l.tp != 0 || m.hidden % l.tp != 0 || F % l.tp != 0 || m.vocab % l.tp != 0) {
+    return InvalidArgument(
+        fmt::format("tp {} must divide the heads ({}), hidden ({}), MLP width ({}) and vocabulary ({}) of {}",
+                    l.tp, m.heads, m.hidden, F, m.vocab, m.name));
+  }
+  if (l.pp > m.layers)
+    return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
+  if (o.steps < 1 || o.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
+  if (o.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (o.gradient_check > 0 && world_size != 1) return InvalidArgument("--gradient-check runs on one rank");
+  if (o.gradient_check > 0 && l.precision != search::Precision::kFp32)
+    return InvalidArgument("--gradient-check needs --precision fp32");
+  return o;
+}
+
+}  // namespace tunepar::core

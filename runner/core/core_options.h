@@ -1,0 +1,45 @@
+// The command line of tunepar-core: the model (a TOML preset or file, the same the tuner
+// reads), the layout (flags, a layout key, or a JSON trial file), the run and the test hooks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "search/layout.h"
+#include "search/model_shape.h"
+
+namespace tunepar::core {
+
+enum class Fault { kNone, kCrash, kHang, kOom };
+
+struct CoreOptions {
+  search::ModelShape model;
+  std::string model_origin;
+  search::Layout layout;        // dp from the world size when not given
+  std::string hardware;         // preset or file: its memory_gb caps each rank ("" none)
+  double memory_cap_bytes = 0;  // --memory-cap, else the hardware's, else 0 (no cap)
+  int steps = 5;                // measured steps
+  int warmup = 2;               // steps run before measuring
+  int threads = 0;              // per rank; 0: the CPUs of the rank's affinity mask, shared
+  double lr = 3e-4;
+  uint64_t seed = 1234;
+  std::string data;        // a text file (byte tokens); "" synthetic
+  std::string output;      // JSON result; "" stdout
+  std::string dump;        // directory for gradients/weights dumps (tests)
+  int gradient_check = 0;  // samples per tensor (one rank)
+  Fault fault = Fault::kNone;
+  int fault_rank = 0;
+  int fault_step = 1;  // the step at which the fault fires
+  bool quiet = false;
+};
+
+// Parses argv for a job of `world_size` ranks. On --help, fills `help` (and returns an error
+// the caller ignores when `help` is set).
+Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std::string* help);
+
+std::string_view ToString(Fault fault);
+
+}  // namespace tunepar::core

@@ -1,0 +1,130 @@
+#include "runner/core/core_result.h"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include <sched.h>
+
+#include "base/provenance.h"
+#include "runner/core/ops.h"
+
+namespace tunepar::core {
+
+std::string AffinityList() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "?";
+  std::string out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    if (!out.empty()) out += ",";
+    out += last == cpu ? std::to_string(cpu) : std::to_string(cpu) + "-" + std::to_string(last);
+    cpu = last;
+  }
+  return out;
+}
+
+int AffinityCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
+nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads) {
+  const nlohmann::json mine = {
+      {"rank", grid.rank},       {"host", HostName()},      {"local_rank", grid.local_rank},
+      {"cpus", AffinityList()},  {"device", device},        {"threads", threads},
+      {"tp_rank", grid.tp_rank}, {"pp_rank", grid.pp_rank}, {"dp_rank", grid.dp_rank}};
+  const std::string text = mine.dump();
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(grid.world_size), offsets(grid.world_size);
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, grid.world);
+  int total = 0;
+  for (int r = 0; r < grid.world_size; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string all(grid.rank == 0 ? static_cast<size_t>(total) : 0, '\0');
+  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
+              grid.world);
+  if (grid.rank != 0) return nullptr;
+  nlohmann::json out = nlohmann::json::array();
+  for (int r = 0; r < grid.world_size; ++r)
+    out.push_back(nlohmann::json::parse(all.substr(offsets[r], lengths[r])));
+  return out;
+}
+
+nlohmann::json MemoryOf(const TrackingAllocator& a) {
+  nlohmann::json by_category;
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = a.peak_by_category()[c];
+  }
+  return {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
+          {"peak_bytes", a.peak()},
+          {"peak_by_category", by_category}};
+}
+
+nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a) {
+  std::vector<double> local(kNumMemoryCategories + 1), max(kNumMemoryCategories + 1);
+  for (int c = 0; c < kNumMemoryCategories; ++c) local[c] = a.peak_by_category()[c];
+  local[kNumMemoryCategories] = a.peak();
+  MPI_Reduce(local.data(), max.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0, grid.world);
+  nlohmann::json by_category;
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = max[c];
+  return {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
+          {"peak_bytes", max[kNumMemoryCategories]},
+          {"peak_by_category", by_category}};
+}
+
+nlohmann::json Versions() {
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(mpi, &length);
+  std::string mpi_version(mpi, static_cast<size_t>(length));
+  if (const size_t cut = mpi_version.find_first_of(",\n"); cut != std::string::npos) mpi_version.resize(cut);
+  return {{"tunepar", std::string(Version())},
+          {"git", std::string(GitRevision())},
+          {"mpi", mpi_version},
+          {"backend", BackendName()},
+          {"backend_version", BackendVersion()},
+          {"compiler", __VERSION__},
+          {"arithmetic", sizeof(real) == 8 ? "fp64" : "fp32"}};
+}
+
+Status WriteResult(const std::string& path, const nlohmann::json& result) {
+  if (path.empty()) {
+    std::cout << result.dump(2) << std::endl;
+    return Status::Ok();
+  }
+  const std::string temporary = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(temporary);
+    out << result.dump(2) << "\n";
+    if (!out) return InvalidArgument("cannot write the result to " + path);
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) return InvalidArgument("cannot write the result to " + path + ": " + error.message());
+  return Status::Ok();
+}
+
+bool ClaimResult(const std::string& path) {
+  if (path.empty()) return true;
+  const int fd = open((path + ".lock").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+}  // namespace tunepar::core

@@ -1,0 +1,224 @@
+// The transformer's math, written once: every function here computes one row (or one element)
+// and is compiled for the CPU (loops over rows in ops_cpu.cc) and, with TUNEPAR_GPU=hip, for the
+// GPU by hipcc (one thread block per row in kernels_gpu.cc), through the alias in
+// device_alias.h. Shapes in comments use B (micro-batch), T (sequence), C (hidden), NH (heads),
+// hs = C / NH, V (vocabulary).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "runner/core/real.h"
+
+namespace tunepar::core {
+
+// ---- Storage precision: values kept in 16 bits are rounded to the 16-bit grid (round to
+// nearest even); arithmetic stays fp32, as on a GPU with fp32 accumulation.
+TP_HOST_DEVICE inline float RoundBf16(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf, nan
+  const uint32_t lsb = (bits >> 16) & 1u;
+  bits += 0x7fffu + lsb;
+  bits &= 0xffff0000u;
+  memcpy(&x, &bits, 4);
+  return x;
+}
+
+// IEEE binary16: 10 mantissa bits, exponent range [-14, 15]; overflow to inf, subnormals kept.
+TP_HOST_DEVICE inline float RoundFp16(float x) {
+  const float a = fabsf(x);
+  if (!(a == a) || a == INFINITY) return x;
+  if (a >= 65520.0f) return x > 0 ? INFINITY : -INFINITY;
+  int e;
+  frexpf(a, &e);                                   // a = m 2^e, m in [0.5, 1)
+  const int exponent = e - 1 < -14 ? -14 : e - 1;  // subnormals share the smallest exponent
+  const float quantum = ldexpf(1.0f, exponent - 10);
+  return copysignf(rintf(a / quantum) * quantum, x);
+}
+
+// precision: 0 = fp32 (no rounding), 1 = fp16, 2 = bf16
+TP_HOST_DEVICE inline real RoundTo(real x, int precision) {
+  const float f = static_cast<float>(x);
+  return precision == 2 ? RoundBf16(f) : precision == 1 ? RoundFp16(f) : x;
+}
+
+// ---- GeLU, tanh approximation (GPT-2).
+constexpr real kGeluScale = real(0.7978845608028654);  // sqrt(2 / pi)
+
+TP_HOST_DEVICE inline real Gelu(real x) {
+  const real cube = real(0.044715) * x * x * x;
+  return real(0.5) * x * (real(1.0) + Tanh(kGeluScale * (x + cube)));
+}
+
+TP_HOST_DEVICE inline real GeluGrad(real x) {
+  const real cube = real(0.044715) * x * x * x;
+  const real t = Tanh(kGeluScale * (x + cube));
+  const real sech2 = real(1.0) - t * t;
+  return real(0.5) * (real(1.0) + t) +
+         real(0.5) * x * sech2 * kGeluScale * (real(1.0) + real(3.0) * real(0.044715) * x * x);
+}
+
+// ---- Layer norm of one row of C: out = (x - mean) rstd w + b.
+TP_HOST_DEVICE inline void LayerNormRow(const real* x, const real* w, const real* b, real* out,
+                                        real* mean_out, real* rstd_out, int C) {
+  real mean = real(0.0);
+  for (int i = 0; i < C; ++i) mean += x[i];
+  mean /= C;
+  real var = real(0.0);
+  for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= C;
+  const real rstd = real(1.0) / Sqrt(var + real(1e-5));
+  for (int i = 0; i < C; ++i) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  *mean_out = mean;
+  *rstd_out = rstd;
+}
+
+// Backward of LayerNormRow: dx += ..., and the row's contributions to dw, db (accumulated by
+// the caller to keep the row function free of races).
+TP_HOST_DEVICE inline void LayerNormRowBackward(const real* x, const real* w, real mean, real rstd,
+                                                const real* dout, real* dx, real* dw, real* db, int C) {
+  real dnorm_mean = real(0.0), dnorm_norm_mean = real(0.0);
+  for (int i = 0; i < C; ++i) {
+    const real norm = (x[i] - mean) * rstd;
+    const real dnorm = w[i] * dout[i];
+    dnorm_mean += dnorm;
+    dnorm_norm_mean += dnorm * norm;
+  }
+  dnorm_mean /= C;
+  dnorm_norm_mean /= C;
+  for (int i = 0; i < C; ++i) {
+    const real norm = (x[i] - mean) * rstd;
+    const real dnorm = w[i] * dout[i];
+    db[i] += dout[i];
+    dw[i] += norm * dout[i];
+    dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
+  }
+}
+
+// ---- Causal attention. Per (b, head): S = Q K^T / sqrt(hs), P = softmax over t2 <= t of each
+// row, y = P V; qkv rows are [Q | K | V] of width 3 Cl (Cl = local channels), the head's slice
+// starts at h hs. The softmax rows are shared by both backends; the CPU runs the products as
+// small GEMMs (ops_cpu.cc), the GPU row by row (AttentionRow below).
+
+// Row t of scores (already scaled) -> probabilities, in place; zeros past t.
+TP_HOST_DEVICE inline void CausalSoftmaxRow(real* row, int t, int T) {
+  real max = -INFINITY;
+  for (int t2 = 0; t2 <= t; ++t2) max = row[t2] > max ? row[t2] : max;
+  real sum = real(0.0);
+  for (int t2 = 0; t2 <= t; ++t2) {
+    row[t2] = Exp(row[t2] - max);
+    sum += row[t2];
+  }
+  const real inv = real(1.0) / sum;
+  for (int t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+  for (int t2 = t + 1; t2 < T; ++t2) row[t2] = real(0.0);
+}
+
+// Softmax backward of row t: d holds dP (= dy . v[t2]) and becomes the gradient of the scaled
+// scores' input, dS = P (dP - sum_j P_j dP_j) scale; zeros past t.
+TP_HOST_DEVICE inline void CausalSoftmaxRowBackward(const real* p, real* d, int t, int T, real scale) {
+  real dot = real(0.0);
+  for (int t2 = 0; t2 <= t; ++t2) dot += p[t2] * d[t2];
+  for (int t2 = 0; t2 <= t; ++t2) d[t2] = p[t2] * (d[t2] - dot) * scale;
+  for (int t2 = t + 1; t2 < T; ++t2) d[t2] = real(0.0);
+}
+
+// One (b, t, head) row of the forward pass (GPU backend).
+TP_HOST_DEVICE inline void AttentionRow(const real* qkv, real* att_row, real* y_row, int t, int h, int T,
+                                        int Cl, int hs) {
+  const int stride = 3 * Cl;
+  const real* q = qkv + t * stride + h * hs;
+  const real scale = real(1.0) / Sqrt(static_cast<real>(hs));
+  for (int t2 = 0; t2 <= t; ++t2) {
+    const real* k = qkv + t2 * stride + Cl + h * hs;
+    real s = real(0.0);
+    for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+    att_row[t2] = s * scale;
+  }
+  CausalSoftmaxRow(att_row, t, T);
+  for (int i = 0; i < hs; ++i) y_row[i] = real(0.0);
+  for (int t2 = 0; t2 <= t; ++t2) {
+    const real* v = qkv + t2 * stride + 2 * Cl + h * hs;
+    for (int i = 0; i < hs; ++i) y_row[i] += att_row[t2] * v[i];
+  }
+}
+
+// One (b, t, head) row of the backward pass (GPU backend), given the saved probabilities:
+// accumulates into dqkv (rows of one head touch the same dk, dv: one thread runs a head's rows
+// in order). `datt` is scratch for T values.
+TP_HOST_DEVICE inline void AttentionRowBackward(const real* qkv, const real* att_row, const real* dy_row,
+                                                real* dqkv, real* datt, int t, int h, int T, int Cl, int hs) {
+  const int stride = 3 * Cl;
+  const real* q = qkv + t * stride + h * hs;
+  real* dq = dqkv + t * stride + h * hs;
+  const real scale = real(1.0) / Sqrt(static_cast<real>(hs));
+  for (int t2 = 0; t2 <= t; ++t2) {
+    const real* v = qkv + t2 * stride + 2 * Cl + h * hs;
+    real d = real(0.0);
+    for (int i = 0; i < hs; ++i) d += dy_row[i] * v[i];
+    datt[t2] = d;
+  }
+  CausalSoftmaxRowBackward(att_row, datt, t, T, scale);
+  for (int t2 = 0; t2 <= t; ++t2) {
+    const real* k = qkv + t2 * stride + Cl + h * hs;
+    real* dk = dqkv + t2 * stride + Cl + h * hs;
+    real* dv = dqkv + t2 * stride + 2 * Cl + h * hs;
+    for (int i = 0; i < hs; ++i) {
+      dv[i] += att_row[t2] * dy_row[i];
+      dq[i] += datt[t2] * k[i];
+      dk[i] += datt[t2] * q[i];
+    }
+  }
+}
+
+// ---- Cross-entropy over a row of logits split over TP ranks by vocabulary (Megatron's
+// vocab-parallel cross-entropy): each rank holds Vl logits starting at token v0. The row's max
+// and sum of exponentials are combined over ranks by the caller (all-reduce MAX, then SUM);
+// loss = log_sum - logit[target], with the target's logit from the rank that holds it.
+TP_HOST_DEVICE inline real RowMax(const real* logits, int Vl) {
+  real max = -INFINITY;
+  for (int i = 0; i < Vl; ++i) max = logits[i] > max ? logits[i] : max;
+  return max;
+}
+
+TP_HOST_DEVICE inline real RowSumExp(const real* logits, real max, int Vl) {
+  real sum = real(0.0);
+  for (int i = 0; i < Vl; ++i) sum += Exp(logits[i] - max);
+  return sum;
+}
+
+// Row n's pass 1 (global_max null: its local max) or pass 2 (its sum of exp(logit - max) and
+// the target's logit when this rank holds it, else 0).
+TP_HOST_DEVICE inline void CrossEntropyStatsRow(real* row_max, real* row_sum, real* target_logit, const real* logits,
+                                                const int* targets, const real* global_max, int v0, int n, int Vl) {
+  const real* l = logits + int64_t{n} * Vl;
+  if (global_max == nullptr) {
+    row_max[n] = RowMax(l, Vl);
+  } else {
+    row_sum[n] = RowSumExp(l, global_max[n], Vl);
+    const int t = targets[n] - v0;
+    target_logit[n] = (t >= 0 && t < Vl) ? l[t] : real(0);
+  }
+}
+
+// dlogits = (softmax - onehot(target)) * scale, with log_sum = log sum_j exp(logit_j) over the
+// whole vocabulary.
+TP_HOST_DEVICE inline void CrossEntropyRowBackward(const real* logits, real log_sum, int target, int v0,
+                                                   real* dlogits, real scale, int Vl) {
+  for (int i = 0; i < Vl; ++i) {
+    dlogits[i] = (Exp(logits[i] - log_sum) - (i + v0 == target ? real(1.0) : real(0.0))) * scale;
+  }
+}
+
+// ---- AdamW on one parameter (decoupled weight decay; bias-corrected moments).
+TP_HOST_DEVICE inline void AdamW(real* param, real grad, real* m, real* v, real lr, real beta1, real beta2,
+                                 real eps, real weight_decay, real correction1, real correction2) {
+  *m = beta1 * *m + (real(1.0) - beta1) * grad;
+  *v = beta2 * *v + (real(1.0) - beta2) * grad * grad;
+  const real m_hat = *m / correction1, v_hat = *v / correction2;
+  *param -= lr * (m_hat / (Sqrt(v_hat) + eps) + weight_decay * *param);
+}
+
+}  // namespace tunepar::core

@@ -1,0 +1,58 @@
+#include "runner/core/memory.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runner/core/ops.h"
+
+namespace tunepar::core {
+
+std::string_view ToString(MemoryCategory c) {
+  switch (c) {
+    case MemoryCategory::kWeights: return "weights";
+    case MemoryCategory::kGradients: return "gradients";
+    case MemoryCategory::kOptimizer: return "optimizer";
+    case MemoryCategory::kActivations: return "activations";
+    case MemoryCategory::kCommBuffers: return "comm_buffers";
+    case MemoryCategory::kWorkspace: return "workspace";
+  }
+  return "?";
+}
+
+OutOfMemory::OutOfMemory(MemoryCategory category, double requested, double in_use, double cap)
+    : std::runtime_error(
+          fmt::format("out of memory: {:.1f} MB more ({}) with {:.1f} MB in use exceeds the {:.1f} MB cap",
+                      requested / 1e6, ToString(category), in_use / 1e6, cap / 1e6)),
+      category_(category) {}
+
+real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double bytes_per_value) {
+  const double bytes = static_cast<double>(values) * bytes_per_value;
+  if (cap_ > 0 && in_use_ + bytes > cap_) throw OutOfMemory(category, bytes, in_use_, cap_);
+  auto* p = static_cast<real*>(DeviceAllocate(values * sizeof(real)));
+  if (p == nullptr) throw OutOfMemory(category, bytes, in_use_, cap_);
+  const int c = static_cast<int>(category);
+  in_use_ += bytes;
+  by_category_[c] += bytes;
+  peak_ = std::max(peak_, in_use_);
+  peak_by_category_[c] = std::max(peak_by_category_[c], by_category_[c]);
+  blocks_.push_back({p, category, bytes});
+  return p;
+}
+
+void TrackingAllocator::Free(real* p) {
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    if (blocks_[i].p == p) {
+      in_use_ -= blocks_[i].bytes;
+      by_category_[static_cast<int>(blocks_[i].category)] -= blocks_[i].bytes;
+      DeviceFree(p);
+      blocks_[i] = blocks_.back();
+      blocks_.pop_back();
+      return;
+    }
+  }
+}
+
+}  // namespace tunepar::core

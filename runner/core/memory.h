@@ -1,0 +1,102 @@
+// Every allocation of the core goes through the TrackingAllocator: it counts bytes per category
+// (as a GPU would hold them: 2 bytes per value in 16-bit storage, even though the emulating
+// buffer holds `real`s), keeps the peaks, and refuses an allocation that would exceed the device-memory cap
+// by throwing OutOfMemory: the trial then ends as `oom`, with the peaks, not as a crash.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runner/core/real.h"
+
+namespace tunepar::core {
+
+enum class MemoryCategory { kWeights, kGradients, kOptimizer, kActivations, kCommBuffers, kWorkspace };
+inline constexpr int kNumMemoryCategories = 6;
+std::string_view ToString(MemoryCategory c);
+
+class OutOfMemory : public std::runtime_error {
+ public:
+  OutOfMemory(MemoryCategory category, double requested, double in_use, double cap);
+  MemoryCategory category() const { return category_; }
+
+ private:
+  MemoryCategory category_;
+};
+
+class TrackingAllocator {
+ public:
+  explicit TrackingAllocator(double cap_bytes) : cap_(cap_bytes) {}  // cap <= 0: unlimited
+
+  // `values` floats (fp32 on the host), counted as values x bytes_per_value in `category`.
+  real* Allocate(MemoryCategory category, size_t values, double bytes_per_value);
+  void Free(real* p);
+
+  double in_use() const { return in_use_; }
+  double peak() const { return peak_; }
+  double cap() const { return cap_; }
+  void set_cap(double cap_bytes) { cap_ = cap_bytes; }
+  const std::array<double, kNumMemoryCategories>& peak_by_category() const { return peak_by_category_; }
+  const std::array<double, kNumMemoryCategories>& in_use_by_category() const { return by_category_; }
+
+ private:
+  struct Block {
+    real* p;
+    MemoryCategory category;
+    double bytes;
+  };
+  double cap_;
+  double in_use_ = 0, peak_ = 0;
+  std::array<double, kNumMemoryCategories> by_category_{}, peak_by_category_{};
+  std::vector<Block> blocks_;
+};
+
+// An owned buffer of floats from a TrackingAllocator.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(TrackingAllocator& a, MemoryCategory category, size_t values, double bytes_per_value)
+      : allocator_(&a), data_(a.Allocate(category, values, bytes_per_value)), size_(values) {}
+  ~Buffer() { Reset(); }
+  Buffer(Buffer&& o) noexcept : allocator_(o.allocator_), data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      allocator_ = o.allocator_;
+      data_ = o.data_;
+      size_ = o.size_;
+      o.data_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  real* data() { return data_; }
+  const real* data() const { return data_; }
+  size_t size() const { return size_; }
+  // Token ids share the allocator: a buffer of n reals holds n ints (sizeof(int) <= sizeof(real)).
+  int* as_ints() { return reinterpret_cast<int*>(data_); }
+  const int* as_ints() const { return reinterpret_cast<const int*>(data_); }
+  void Reset() {
+    if (data_ != nullptr) allocator_->Free(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+ private:
+  TrackingAllocator* allocator_ = nullptr;
+  real* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace tunepar::core

@@ -1,0 +1,89 @@
+// The operations of a transformer training step on one rank's shard (llm.c style: free
+// functions, row-major arrays, shapes in comments). Two implementations, one API: ops_cpu.cc
+// (OpenMP loops over the row kernels of kernels.h, GEMMs by Eigen) and ops_gpu.cc (the same row
+// kernels as GPU kernels, built by hipcc with -DTUNEPAR_GPU=hip). Pointers are device memory:
+// host memory on the CPU backend. B micro-batch, T sequence, C hidden, Cl = C / tp, NHl heads
+// per rank, F MLP width, Fl = F / tp, V vocabulary, Vl = V / tp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runner/core/real.h"
+
+namespace tunepar::core {
+
+// ---- Backend: device discovery and memory.
+std::string BackendName();     // "cpu" | "hip" | "cuda"
+std::string BackendVersion();  // e.g. "Eigen 3.4.0, OpenMP 201511"
+// Devices visible to this process (the CPU backend has one: the host).
+int DeviceCount();
+// Binds this process to a device; returns a description ("cpu", "hip:0 AMD Instinct MI250X").
+std::string UseDevice(int index);
+// Zeroed device memory; nullptr when the device is out of memory.
+void* DeviceAllocate(size_t bytes);
+void DeviceFree(void* p);
+void Upload(void* device, const void* host, size_t bytes);
+void Download(void* host, const void* device, size_t bytes);
+void Synchronize();
+
+// Threads per rank for the loops and GEMMs (the cores a rank owns; CPU backend).
+void SetThreads(int threads);
+
+// ---- Element-wise.
+void Fill(real* p, int64_t n, real value);
+void Copy(real* dst, const real* src, int64_t n);
+void Scale(real* p, int64_t n, real factor);
+void Add(real* out, const real* a, const real* b, int64_t n);  // out = a + b
+void Accumulate(real* a, const real* b, int64_t n);            // a += b
+// Values kept in 16 bits are rounded in place (precision 0 = fp32: nothing to do).
+void RoundStorage(real* p, int64_t n, int precision);
+
+// ---- Layers.
+// out (N, OC) = inp (N, C) w^T (w: (OC, C)) + bias (OC, may be null).
+void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC);
+// dinp (N, C) = dout w (overwritten); dw (OC, C) += dout^T inp and dbias (OC) += column sums
+// of dout (accumulated over micro-batches). dinp, dbias may be null.
+void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
+                    int N, int C, int OC);
+
+// out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
+// (dinp holds the residual branch's gradient already).
+void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
+                      int C);
+void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
+                       const real* mean, const real* rstd, int N, int C);
+
+// qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities, y (B, T, Cl); causal.
+void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl);
+// dqkv (B, T, 3 Cl) = the gradient from dy (B, T, Cl) (overwritten).
+void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
+                       int NHl);
+
+void GeluForward(real* out, const real* inp, int64_t n);
+void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n);  // dinp = gelu'(inp) dout
+
+// Vocabulary-parallel token embedding: out (B, T, C) = wte[token - v0] for tokens held here
+// (v0 <= token < v0 + Vl), zero otherwise, + wpe[t] when wpe is not null. The TP all-reduce
+// that completes the lookup is the caller's.
+void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,
+                    int T, int C);
+void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,
+                     int T, int C);
+
+// Vocabulary-parallel cross-entropy, rows of Vl logits (kernels.h): row_max (N), row_sum (N)
+// of exp(logit - max), target_logit (N: the logit of the target when this rank holds it, else 0).
+void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
+                       const int* targets, const real* global_max, int v0, int N, int Vl);
+// dlogits (N, Vl) = (softmax - onehot) * scale, log_sum (N) over the whole vocabulary.
+void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
+                          real scale, int N, int Vl);
+
+// ---- Optimizer. AdamW over n parameters (lr already scheduled; correction = 1 - beta^t).
+void AdamWUpdate(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
+                 real beta2, real eps, real weight_decay, real correction1, real correction2);
+double SumOfSquares(const real* p, int64_t n);  // accumulated in double
+int64_t CountNonFinite(const real* p, int64_t n);
+
+}  // namespace tunepar::core

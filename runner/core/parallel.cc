@@ -1,0 +1,78 @@
+#include "runner/core/parallel.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tunepar::core {
+
+std::string_view ToString(Phase phase) {
+  switch (phase) {
+    case Phase::kCompute: return "compute";
+    case Phase::kTpComm: return "tp_comm";
+    case Phase::kPpWait: return "pp_wait";
+    case Phase::kDpComm: return "dp_comm";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp) {
+  ProcessGrid g;
+  MPI_Comm_size(world, &g.world_size);
+  MPI_Comm_rank(world, &g.rank);
+  if (tp < 1 || pp < 1 || dp < 1 || tp * pp * dp != g.world_size) {
+    return InvalidArgument(fmt::format("layout tp{} x pp{} x dp{} = {} ranks, but the job has {} MPI ranks",
+                                       tp, pp, dp, tp * pp * dp, g.world_size));
+  }
+  g.world = world;
+  g.tp = tp;
+  g.pp = pp;
+  g.dp = dp;
+  g.tp_rank = g.rank % tp;
+  g.dp_rank = (g.rank / tp) % dp;
+  g.pp_rank = g.rank / (tp * dp);
+  MPI_Comm_split(world, g.pp_rank * dp + g.dp_rank, g.tp_rank, &g.tp_comm);
+  MPI_Comm_split(world, g.pp_rank * tp + g.tp_rank, g.dp_rank, &g.dp_comm);
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &g.node_comm);
+  MPI_Comm_rank(g.node_comm, &g.local_rank);
+  MPI_Comm_size(g.node_comm, &g.local_size);
+  if (pp > 1) {
+    const bool end = g.first_stage() || g.last_stage();
+    MPI_Comm_split(world, end ? g.dp_rank * tp + g.tp_rank : MPI_UNDEFINED, g.pp_rank, &g.embedding_comm);
+  }
+  return g;
+}
+
+void FreeProcessGrid(ProcessGrid& g) {
+  for (MPI_Comm* c : {&g.tp_comm, &g.dp_comm, &g.node_comm, &g.embedding_comm}) {
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+}
+
+namespace {
+
+void AllReduce(real* data, int64_t n, MPI_Op op, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+  if (comm == MPI_COMM_NULL || n == 0) return;
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return;
+  TimedScope timed(clock, phase);
+  constexpr int64_t kMaxCount = int64_t{1} << 30;  // MPI counts are ints
+  for (int64_t done = 0; done < n; done += kMaxCount) {
+    const int count = static_cast<int>(std::min(kMaxCount, n - done));
+    MPI_Allreduce(MPI_IN_PLACE, data + done, count, MpiReal(), op, comm);
+  }
+}
+
+}  // namespace
+
+void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+  AllReduce(data, n, MPI_SUM, comm, clock, phase);
+}
+
+void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+  AllReduce(data, n, MPI_MAX, comm, clock, phase);
+}
+
+}  // namespace tunepar::core

@@ -1,0 +1,176 @@
+#include "runner/core/parameters.h"
+
+#include <cmath>
+
+namespace tunepar::core {
+
+ModelDims DimsOf(const search::ModelShape& s) {
+  return {s.layers,         s.hidden, s.heads,
+          s.seq_len,        s.vocab,  s.ffn_hidden > 0 ? s.ffn_hidden : 4 * s.hidden,
+          s.tied_embeddings};
+}
+
+Shard ShardOf(const ModelDims& d, int tp, int tp_rank, int pp, int pp_rank) {
+  Shard s;
+  s.tp = tp;
+  s.tp_rank = tp_rank;
+  s.pp = pp;
+  s.pp_rank = pp_rank;
+  const int base = d.L / pp, extra = d.L % pp;
+  s.num_layers = base + (pp_rank < extra ? 1 : 0);
+  s.first_layer = pp_rank * base + (pp_rank < extra ? pp_rank : extra);
+  s.Cl = d.C / tp;
+  s.NHl = d.NH / tp;
+  s.Fl = d.F / tp;
+  s.Vl = d.V / tp;
+  s.v0 = tp_rank * s.Vl;
+  s.has_embedding = pp_rank == 0;
+  s.has_head = pp_rank == pp - 1;
+  s.head_is_embedding = d.tied && pp == 1;
+  return s;
+}
+
+int64_t TensorSpec::GlobalIndex(int64_t local) const {
+  switch (slicing) {
+    case Slicing::kReplicated: return local;
+    case Slicing::kRows: return first * cols + local;
+    case Slicing::kQkvRows: {
+      const int64_t row = local / cols, col = local % cols;
+      const int64_t per_block = size / cols / 3;  // Cl rows of each of Q, K, V
+      const int64_t global_row = (row / per_block) * block + first + row % per_block;
+      return global_row * cols + col;
+    }
+    case Slicing::kColumns: {
+      const int64_t row = local / local_cols, col = local % local_cols;
+      return row * cols + first + col;
+    }
+  }
+  return local;
+}
+
+uint64_t Mix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double InitialValue(const TensorSpec& spec, int64_t global_index, uint64_t seed) {
+  if (spec.init_std == 0) return spec.init_value;
+  const uint64_t h = Mix(Mix(seed, spec.init_id), static_cast<uint64_t>(global_index));
+  // Box-Muller on two 26-bit uniforms in (0, 1).
+  const double u1 = (static_cast<double>(h >> 38) + 0.5) / static_cast<double>(1ull << 26);
+  const double u2 =
+      (static_cast<double>((h >> 12) & ((1ull << 26) - 1)) + 0.5) / static_cast<double>(1ull << 26);
+  return spec.init_std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+namespace {
+
+class LayoutBuilder {
+ public:
+  explicit LayoutBuilder(const Shard& shard) : shard_(shard) {}
+
+  int64_t Add(std::string name, int64_t rows, int64_t cols, Slicing slicing, uint64_t init_id,
+              double init_std, double init_value = 0) {
+    TensorSpec t;
+    t.name = std::move(name);
+    t.rows = rows;
+    t.cols = cols;
+    t.local_cols = cols;
+    t.slicing = slicing;
+    t.init_id = init_id;
+    t.init_std = init_std;
+    t.init_value = init_value;
+    t.decay = rows > 1 && cols > 1;
+    t.tp_replicated = slicing == Slicing::kReplicated;
+    int64_t local_rows = rows;
+    switch (slicing) {
+      case Slicing::kReplicated: break;
+      case Slicing::kRows:
+        local_rows = rows / shard_.tp;
+        t.first = shard_.tp_rank * local_rows;
+        break;
+      case Slicing::kQkvRows:
+        local_rows = rows / shard_.tp;
+        t.block = rows / 3;
+        t.first = shard_.tp_rank * (t.block / shard_.tp);
+        break;
+      case Slicing::kColumns:
+        t.local_cols = cols / shard_.tp;
+        t.first = shard_.tp_rank * t.local_cols;
+        break;
+    }
+    t.size = local_rows * t.local_cols;
+    t.offset = count_;
+    count_ += t.size;
+    tensors_.push_back(std::move(t));
+    return tensors_.back().offset;
+  }
+
+  TensorSpec& last() { return tensors_.back(); }
+  int64_t count() const { return count_; }
+  std::vector<TensorSpec> Take() { return std::move(tensors_); }
+
+ private:
+  const Shard& shard_;
+  std::vector<TensorSpec> tensors_;
+  int64_t count_ = 0;
+};
+
+constexpr double kStd = 0.02;
+constexpr uint64_t kWteId = 1, kWpeId = 2, kLnfWId = 3, kLnfBId = 4, kLmHeadId = 5;
+uint64_t BlockTensorId(int layer, int k) {
+  return 100 + 16 * static_cast<uint64_t>(layer) + k;
+}
+
+}  // namespace
+
+ParameterLayout LayoutParameters(const ModelDims& d, const Shard& s) {
+  ParameterLayout p;
+  LayoutBuilder b(s);
+  const double residual_std = kStd / std::sqrt(2.0 * d.L);
+  if (s.has_embedding) {
+    p.wte = b.Add("wte", d.V, d.C, Slicing::kRows, kWteId, kStd);
+    p.wpe = b.Add("wpe", d.T, d.C, Slicing::kReplicated, kWpeId, 0.01);
+  }
+  for (int i = 0; i < s.num_layers; ++i) {
+    const int l = s.first_layer + i;
+    const std::string h = "h" + std::to_string(l) + ".";
+    p.block_begin.push_back(b.count());
+    BlockTensors t;
+    t.ln1_w = b.Add(h + "ln1.w", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 0), 0, 1.0);
+    t.ln1_b = b.Add(h + "ln1.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 1), 0);
+    t.qkv_w = b.Add(h + "qkv.w", 3 * d.C, d.C, Slicing::kQkvRows, BlockTensorId(l, 2), kStd);
+    t.qkv_b = b.Add(h + "qkv.b", 3 * d.C, 1, Slicing::kQkvRows, BlockTensorId(l, 3), 0);
+    t.attproj_w = b.Add(h + "attproj.w", d.C, d.C, Slicing::kColumns, BlockTensorId(l, 4), residual_std);
+    t.attproj_b = b.Add(h + "attproj.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 5), 0);
+    t.ln2_w = b.Add(h + "ln2.w", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 6), 0, 1.0);
+    t.ln2_b = b.Add(h + "ln2.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 7), 0);
+    t.fc_w = b.Add(h + "fc.w", d.F, d.C, Slicing::kRows, BlockTensorId(l, 8), kStd);
+    t.fc_b = b.Add(h + "fc.b", d.F, 1, Slicing::kRows, BlockTensorId(l, 9), 0);
+    t.fcproj_w = b.Add(h + "fcproj.w", d.C, d.F, Slicing::kColumns, BlockTensorId(l, 10), residual_std);
+    t.fcproj_b = b.Add(h + "fcproj.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 11), 0);
+    p.blocks.push_back(t);
+  }
+  if (s.has_head) {
+    p.block_begin.push_back(b.count());
+    p.lnf_w = b.Add("lnf.w", 1, d.C, Slicing::kReplicated, kLnfWId, 0, 1.0);
+    p.lnf_b = b.Add("lnf.b", 1, d.C, Slicing::kReplicated, kLnfBId, 0);
+    if (s.head_is_embedding) {
+      p.lm_head = p.wte;
+    } else if (d.tied) {
+      // The last stage's copy of the token embedding: initialised identically, its gradient
+      // summed with the first stage's every step, so both copies stay equal.
+      p.lm_head = b.Add("wte", d.V, d.C, Slicing::kRows, kWteId, kStd);
+      b.last().tied_copy = true;
+    } else {
+      p.lm_head = b.Add("lm_head", d.V, d.C, Slicing::kRows, kLmHeadId, kStd);
+    }
+  }
+  p.count = b.count();
+  p.tensors = b.Take();
+  return p;
+}
+
+}  // namespace tunepar::core

@@ -1,0 +1,90 @@
+// The parameters one rank holds: the tensors of its pipeline stage, sliced over its TP group,
+// in one contiguous buffer with typed views (llm.c style). Each tensor knows how its elements
+// map to the unsliced model, so initialisation gives every slice the values the single-rank
+// model has there, and gradients can be compared with a single-rank run element by element.
+//
+// Megatron's slicing: QKV and MLP-in are column-parallel (rows of the (out, in) weight: a head
+// group's Q, K and V rows, a slice of MLP units), attention-out and MLP-out are row-parallel
+// (columns of the weight), token embedding and LM head are vocabulary-parallel (rows); layer
+// norms, position embedding and the biases of row-parallel layers are replicated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search/model_shape.h"
+
+namespace tunepar::core {
+
+// The unsliced model: L layers, C hidden, NH heads, T sequence, V vocabulary, F MLP width.
+struct ModelDims {
+  int L = 0, C = 0, NH = 0, T = 0, V = 0, F = 0;
+  bool tied = true;  // the LM head is the token embedding
+};
+ModelDims DimsOf(const search::ModelShape& shape);
+
+// What this rank holds of the model.
+struct Shard {
+  int tp = 1, tp_rank = 0, pp = 1, pp_rank = 0;
+  int first_layer = 0, num_layers = 0;  // this stage's blocks
+  int Cl = 0, NHl = 0, Fl = 0, Vl = 0;  // per-TP-rank channels, heads, MLP units, vocabulary rows
+  int v0 = 0;                           // first vocabulary row held
+  bool has_embedding = false, has_head = false;
+  bool head_is_embedding = false;  // tied with one stage: the LM head reads the embedding's rows
+};
+// Layers are split as evenly as possible, earlier stages taking the extra ones.
+Shard ShardOf(const ModelDims& dims, int tp, int tp_rank, int pp, int pp_rank);
+
+// How a local tensor's elements map to the unsliced tensor (rows x cols, row-major).
+enum class Slicing {
+  kReplicated,  // the whole tensor
+  kRows,        // rows [first, first + local rows)
+  kQkvRows,     // Q, K and V rows of heads [first, first + Cl): three blocks of C rows
+  kColumns,     // columns [first, first + local cols)
+};
+
+struct TensorSpec {
+  std::string name;  // e.g. "h1.qkv.w" (global layer index), "wte", "lm_head"
+  int64_t offset = 0;
+  int64_t size = 0;            // local elements
+  int64_t rows = 0, cols = 0;  // unsliced shape (vectors: rows = 1)
+  int64_t local_cols = 0;      // columns held (kColumns), else cols
+  Slicing slicing = Slicing::kReplicated;
+  int64_t first = 0;           // first row / column held
+  int64_t block = 0;           // kQkvRows: C (rows per Q/K/V block)
+  bool tp_replicated = false;  // identical on every TP rank (counted once in norms)
+  bool tied_copy = false;      // the last stage's copy of a tied embedding (counted once)
+  bool decay = false;          // weight decay applies (matrices)
+  uint64_t init_id = 0;        // tensor identity for the counter-based initialiser
+  double init_std = 0;         // N(0, std^2); 0: constant init_value
+  double init_value = 0;
+
+  int64_t GlobalIndex(int64_t local) const;
+};
+
+// Views of one block's tensors (offsets into a flat buffer).
+struct BlockTensors {
+  int64_t ln1_w, ln1_b, qkv_w, qkv_b, attproj_w, attproj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+};
+
+struct ParameterLayout {
+  std::vector<TensorSpec> tensors;
+  int64_t count = 0;  // elements
+  // Offsets (-1 when not on this stage).
+  int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, lm_head = -1;
+  std::vector<BlockTensors> blocks;  // this stage's, in order
+  // Buffer offsets where each block's tensors start (the DP buckets follow these boundaries).
+  std::vector<int64_t> block_begin;
+};
+ParameterLayout LayoutParameters(const ModelDims& dims, const Shard& shard);
+
+// The value of element `global_index` of tensor `spec` at initialisation (GPT-2: N(0, 0.02),
+// residual projections N(0, 0.02 / sqrt(2 L)), biases 0, layer-norm weights 1), from a counter
+// hash of (seed, tensor, element): the same on any layout.
+double InitialValue(const TensorSpec& spec, int64_t global_index, uint64_t seed);
+
+// A 64-bit mix of the inputs (splitmix64), the core's only source of randomness.
+uint64_t Mix(uint64_t a, uint64_t b);
+
+}  // namespace tunepar::core

@@ -1,0 +1,229 @@
+// The core's building blocks, without MPI: 16-bit rounding, the row kernels' backward passes
+// against finite differences (fp64 build of the core), the tracking allocator, how tensors are
+// sliced over TP ranks, and the deterministic data.
+#include <cfloat>
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runner/core/data.h"
+#include "runner/core/kernels.h"
+#include "runner/core/memory.h"
+#include "runner/core/ops.h"
+#include "runner/core/parameters.h"
+
+namespace tunepar::core {
+namespace {
+
+static_assert(sizeof(real) == 8, "the kernel tests link the fp64 build of the core");
+
+TEST(Rounding, Bf16RoundsToNearestEvenWithEightSignificantBits) {
+  EXPECT_EQ(RoundBf16(1.0f), 1.0f);
+  EXPECT_EQ(RoundBf16(1.0f + 1.0f / 256), 1.0f);               // a tie: to even
+  EXPECT_EQ(RoundBf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);  // a tie: to even (up)
+  EXPECT_EQ(RoundBf16(1.0f + 1.5f / 256), 1.0f + 2.0f / 256);  // above the tie
+  EXPECT_EQ(RoundBf16(-3.14159f), -3.140625f);
+  EXPECT_TRUE(std::isinf(RoundBf16(FLT_MAX)));  // past the largest bf16, 3.3895e38
+  EXPECT_TRUE(std::isinf(RoundBf16(INFINITY)));
+  EXPECT_TRUE(std::isnan(RoundBf16(NAN)));
+}
+
+TEST(Rounding, Fp16KeepsElevenSignificantBitsAndOverflowsPast65504) {
+  EXPECT_EQ(RoundFp16(1.0f + 1.0f / 2048), 1.0f);  // a tie: to even
+  EXPECT_EQ(RoundFp16(1.0f + 3.0f / 2048), 1.0f + 4.0f / 2048);
+  EXPECT_EQ(RoundFp16(65504.0f), 65504.0f);  // the largest fp16
+  EXPECT_EQ(RoundFp16(65519.0f), 65504.0f);
+  EXPECT_TRUE(std::isinf(RoundFp16(65520.0f)));
+  EXPECT_EQ(RoundFp16(std::ldexp(1.0f, -24)), std::ldexp(1.0f, -24));  // the smallest subnormal
+  EXPECT_EQ(RoundFp16(std::ldexp(1.0f, -26)), 0.0f);
+  EXPECT_EQ(RoundFp16(-0.1f), -0.0999755859375f);
+}
+
+// Central differences of f: R^n -> R at x, for comparing with an analytic gradient.
+template <typename F>
+std::vector<double> NumericGradient(F f, std::vector<real> x) {
+  std::vector<double> g(x.size());
+  const double h = 1e-6;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const real saved = x[i];
+    x[i] = saved + h;
+    const double up = f(x);
+    x[i] = saved - h;
+    const double down = f(x);
+    x[i] = saved;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+std::vector<real> Pseudorandom(size_t n, uint64_t seed, double scale = 1.0) {
+  std::vector<real> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * (static_cast<double>(Mix(seed, i) % 2001) / 1000.0 - 1.0);
+  return v;
+}
+
+TEST(Kernels, GeluGradientIsTheDerivative) {
+  for (double x : {-3.0, -1.0, -0.1, 0.0, 0.3, 2.0}) {
+    const double numeric = (Gelu(x + 1e-6) - Gelu(x - 1e-6)) / 2e-6;
+    EXPECT_NEAR(GeluGrad(x), numeric, 1e-8) << x;
+  }
+}
+
+TEST(Kernels, LayerNormBackwardMatchesFiniteDifferences) {
+  const int C = 7;
+  const std::vector<real> w = Pseudorandom(C, 1), b = Pseudorandom(C, 2), dout = Pseudorandom(C, 3);
+  const std::vector<real> x = Pseudorandom(C, 4, 2.0);
+  // L = dout . layernorm(x): its gradient in x is the backward pass of dout.
+  auto loss = [&](const std::vector<real>& in) {
+    std::vector<real> out(C);
+    real mean, rstd;
+    LayerNormRow(in.data(), w.data(), b.data(), out.data(), &mean, &rstd, C);
+    double l = 0;
+    for (int i = 0; i < C; ++i) l += dout[i] * out[i];
+    return l;
+  };
+  std::vector<real> out(C), dx(C, 0), dw(C, 0), db(C, 0);
+  real mean, rstd;
+  LayerNormRow(x.data(), w.data(), b.data(), out.data(), &mean, &rstd, C);
+  LayerNormRowBackward(x.data(), w.data(), mean, rstd, dout.data(), dx.data(), dw.data(), db.data(), C);
+  const std::vector<double> numeric = NumericGradient(loss, x);
+  for (int i = 0; i < C; ++i) EXPECT_NEAR(dx[i], numeric[i], 1e-8) << i;
+  for (int i = 0; i < C; ++i) EXPECT_NEAR(db[i], dout[i], 1e-15);
+}
+
+TEST(Kernels, AttentionBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 5, NH = 2, C = 6;
+  const std::vector<real> qkv = Pseudorandom(static_cast<size_t>(T) * 3 * C, 5);
+  const std::vector<real> dy = Pseudorandom(static_cast<size_t>(T) * C, 6);
+  auto loss = [&](const std::vector<real>& in) {
+    std::vector<real> y(static_cast<size_t>(T) * C), att(static_cast<size_t>(NH) * T * T);
+    AttentionForward(y.data(), att.data(), in.data(), B, T, C, NH);
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i) l += dy[i] * y[i];
+    return l;
+  };
+  std::vector<real> y(static_cast<size_t>(T) * C), att(static_cast<size_t>(NH) * T * T), dqkv(qkv.size(), 0);
+  AttentionForward(y.data(), att.data(), qkv.data(), B, T, C, NH);
+  AttentionBackward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
+  const std::vector<double> numeric = NumericGradient(loss, qkv);
+  for (size_t i = 0; i < qkv.size(); ++i) EXPECT_NEAR(dqkv[i], numeric[i], 1e-8) << i;
+  // Causality: the first position's output depends on nothing after it.
+  for (int i = 0; i < C; ++i) EXPECT_NEAR(y[i], qkv[2 * C + i], 1e-15);
+}
+
+TEST(Kernels, VocabularyParallelCrossEntropyEqualsTheWholeRow) {
+  const int V = 12, target = 9;
+  const std::vector<real> logits = Pseudorandom(V, 7, 3.0);
+  // The whole row on one rank.
+  const real max = RowMax(logits.data(), V);
+  const real log_sum = Log(RowSumExp(logits.data(), max, V)) + max;
+  std::vector<real> whole(V);
+  CrossEntropyRowBackward(logits.data(), log_sum, target, 0, whole.data(), 1.0, V);
+  // Split over 3 ranks of 4 rows, combined as the all-reduces would.
+  real global_max = -INFINITY, sum = 0;
+  for (int r = 0; r < 3; ++r) global_max = std::max(global_max, RowMax(logits.data() + 4 * r, 4));
+  for (int r = 0; r < 3; ++r) sum += RowSumExp(logits.data() + 4 * r, global_max, 4);
+  EXPECT_NEAR(Log(sum) + global_max, log_sum, 1e-14);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<real> part(4);
+    CrossEntropyRowBackward(logits.data() + 4 * r, log_sum, target, 4 * r, part.data(), 1.0, 4);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(part[i], whole[4 * r + i], 1e-15);
+  }
+  double total = 0;
+  for (real g : whole) total += g;
+  EXPECT_NEAR(total, 0.0, 1e-14);  // softmax - onehot sums to zero
+}
+
+TEST(TrackingAllocator, CountsStorageBytesPerCategoryAndRefusesPastTheCap) {
+  TrackingAllocator a(1000);
+  {
+    Buffer w(a, MemoryCategory::kWeights, 100, 2.0);  // 16-bit: 200 bytes
+    Buffer g(a, MemoryCategory::kGradients, 100, 4.0);
+    EXPECT_EQ(a.in_use(), 600);
+    try {
+      Buffer big(a, MemoryCategory::kActivations, 101, 4.0);
+      ADD_FAILURE() << "no OutOfMemory";
+    } catch (const OutOfMemory& e) {
+      EXPECT_EQ(e.category(), MemoryCategory::kActivations);
+      EXPECT_NE(std::string(e.what()).find("activations"), std::string::npos);
+    }
+    Buffer fits(a, MemoryCategory::kActivations, 100, 4.0);
+    EXPECT_EQ(a.in_use(), 1000);
+  }
+  EXPECT_EQ(a.in_use(), 0);
+  EXPECT_EQ(a.peak(), 1000);
+  EXPECT_EQ(a.peak_by_category()[static_cast<int>(MemoryCategory::kWeights)], 200);
+  EXPECT_EQ(a.peak_by_category()[static_cast<int>(MemoryCategory::kActivations)], 400);
+}
+
+TEST(Parameters, TpSlicesPartitionEveryTensor) {
+  const ModelDims d{4, 64, 4, 32, 256, 256, false};
+  for (int tp : {1, 2, 4}) {
+    const ParameterLayout whole = LayoutParameters(d, ShardOf(d, 1, 0, 1, 0));
+    std::map<std::string, std::multiset<int64_t>> seen;
+    for (int r = 0; r < tp; ++r) {
+      const ParameterLayout p = LayoutParameters(d, ShardOf(d, tp, r, 1, 0));
+      for (const TensorSpec& t : p.tensors) {
+        if (t.tp_replicated && r > 0) continue;
+        for (int64_t i = 0; i < t.size; ++i) seen[t.name].insert(t.GlobalIndex(i));
+      }
+    }
+    for (const TensorSpec& t : whole.tensors) {
+      const std::multiset<int64_t>& s = seen[t.name];
+      ASSERT_EQ(static_cast<int64_t>(s.size()), t.size) << t.name << " tp " << tp;
+      EXPECT_EQ(std::set<int64_t>(s.begin(), s.end()).size(), s.size()) << t.name << " tp " << tp;
+      EXPECT_EQ(*s.begin(), 0);
+      EXPECT_EQ(*s.rbegin(), t.size - 1);
+    }
+  }
+}
+
+TEST(Parameters, QkvSliceHoldsItsHeadsOfQKAndV) {
+  const ModelDims d{2, 8, 4, 4, 16, 32, true};
+  const ParameterLayout p = LayoutParameters(d, ShardOf(d, 2, 1, 1, 0));
+  const TensorSpec& qkv = p.tensors[2 + 2];  // wte, wpe, ln1.w, ln1.b, qkv.w
+  ASSERT_EQ(qkv.name, "h0.qkv.w");
+  // Rank 1 of 2 holds rows 4..7 of Q, K and V: global rows 4-7, 12-15, 20-23.
+  EXPECT_EQ(qkv.GlobalIndex(0), 4 * 8);
+  EXPECT_EQ(qkv.GlobalIndex(4 * 8), 12 * 8);
+  EXPECT_EQ(qkv.GlobalIndex(8 * 8 + 3), 20 * 8 + 3);
+}
+
+TEST(Parameters, StagesSplitTheLayersAndTheEnds) {
+  const ModelDims d{5, 8, 2, 4, 16, 32, true};
+  int layers = 0;
+  for (int s = 0; s < 3; ++s) {
+    const Shard shard = ShardOf(d, 1, 0, 3, s);
+    EXPECT_EQ(shard.first_layer, layers);
+    layers += shard.num_layers;
+    EXPECT_EQ(shard.has_embedding, s == 0);
+    EXPECT_EQ(shard.has_head, s == 2);
+  }
+  EXPECT_EQ(layers, 5);
+  // Tied embeddings over stages: the last stage holds a copy, initialised identically.
+  const ParameterLayout last = LayoutParameters(d, ShardOf(d, 1, 0, 3, 2));
+  EXPECT_TRUE(last.tensors.back().tied_copy);
+  EXPECT_EQ(last.tensors.back().name, "wte");
+  const ParameterLayout first = LayoutParameters(d, ShardOf(d, 1, 0, 3, 0));
+  EXPECT_EQ(InitialValue(first.tensors[0], 17, 99), InitialValue(last.tensors.back(), 17, 99));
+}
+
+TEST(Data, SamplesAreDeterministicAndStructured) {
+  const TokenSource a = TokenSource::Synthetic(1024, 5), b = TokenSource::Synthetic(1024, 5);
+  std::vector<int> x(129), y(129), z(129);
+  a.Sample(12345, 129, x.data());
+  b.Sample(12345, 129, y.data());
+  a.Sample(12346, 129, z.data());
+  EXPECT_EQ(x, y);
+  EXPECT_NE(x, z);
+  for (int t : x) {
+    EXPECT_GE(t, 0);
+    EXPECT_LT(t, 1024);
+  }
+  EXPECT_NEAR(a.EntropyRate(), 2.456, 0.01);  // nats: far below log(1024) = 6.93
+}
+
+}  // namespace
+}  // namespace tunepar::core

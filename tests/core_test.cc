@@ -1,0 +1,373 @@
+// tunepar-core against itself on one rank: every layout of TP, PP, DP in {1, 2} (and TP = 4,
+// PP = 4), ZeRO-1 on and off, recomputation off / full (and selective), 1, 2 and 4
+// micro-batches must give the single-rank run's losses, first-step gradients and parameters
+// after 3 AdamW steps. Ranks are MPI processes oversubscribed on this machine.
+//
+// Tolerances (fp32):
+// - loss: 1e-5 relative. Layouts change only the order of floating-point sums (TP all-reduces,
+//   micro-batch accumulation, DP reduction), which moves fp32 results by ~1e-7 relative.
+// - gradients: |a - b| <= 1e-5 max(|a|, |b|) + 1e-5 g_max, where g_max is the largest gradient
+//   of the tensor: the floor covers elements near zero, whose sums cancel (their absolute error is
+//   that of the tensor's larger terms, measured at <= 1e-6 g_max).
+// - parameters after 3 steps: |a - b| <= 1e-5 |a| + 0.1 lr steps. AdamW normalises each update
+//   (m / sqrt(v) is scale-free), so a gradient element that is itself rounding noise (e.g. the
+//   key bias, whose exact gradient is zero by softmax's shift invariance) moves its parameter by
+//   up to lr per step in a noise-chosen direction; measured differences stay below 0.05 lr steps.
+//   The RMS difference over all parameters must also stay below 1e-3 lr steps.
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+
+namespace tunepar {
+namespace {
+
+using testing::CliRun;
+using testing::MpiRun;
+using testing::ReadFile;
+using testing::RunCommand;
+using testing::TempDir;
+using Tensors = std::map<std::string, std::vector<double>>;
+
+constexpr double kLr = 3e-4;
+constexpr int kSteps = 3;
+
+struct CoreRun {
+  CliRun process;
+  nlohmann::json result;
+  Tensors gradients, weights;
+};
+
+// Runs tunepar-core on `ranks` ranks with the tiny model and `args`; dumps when `dump`.
+CoreRun RunCore(int ranks, const std::string& args, bool dump = true,
+                const std::string& binary = TUNEPAR_CORE) {
+  TempDir dir;
+  const std::string launcher = ranks > 1 ? MpiRun(ranks) + " " : "";
+  CoreRun run;
+  run.process = RunCommand(launcher + binary + " --threads 1 -q --lr " + std::to_string(kLr) + " --steps " +
+                           std::to_string(kSteps) + " --warmup 0 -o " + (dir / "result.json") +
+                           (dump ? " --dump " + (dir / "dump") : "") + " " + args);
+  const std::string text = ReadFile(dir / "result.json");
+  if (!text.empty()) run.result = nlohmann::json::parse(text);
+  if (dump && run.process.exit_code == 0) {
+    run.gradients = nlohmann::json::parse(ReadFile(dir / "dump/gradients.json")).get<Tensors>();
+    run.weights = nlohmann::json::parse(ReadFile(dir / "dump/weights.json")).get<Tensors>();
+  }
+  return run;
+}
+
+const CoreRun& Reference(const std::string& precision = "fp32") {
+  static std::map<std::string, CoreRun> runs;
+  auto it = runs.find(precision);
+  if (it == runs.end()) {
+    it = runs.emplace(precision, RunCore(1, "--model tiny --micro-batches 1 --precision " + precision)).first;
+  }
+  return it->second;
+}
+
+void ExpectLossesMatch(const CoreRun& ref, const CoreRun& run, double relative) {
+  ASSERT_EQ(run.result["loss"].size(), ref.result["loss"].size());
+  for (size_t i = 0; i < ref.result["loss"].size(); ++i) {
+    const double a = ref.result["loss"][i], b = run.result["loss"][i];
+    EXPECT_LE(std::abs(a - b), relative * std::abs(a)) << "step " << i << ": " << a << " vs " << b;
+  }
+}
+
+void ExpectGradientsMatch(const Tensors& ref, const Tensors& run, double relative) {
+  ASSERT_EQ(ref.size(), run.size());
+  for (const auto& [name, a] : ref) {
+    const std::vector<double>& b = run.at(name);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    double g_max = 0;
+    for (double x : a) g_max = std::max(g_max, std::abs(x));
+    int bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double bound = relative * std::max(std::abs(a[i]), std::abs(b[i])) + relative * g_max;
+      if (std::abs(a[i] - b[i]) > bound && bad++ < 3) {
+        ADD_FAILURE() << name << "[" << i << "]: " << a[i] << " vs " << b[i] << " (g_max " << g_max << ")";
+      }
+    }
+  }
+}
+
+void ExpectWeightsMatch(const Tensors& ref, const Tensors& run, double relative, double absolute,
+                        double rms_bound) {
+  double sum_sq = 0;
+  int64_t count = 0;
+  for (const auto& [name, a] : ref) {
+    const std::vector<double>& b = run.at(name);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    int bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double d = std::abs(a[i] - b[i]);
+      sum_sq += d * d;
+      ++count;
+      if (d > relative * std::abs(a[i]) + absolute && bad++ < 3) {
+        ADD_FAILURE() << name << "[" << i << "]: " << a[i] << " vs " << b[i];
+      }
+    }
+  }
+  EXPECT_LE(std::sqrt(sum_sq / count), rms_bound);
+}
+
+// ---- fp32 exactness over layouts.
+
+struct LayoutCase {
+  int tp, pp, dp, zero, micro_batches;
+  std::string recompute;
+};
+
+void PrintTo(const LayoutCase& c, std::ostream* out);
+
+std::string Name(const LayoutCase& c) {
+  return "tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) + "_zero" +
+         std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches);
+}
+
+void PrintTo(const LayoutCase& c, std::ostream* out) {
+  *out << Name(c);
+}
+
+class CoreExactness : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(CoreExactness, MatchesTheSingleRankRun) {
+  const LayoutCase& c = GetParam();
+  const CoreRun& ref = Reference();
+  ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
+  const CoreRun run =
+      RunCore(c.tp * c.pp * c.dp, "--model tiny --tp " + std::to_string(c.tp) + " --pp " +
+                                      std::to_string(c.pp) + " --dp " + std::to_string(c.dp) + " --zero " +
+                                      std::to_string(c.zero) + " --recompute " + c.recompute +
+                                      " --micro-batches " + std::to_string(c.micro_batches));
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  EXPECT_EQ(run.result["status"], "ok");
+  EXPECT_EQ(run.result["world"], c.tp * c.pp * c.dp);
+  EXPECT_EQ(run.result["global_batch"], 8);
+  ExpectLossesMatch(ref, run, 1e-5);
+  ExpectGradientsMatch(ref.gradients, run.gradients, 1e-5);
+  ExpectWeightsMatch(ref.weights, run.weights, 1e-5, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
+}
+
+std::vector<LayoutCase> ExactnessCases() {
+  std::vector<LayoutCase> cases;
+  for (int tp : {1, 2}) {
+    for (int pp : {1, 2}) {
+      for (int dp : {1, 2}) {
+        for (int zero : {0, 1}) {
+          for (const char* recompute : {"none", "full"}) {
+            for (int micro_batches : {1, 2, 4}) cases.push_back({tp, pp, dp, zero, micro_batches, recompute});
+          }
+        }
+      }
+    }
+  }
+  cases.push_back({4, 1, 1, 0, 2, "none"});
+  cases.push_back({4, 1, 2, 1, 2, "selective"});
+  cases.push_back({1, 4, 1, 0, 4, "none"});
+  cases.push_back({1, 4, 2, 1, 2, "full"});
+  cases.push_back({2, 4, 1, 0, 4, "selective"});
+  cases.push_back({2, 2, 2, 1, 4, "selective"});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CoreExactness, ::testing::ValuesIn(ExactnessCases()),
+                         [](const ::testing::TestParamInfo<LayoutCase>& info) { return Name(info.param); });
+
+// ---- 16-bit storage.
+// A value stored in bf16 keeps 8 significant bits (relative rounding up to 2^-9 = 0.2%), fp16
+// 11 bits (2^-12). The storage rounding is the same on every layout, but summation-order
+// differences of 1e-7 flip individual roundings by one 16-bit ulp, so layouts agree only to
+// that: the loss to 2e-3 (bf16) / 3e-4 (fp16) relative over 3 steps, and the first-step
+// gradients to 5% (bf16) / 1% (fp16) of each tensor's largest gradient (measured: about a
+// quarter of these). Against fp32 the 16-bit loss is within 1% (bf16) / 0.2% (fp16).
+
+struct PrecisionCase {
+  std::string precision;
+  double loss_rel, grad_rel, vs_fp32;
+};
+
+void PrintTo(const PrecisionCase& c, std::ostream* out) {
+  *out << c.precision;
+}
+
+class CorePrecision : public ::testing::TestWithParam<PrecisionCase> {};
+
+TEST_P(CorePrecision, LayoutsAgreeWithinTheStorageRounding) {
+  const PrecisionCase& c = GetParam();
+  const CoreRun& ref = Reference(c.precision);
+  ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
+  const CoreRun run =
+      RunCore(8, "--model tiny --tp 2 --pp 2 --dp 2 --zero 1 --micro-batches 2 --precision " + c.precision);
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  ExpectLossesMatch(ref, run, c.loss_rel);
+  for (const auto& [name, a] : ref.gradients) {
+    const std::vector<double>& b = run.gradients.at(name);
+    double g_max = 0, d_max = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      g_max = std::max(g_max, std::abs(a[i]));
+      d_max = std::max(d_max, std::abs(a[i] - b[i]));
+    }
+    EXPECT_LE(d_max, c.grad_rel * g_max) << name;
+  }
+  ExpectLossesMatch(Reference(), ref, c.vs_fp32);
+  if (c.precision == "fp16") {
+    EXPECT_EQ(run.result["loss_scale"][0], 65536.0);
+    EXPECT_EQ(run.result["skipped_steps"], 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, CorePrecision,
+                         ::testing::Values(PrecisionCase{"bf16", 2e-3, 5e-2, 1e-2},
+                                           PrecisionCase{"fp16", 3e-4, 1e-2, 2e-3}),
+                         [](const ::testing::TestParamInfo<PrecisionCase>& info) {
+                           return info.param.precision;
+                         });
+
+// ---- Gradients against finite differences (fp64 build).
+
+TEST(CoreGradients, MatchFiniteDifferencesInFp64) {
+  TempDir dir;
+  const CliRun run = RunCommand(std::string(TUNEPAR_CORE_FP64) + " --model tiny --steps 1 --warmup 0 -q " +
+                                "--gradient-check 6 -o " + (dir / "r.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
+  EXPECT_EQ(r["versions"]["arithmetic"], "fp64");
+  EXPECT_GE(r["gradient_check"]["points"].get<int>(), 6 * 40);  // every tensor of 4 blocks
+  EXPECT_LT(r["gradient_check"]["max_rel_error"].get<double>(), 1e-5) << r["gradient_check"].dump();
+}
+
+// ---- Training makes progress.
+
+TEST(CoreTraining, LowersTheLossOnTheSmallModel) {
+  TempDir dir;
+  const CliRun run =
+      RunCommand(std::string(TUNEPAR_CORE) + " --model small --steps 150 --warmup 0 -q --lr 2e-3 " +
+                 "--micro-batches 1 -o " + (dir / "r.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
+  const std::vector<double> loss = r["loss"];
+  const double floor = r["loss_floor"];
+  EXPECT_NEAR(loss.front(), std::log(1024.0), 0.1);  // uniform predictions at initialisation
+  // Mean of the last 10 steps: well below the start, on the way to the data's entropy rate.
+  double tail = 0;
+  for (size_t i = loss.size() - 10; i < loss.size(); ++i) tail += loss[i] / 10;
+  EXPECT_LT(tail, floor + 0.5 * (loss.front() - floor)) << "start " << loss.front() << " floor " << floor;
+  EXPECT_GT(tail, floor - 0.05);
+}
+
+// ---- Memory cap and failure modes.
+
+TEST(CoreMemory, ActivationsBeyondTheCapEndAsOom) {
+  // Weights, gradients and AdamW states of tiny take 3.5 MB and the backward workspace 1 MB;
+  // 8 sequences in one micro-batch need 5.2 MB of activations: a 7 MB cap fits the first, not
+  // the second.
+  const CoreRun run = RunCore(1, "--model tiny --micro-batches 1 --memory-cap 7MB", false);
+  EXPECT_EQ(run.process.exit_code, 3) << run.process.err;
+  ASSERT_EQ(run.result["status"], "oom") << run.process.err;
+  EXPECT_EQ(run.result["memory"]["category"], "activations");
+  const nlohmann::json& peak = run.result["memory"]["peak_by_category"];
+  EXPECT_GT(peak["activations"].get<double>(), peak["weights"].get<double>());
+  EXPECT_GT(peak["activations"].get<double>(), peak["optimizer"].get<double>());
+  EXPECT_LE(run.result["memory"]["peak_bytes"].get<double>(), 7e6);
+  EXPECT_NE(run.process.err.find("out of memory"), std::string::npos);
+
+  // The same job fits with full recomputation and 4 micro-batches (4.3 MB).
+  const CoreRun fits = RunCore(1, "--model tiny --micro-batches 4 --recompute full --memory-cap 7MB", false);
+  EXPECT_EQ(fits.process.exit_code, 0) << fits.process.err;
+  EXPECT_LE(fits.result["memory"]["peak_bytes"].get<double>(), 7e6);
+}
+
+TEST(CoreMemory, OptimizerStatesBeyondTheCapEndAsOomAtStart) {
+  // small: 13.8 MB of weights, 13.8 MB of gradients, then 2 x 13.8 MB of AdamW moments.
+  const CoreRun run = RunCore(1, "--model small --memory-cap 40MB", false);
+  EXPECT_EQ(run.process.exit_code, 3) << run.process.err;
+  ASSERT_EQ(run.result["status"], "oom");
+  EXPECT_EQ(run.result["memory"]["category"], "optimizer");
+}
+
+TEST(CoreMemory, PipelineStagesHoldOnlyTheMicroBatchesInFlight) {
+  // 1F1B: stage s of p holds at most p - s micro-batches' activations, however many the step
+  // has (GPipe would hold all of them); a larger micro-batch holds proportionally more.
+  auto activations = [](const std::string& args) {
+    const CoreRun run = RunCore(2, "--model tiny --pp 2 " + args, false);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result["memory"]["peak_by_category"]["activations"].get<double>();
+  };
+  const double two = activations("--micro-batch 1 --micro-batches 2");
+  EXPECT_EQ(activations("--micro-batch 1 --micro-batches 4"), two);
+  EXPECT_EQ(activations("--micro-batch 1 --micro-batches 8"), two);
+  EXPECT_GT(activations("--micro-batch 2 --micro-batches 2"), 1.5 * two);
+}
+
+TEST(CoreFaults, CrashHangAndOomAreWhatTheySay) {
+  const CoreRun crash = RunCore(2, "--model tiny --dp 2 --fault crash --fault-rank 1", false);
+  EXPECT_NE(crash.process.exit_code, 0);
+  EXPECT_NE(crash.process.err.find("injected fault 'crash'"), std::string::npos) << crash.process.err;
+  EXPECT_TRUE(crash.result.is_null());  // no result: a crash is not a measurement
+
+  TempDir dir;
+  const CliRun hang =
+      RunCommand("timeout -s KILL 8 " + MpiRun(2) + " " + TUNEPAR_CORE +
+                 " --model tiny --dp 2 --threads 1 --fault hang --fault-rank 1 -o " + (dir / "r.json"));
+  EXPECT_EQ(hang.exit_code, 137);  // killed by the timeout, as a runner would
+  EXPECT_NE(hang.err.find("injected fault 'hang'"), std::string::npos) << hang.err;
+
+  const CoreRun oom = RunCore(2, "--model tiny --dp 2 --fault oom --fault-rank 1", false);
+  EXPECT_EQ(oom.process.exit_code, 3) << oom.process.err;
+  EXPECT_EQ(oom.result["status"], "oom");
+  EXPECT_EQ(oom.result["memory"]["rank"], 1);
+}
+
+TEST(CoreInput, BadInputIsOneLineAndExitTwo) {
+  for (const std::string args : {"--model tiny --tp 3", "--model nope", "--model tiny --precision fp8",
+                                 "--model tiny --layout tp1-pp1-dp1-mbs8-nmb1-fp32-zero0-rcnone-sp1-vpp1-fa0",
+                                 "--model tiny --memory-cap lots"}) {
+    const CoreRun run = RunCore(1, args, false);
+    EXPECT_EQ(run.process.exit_code, 2) << args << ": " << run.process.err;
+    EXPECT_EQ(std::count(run.process.err.begin(), run.process.err.end(), '\n'), 1) << run.process.err;
+    EXPECT_EQ(run.process.err.rfind("tunepar-core: ", 0), 0u) << run.process.err;
+  }
+}
+
+TEST(CoreResult, ReportsPhasesPlacementAndVersions) {
+  const CoreRun run = RunCore(4, "--model tiny --tp 2 --pp 2 --micro-batches 4", false);
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const nlohmann::json& r = run.result;
+  EXPECT_GT(r["step_time_s"].get<double>(), 0);
+  EXPECT_NEAR(r["tokens_per_s"].get<double>(), 8 * 32 / r["step_time_s"].get<double>(), 1e-6);
+  for (const char* phase : {"compute", "tp_comm", "pp_wait", "dp_comm", "optimizer"}) {
+    EXPECT_GE(r["phases"][phase]["max"].get<double>(), r["phases"][phase]["mean"].get<double>()) << phase;
+  }
+  EXPECT_GT(r["phases"]["tp_comm"]["max"].get<double>(), 0);
+  EXPECT_GT(r["phases"]["pp_wait"]["max"].get<double>(), 0);
+  EXPECT_EQ(r["phases"]["dp_comm"]["max"].get<double>(), 0);
+  ASSERT_EQ(r["placement"].size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    const nlohmann::json& p = r["placement"][rank];
+    EXPECT_EQ(p["rank"], rank);
+    EXPECT_EQ(p["tp_rank"], rank % 2);
+    EXPECT_EQ(p["pp_rank"], rank / 2);
+    EXPECT_EQ(p["device"], "cpu");
+    EXPECT_FALSE(p["cpus"].get<std::string>().empty());
+  }
+  EXPECT_FALSE(r["versions"]["mpi"].get<std::string>().empty());
+  EXPECT_EQ(r["layout"], "tp2-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
+}
+
+#ifdef TUNEPAR_CORE_HIP
+TEST(CoreHip, WithoutADeviceSaysSoCleanly) {
+  const CoreRun run = RunCore(1, "--model tiny", false, TUNEPAR_CORE_HIP);
+  EXPECT_EQ(run.process.exit_code, 4) << run.process.err;
+  EXPECT_EQ(run.result["status"], "no_device");
+  EXPECT_NE(run.process.err.find("no hip device"), std::string::npos) << run.process.err;
+}
+#endif
+
+}  // namespace
+}  // namespace tunepar
