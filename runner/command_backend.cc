@@ -1,4 +1,5 @@
 #include "runner/command_backend.h"
+#include "runner/log_text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -72,16 +73,6 @@ std::string KnownNames() {
   for (const auto& [name, value] : Values(search::Layout{}, TrialContext{}))
     names.push_back("{" + name + "}");
   return fmt::format("{}", fmt::join(names, " "));
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  const size_t start = s.find_first_not_of(' ');
-  return start == std::string::npos ? "" : s.substr(start);
-}
-
-std::string Shorten(const std::string& s, size_t n = 160) {
-  return s.size() <= n ? s : s.substr(0, n) + "...";
 }
 
 double StepTime(MetricKind kind, double value, const search::ModelShape& model, int world) {

@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -26,9 +28,78 @@ namespace {
 
 constexpr const char* kMarker = "TUNEPAR_TRIAL_ID";
 
-// In the supervisor: tunepar died (PR_SET_PDEATHSIG) or asked it to stop: kill the whole group,
-// itself included. Only async-signal-safe calls.
+// The supervisor's marker entry ("TUNEPAR_TRIAL_ID=<trial>"), set before fork.
+char g_marker_entry[512];
+size_t g_marker_length = 0;
+
+// Whether the environment file `fd` holds `entry` as a whole entry. Raw reads with a carried
+// tail: async-signal-safe.
+bool EnvironHolds(int fd, const char* entry, size_t length) {
+  static char buffer[8192 + 512];
+  size_t carried = 0;  // bytes kept from the previous read: the start of an unfinished entry
+  bool at_entry_start = true;
+  for (;;) {
+    const ssize_t n = read(fd, buffer + carried, 8192);
+    if (n <= 0) return false;
+    const size_t size = carried + static_cast<size_t>(n);
+    size_t start = 0;
+    for (size_t i = 0; i < size; ++i) {
+      if (buffer[i] != '\0') continue;
+      if (at_entry_start && i - start == length && memcmp(buffer + start, entry, length) == 0) return true;
+      start = i + 1;
+      at_entry_start = true;
+    }
+    carried = size - start;
+    if (carried > 511) {  // longer than any marker entry: skip it
+      carried = 0;
+      at_entry_start = false;
+    }
+    memmove(buffer, buffer + start, carried);
+  }
+}
+
+// Kills every process (any group: MPI launchers put ranks in groups of their own) whose
+// environment holds the marker entry, scanning /proc with raw system calls only, so it can run
+// in a signal handler.
+void KillMarkedProcesses(const char* entry, size_t length) {
+  if (length == 0) return;
+  const int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0) return;
+  static char entries[4096];
+  const pid_t self = getpid();
+  for (;;) {
+    const long n = syscall(SYS_getdents64, proc, entries, sizeof(entries));
+    if (n <= 0) break;
+    for (long offset = 0; offset < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(entries + offset);
+      offset += d->d_reclen;
+      pid_t pid = 0;
+      bool numeric = d->d_name[0] != '\0';
+      for (const char* c = d->d_name; *c != '\0'; ++c) {
+        if (*c < '0' || *c > '9')
+          numeric = false;
+        else
+          pid = pid * 10 + (*c - '0');
+      }
+      if (!numeric || pid == self) continue;
+      char path[64] = "/proc/";
+      size_t at = 6;
+      for (const char* c = d->d_name; *c != '\0' && at < 48; ++c) path[at++] = *c;
+      memcpy(path + at, "/environ", 9);
+      const int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      if (EnvironHolds(fd, entry, length)) kill(pid, SIGKILL);
+      close(fd);
+    }
+  }
+  close(proc);
+}
+
+// In the supervisor: tunepar died (PR_SET_PDEATHSIG) or asked it to stop: kill the trial's
+// processes wherever they are, then the whole group, itself included. Only async-signal-safe
+// calls.
 void KillOwnGroup(int) {
+  KillMarkedProcesses(g_marker_entry, g_marker_length);
   kill(0, SIGKILL);
 }
 
@@ -105,6 +176,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Start(const ProcessOptions& 
   char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
   const std::string workdir = options.workdir;
   const pid_t tuner = getpid();
+  const std::string marker_entry = std::string(kMarker) + "=" + options.trial_id;
 
   const pid_t supervisor = fork();
   if (supervisor < 0) {
@@ -113,6 +185,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Start(const ProcessOptions& 
   }
   if (supervisor == 0) {
     setpgid(0, 0);
+    g_marker_length = std::min(marker_entry.size(), sizeof(g_marker_entry) - 1);
+    memcpy(g_marker_entry, marker_entry.data(), g_marker_length);
     // The supervisor outlives a SIGTERM sent to the group (so the command can stop gracefully
     // and the supervisor reports it) and kills the group when tunepar dies.
     struct sigaction kill_group {
@@ -156,6 +230,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Start(const ProcessOptions& 
   close(log);
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->pgid_ = supervisor;
+  group->trial_id_ = options.trial_id;
   return group;
 }
 
@@ -169,7 +244,8 @@ std::optional<ExitInfo> ProcessGroup::Poll() {
   const pid_t done = waitpid(pgid_, &status, WNOHANG);
   if (done == 0) return std::nullopt;
   exit_ = done == pgid_ ? Decode(status) : ExitInfo{true, SIGKILL};
-  kill(-pgid_, SIGKILL);  // whatever the command left behind in its group
+  kill(-pgid_, SIGKILL);  // whatever the command left behind in its group, or outside it
+  KillLeftovers(pgid_, trial_id_);
   return exit_;
 }
 
@@ -186,16 +262,30 @@ ExitInfo ProcessGroup::Stop(double grace_s) {
   while (waitpid(pgid_, &status, 0) < 0 && errno == EINTR) {
   }
   exit_ = Decode(status);
+  KillLeftovers(pgid_, trial_id_);
   return *exit_;
 }
 
 int KillLeftovers(pid_t pgid, const std::string& trial_id) {
-  if (pgid <= 1) return 0;
   int killed = 0;
-  for (pid_t pid : MarkedMembers(pgid, trial_id)) {
+  if (pgid > 1) {
+    for (pid_t pid : MarkedMembers(pgid, trial_id)) {
+      if (kill(pid, SIGKILL) == 0) ++killed;
+    }
+  }
+  if (trial_id.empty()) return killed;
+  for (pid_t pid : ProcessesWithMarker(trial_id)) {
     if (kill(pid, SIGKILL) == 0) ++killed;
   }
   return killed;
+}
+
+std::vector<pid_t> ProcessesWithMarker(const std::string& trial_id) {
+  std::vector<pid_t> pids;
+  for (pid_t pid : ProcessesWithMarkerPrefix(trial_id)) {
+    if (HasMarker(std::to_string(pid), trial_id)) pids.push_back(pid);
+  }
+  return pids;
 }
 
 std::vector<pid_t> ProcessesWithMarkerPrefix(const std::string& prefix) {
@@ -220,7 +310,8 @@ std::vector<pid_t> ProcessesWithMarkerPrefix(const std::string& prefix) {
 }
 
 bool HasLeftovers(pid_t pgid, const std::string& trial_id) {
-  return pgid > 1 && !MarkedMembers(pgid, trial_id).empty();
+  return (pgid > 1 && !MarkedMembers(pgid, trial_id).empty()) ||
+         (!trial_id.empty() && !ProcessesWithMarker(trial_id).empty());
 }
 
 }  // namespace tunepar::runner

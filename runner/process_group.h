@@ -52,15 +52,20 @@ class ProcessGroup {
  private:
   ProcessGroup() = default;
   pid_t pgid_ = -1;  // = the supervisor's pid
+  std::string trial_id_;
   std::optional<ExitInfo> exit_;
 };
 
-// Kills (SIGKILL) the processes of group `pgid` whose environment has TUNEPAR_TRIAL_ID=trial_id;
-// returns how many. Processes of other groups or without the marker are never touched.
+// Kills (SIGKILL) the processes whose environment has TUNEPAR_TRIAL_ID=trial_id, in group `pgid`
+// or outside it (MPI launchers give ranks groups of their own); returns how many. Processes
+// without the marker are never touched.
 int KillLeftovers(pid_t pgid, const std::string& trial_id);
 
-// Whether any process of group `pgid` carries the marker.
+// Whether any process carries the marker (in group `pgid` or elsewhere).
 bool HasLeftovers(pid_t pgid, const std::string& trial_id);
+
+// The pids of every process whose TUNEPAR_TRIAL_ID is exactly `trial_id`.
+std::vector<pid_t> ProcessesWithMarker(const std::string& trial_id);
 
 // The pids of every process (any group) whose TUNEPAR_TRIAL_ID starts with `prefix`.
 std::vector<pid_t> ProcessesWithMarkerPrefix(const std::string& prefix);

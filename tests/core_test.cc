@@ -233,8 +233,9 @@ INSTANTIATE_TEST_SUITE_P(Storage, CorePrecision,
 
 TEST(CoreGradients, MatchFiniteDifferencesInFp64) {
   TempDir dir;
-  const CliRun run = RunCommand(std::string(TUNEPAR_CORE_FP64) + " --model tiny --steps 1 --warmup 0 -q " +
-                                "--gradient-check 6 -o " + (dir / "r.json"));
+  const CliRun run =
+      RunCommand(std::string(TUNEPAR_CORE_FP64) + " --model tiny --steps 1 --warmup 0 -q --threads 1 " +
+                 "--gradient-check 6 -o " + (dir / "r.json"));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
   EXPECT_EQ(r["versions"]["arithmetic"], "fp64");
@@ -246,9 +247,9 @@ TEST(CoreGradients, MatchFiniteDifferencesInFp64) {
 
 TEST(CoreTraining, LowersTheLossOnTheSmallModel) {
   TempDir dir;
-  const CliRun run =
-      RunCommand(std::string(TUNEPAR_CORE) + " --model small --steps 150 --warmup 0 -q --lr 2e-3 " +
-                 "--micro-batches 1 -o " + (dir / "r.json"));
+  const CliRun run = RunCommand(std::string(TUNEPAR_CORE) +
+                                " --model small --steps 150 --warmup 0 -q --lr 2e-3 --threads 1 " +
+                                "--micro-batches 1 -o " + (dir / "r.json"));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
   const std::vector<double> loss = r["loss"];

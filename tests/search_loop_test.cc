@@ -21,8 +21,15 @@
 namespace tunepar {
 namespace {
 
+using testing::NoTrialProcessesLeft;
+using testing::OnlyStudy;
 using testing::RunTunepar;
+using testing::Spawn;
+using testing::StudyId;
 using testing::TempDir;
+using testing::Trial;
+using testing::Trials;
+using testing::Wait;
 
 std::string Command(const std::string& extra) {
   return std::string("'") + TUNEPAR_FAKE_TRAINER +
@@ -38,66 +45,12 @@ std::string SearchArgs(const std::string& store, int budget, const std::string& 
          std::to_string(budget) + " --node-id n0 " + extra;
 }
 
-// Starts tunepar in the background; returns its pid.
-pid_t Spawn(const std::string& args, const std::string& out) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string command = "exec " + std::string(TUNEPAR_BINARY) + " " + args + " >" + out + " 2>&1";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-struct Trial {
-  int64_t number;
-  std::string layout, status;
-  int attempt;
-};
-
-std::string OnlyStudy(const std::string& store) {
-  const testing::CliRun list = RunTunepar("--store " + store + " --json list");
-  const nlohmann::json j = nlohmann::json::parse(list.out);
-  return j.size() == 1 ? j[0]["study"].get<std::string>() : "";
-}
-
-std::vector<Trial> Trials(const std::string& store, const std::string& study) {
-  const testing::CliRun show = RunTunepar("--store " + store + " --json show " + study + " --all");
-  std::vector<Trial> out;
-  const nlohmann::json j = nlohmann::json::parse(show.out);
-  for (const auto& r : j["rows"]) {
-    out.push_back({r["number"].get<int64_t>(), r["layout"], r["status"], r["attempt"].get<int>()});
-  }
-  return out;
-}
-
 std::vector<std::string> FinishedSequence(const std::vector<Trial>& trials) {
   std::vector<std::string> seq;
   for (const Trial& t : trials) {
     if (t.status != "running" && t.status != "interrupted" && t.status != "queued") seq.push_back(t.layout);
   }
   return seq;
-}
-
-// Waits until no process of any trial of `study` is alive (the supervisor kills its group when
-// tunepar dies; that takes a moment, seconds on a machine loaded by parallel tests).
-bool NoTrialProcessesLeft(const std::string& study_prefix) {
-  for (int i = 0; i < 600; ++i) {
-    if (runner::ProcessesWithMarkerPrefix(study_prefix).empty()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-std::string StudyId(const std::string& store, const std::string& name) {
-  const testing::CliRun show = RunTunepar("--store " + store + " --json show " + name);
-  return nlohmann::json::parse(show.out)["study_id"];
 }
 
 TEST(SearchLoop, KilledAndResumedSearchEqualsAnUninterruptedOne) {

@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "base/presets.h"
+#include "runner/process_group.h"
 
 namespace tunepar::testing {
 
@@ -83,6 +86,59 @@ CliRun RunCommand(const std::string& command_line) {
   run.out = ReadFile(out);
   run.err = ReadFile(err);
   return run;
+}
+
+pid_t Spawn(const std::string& args, const std::string& out) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string command = "exec " + std::string(TUNEPAR_BINARY) + " " + args + " >" + out + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string OnlyStudy(const std::string& store) {
+  const CliRun list = RunTunepar("--store " + store + " --json list");
+  const nlohmann::json j = nlohmann::json::parse(list.out, nullptr, false);
+  return j.is_array() && j.size() == 1 ? j[0]["study"].get<std::string>() : "";
+}
+
+std::vector<Trial> Trials(const std::string& store, const std::string& study) {
+  const CliRun show = RunTunepar("--store " + store + " --json show " + study + " --all");
+  std::vector<Trial> out;
+  const nlohmann::json j = nlohmann::json::parse(show.out);
+  for (const auto& r : j["rows"]) {
+    Trial t{
+        r["number"].get<int64_t>(), r["layout"], r["status"], r["attempt"].get<int>(), r.value("message", ""),
+        r.value("backend", ""),     nullptr};
+    if (r.contains("details") && r["details"].is_string()) {
+      t.details = nlohmann::json::parse(r["details"].get<std::string>(), nullptr, false);
+    } else if (r.contains("details")) {
+      t.details = r["details"];
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string StudyId(const std::string& store, const std::string& name) {
+  const CliRun show = RunTunepar("--store " + store + " --json show " + name);
+  return nlohmann::json::parse(show.out)["study_id"];
+}
+
+bool NoTrialProcessesLeft(const std::string& study_prefix) {
+  for (int i = 0; i < 600; ++i) {
+    if (runner::ProcessesWithMarkerPrefix(study_prefix).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string& dir) {

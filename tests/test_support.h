@@ -1,8 +1,12 @@
 // Helpers shared by the tests: temporary directories, preset loading, running the CLI.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "runner/hardware_profile.h"
 #include "search/model_shape.h"
@@ -43,6 +47,27 @@ CliRun RunTunepar(const std::string& args);
 CliRun RunCommand(const std::string& command);
 // "mpirun -np N" with the flags this machine needs (oversubscribed ranks; as root).
 std::string MpiRun(int ranks);
+
+// Starts `tunepar <args>` in the background (output to `out`); returns its pid.
+pid_t Spawn(const std::string& args, const std::string& out);
+// Waits for it: its exit code, or 128 + the signal that ended it.
+int Wait(pid_t pid);
+
+// A trial as `tunepar show --json --all` lists it.
+struct Trial {
+  int64_t number;
+  std::string layout, status;
+  int attempt;
+  std::string message, backend;
+  nlohmann::json details;
+};
+std::string OnlyStudy(const std::string& store);  // the store's one study ("" if not exactly one)
+std::vector<Trial> Trials(const std::string& store, const std::string& study);
+std::string StudyId(const std::string& store, const std::string& name);
+// Waits (up to 30 s) until no process of any trial whose id starts with `study_prefix` is alive
+// (the supervisor kills a trial's processes when tunepar dies; that takes a moment, seconds on a
+// machine loaded by parallel tests).
+bool NoTrialProcessesLeft(const std::string& study_prefix);
 
 // Every regular file under `dir` with its content, to prove a failed command changed nothing.
 std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string& dir);

@@ -31,8 +31,14 @@ namespace {
 namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
 
-std::string TrialId(const store::StudyRecord& study, const std::string& node, int64_t number) {
-  return fmt::format("{}/{}/{}", study.id, node, number);
+// The marker of a trial's processes: "<study id>/<node>/<number>/<store>", where <store> is a
+// hash of the store's path, so that the same study searched in two stores on one machine (the
+// same inputs give the same study id) never claims the other's processes.
+std::string TrialId(const std::string& store, const store::StudyRecord& study, const std::string& node,
+                    int64_t number) {
+  std::error_code ec;
+  const std::string path = fs::weakly_canonical(fs::absolute(store, ec), ec).string();
+  return fmt::format("{}/{}/{}/{:08x}", study.id, node, number, std::hash<std::string>{}(path)&0xffffffffu);
 }
 
 std::string TrialDir(const std::string& store, const store::StudyRecord& study, const std::string& node,
@@ -130,7 +136,8 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
     const int64_t pgid = d.is_object() && d.contains("pgid") ? d["pgid"].get<int64_t>() : 0;
     int killed = 0;
     if (pgid > 0 && t.host == HostName())
-      killed = runner::KillLeftovers(static_cast<pid_t>(pgid), TrialId(s.study, node, t.number));
+      killed =
+          runner::KillLeftovers(static_cast<pid_t>(pgid), TrialId(global.store, s.study, node, t.number));
     r.status = search::TrialStatus::kInterrupted;
     r.message = fmt::format("interrupted: its tuner (pid {} on {}) stopped before it finished{}", t.pid,
                             t.host, killed > 0 ? fmt::format("; {} leftover processes killed", killed) : "");
@@ -234,8 +241,14 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
       const std::string dir = TrialDir(global.store, s.study, node, r.number);
       std::error_code ec;
       fs::create_directories(dir, ec);
-      runner::TrialContext context{
-          TrialId(s.study, node, r.number), dir, r.number, r.attempt, s.world, gpn, &problem.model, o.seed};
+      runner::TrialContext context{TrialId(global.store, s.study, node, r.number),
+                                   dir,
+                                   r.number,
+                                   r.attempt,
+                                   s.world,
+                                   gpn,
+                                   &problem.model,
+                                   o.seed};
       ActiveTrial a;
       a.predicted = model->Predict(r.layout);
       a.trial = backend.Start(r.layout, context);

@@ -1,14 +1,17 @@
 // `tunepar search`: finds the fastest layouts. With the `model` backend every legal layout is
-// predicted (exhaustive: exact and cheap there); with a measuring backend a Bayesian search
-// proposes the trials. Either way every trial is recorded in this node's shard, and a study
-// found in the store is resumed.
+// predicted (exhaustive: exact and cheap there); with a measuring backend (`command`: the
+// user's program; `local`, `slurm`: tunepar-core through mpirun or srun) a Bayesian search
+// proposes the trials. Without --backend: `slurm` inside an allocation, else `model`. Either
+// way every trial is recorded in this node's shard, and a study found in the store is resumed.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runner/command_backend.h"
+#include "runner/core_backend.h"
 #include "runner/performance_model.h"
 #include "tuner/command_config.h"
 #include "tuner/commands.h"
+#include "tuner/core_backend_config.h"
 #include "tuner/problem_options.h"
 #include "tuner/searches.h"
 #include "tuner/study_session.h"
@@ -19,7 +22,7 @@ namespace {
 
 struct SearchOptions {
   ProblemOptions problem;
-  std::string backend = "model";
+  std::string backend = "auto";
   std::string study;
   std::string node_id;
   std::string work_dir;
@@ -32,6 +35,7 @@ struct SearchOptions {
   double early_stop_probability = 0.05;
   int64_t seed = 0;
   CommandFlags command;
+  CoreFlags core;
 };
 
 Status RunSearch(const GlobalOptions& global, SearchOptions o) {
@@ -48,9 +52,16 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
                                                : search::AcquisitionKind::kLogExpectedImprovement;
   if (o.early_stop_gain > 0) o.bayes.early_stop = std::make_pair(o.early_stop_gain, o.early_stop_probability);
 
+  if (o.backend == "auto") {
+    std::string why;
+    o.backend = AutomaticBackend(&why);
+    if (!global.json) fmt::print("{}\n", why);
+  }
+  const bool core_backend = o.backend == "local" || o.backend == "slurm";
   SessionRequest request{o.problem.model, o.problem.hardware, o.problem.space, o.problem.world, {}, o.study,
                          o.node_id,       o.work_dir,         o.new_study,     o.resume_only};
   request.settings.backend = o.backend;
+  request.core_knobs_only = core_backend;
   nlohmann::json settings = {{"performance_model", runner::kPerformanceModelId}};
   std::optional<runner::CommandBackendOptions> command;
   if (o.backend == "command") {
@@ -66,11 +77,43 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
     settings["seed"] = o.seed;
     settings["acquisition"] = o.acquisition;
   }
+  if (core_backend) {
+    // The core's knobs and what a measurement is; where it runs (the allocation) is not part
+    // of the study, so a study can continue in another allocation.
+    settings["core"] = {{"steps", o.core.steps},
+                        {"warmup", o.core.warmup},
+                        {"slice", o.core.slice},
+                        {"knobs", "sp0 vpp1 fa0"}};
+    settings["seed"] = o.seed;
+    settings["acquisition"] = o.acquisition;
+  }
   request.settings.backend_settings = settings.dump();
+
+  // Checks that need the problem but touch nothing on disk come first: bad input leaves the
+  // store alone.
+  std::optional<runner::CoreBackendOptions> core;
+  if (core_backend) {
+    Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
+    if (!problem.ok()) return problem.status();
+    TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
+    Result<runner::CoreBackendOptions> resolved =
+        ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
+                           problem->hardware, static_cast<int>(o.problem.world), o.command.timeout_s);
+    if (!resolved.ok()) return resolved.status();
+    core = std::move(*resolved);
+  }
 
   Result<StudySession> session = OpenStudySession(global, request);
   if (!session.ok()) return session.status();
   if (o.backend == "model") return RunExhaustiveSearch(global, *session, o.top);
+  if (core_backend) {
+    runner::CoreBackend backend(*core, session->problem.model, session->problem.hardware);
+    if (!global.json && core->slice != runner::SliceMode::kNever) {
+      fmt::print("slice trials: {} (a trial holds at most {} ranks here)\n", runner::ToString(core->slice),
+                 core->capacity);
+    }
+    return RunBayesianSearch(global, *session, backend, o.bayes);
+  }
   runner::CommandBackend backend(*command);
   return RunBayesianSearch(global, *session, backend, o.bayes);
 }
@@ -81,10 +124,12 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   auto o = std::make_shared<SearchOptions>();
   CLI::App* cmd = app.add_subcommand("search", "Find the fastest layouts; record every trial in the store");
   o->problem.AddTo(cmd);
-  cmd->add_option("--backend", o->backend,
-                  "model: the performance model, every legal layout (a dry run); command: your training "
-                  "command, Bayesian search")
-      ->check(CLI::IsMember({"model", "command"}))
+  cmd->add_option(
+         "--backend", o->backend,
+         "model: the performance model, every legal layout (a dry run); command: your training "
+         "command; local: tunepar-core through mpirun here; slurm: tunepar-core as job steps of this "
+         "allocation; auto: slurm inside an allocation, else model")
+      ->check(CLI::IsMember({"auto", "model", "command", "local", "slurm"}))
       ->capture_default_str();
   cmd->add_option("--study", o->study, "Study name (default: <model>-w<world>-<id>)");
   cmd->add_flag("--new", o->new_study, "Start a fresh study even if one with these inputs exists");
@@ -127,9 +172,21 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
                 "Regex whose first group is the metric (last match wins)");
   c->add_option("--metric-json", o->command.metric_json, "Or: key of the metric in JSON lines of the output");
   c->add_option("--oom-pattern", o->command.oom_patterns, "Extra regex meaning out-of-memory (repeatable)");
-  c->add_option("--timeout", o->command.timeout_s, "Seconds before a trial is killed (default 3600)");
+  c->add_option("--timeout", o->command.timeout_s,
+                "Seconds before a trial is killed (default 3600; 600 for local and slurm)");
   c->add_option("--env", o->command.env, "KEY=VALUE for the command's environment (repeatable)");
   c->add_option("--workdir", o->command.workdir, "Working directory of the command");
+  auto* k = cmd->add_option_group("Core backends (local, slurm: tunepar-core)");
+  k->add_option("--core", o->core.core, "tunepar-core binary (default: next to tunepar, then $PATH)");
+  k->add_option("--steps", o->core.steps, "Measured steps per trial")->capture_default_str();
+  k->add_option("--warmup", o->core.warmup, "Warm-up steps per trial")->capture_default_str();
+  k->add_option("--slice", o->core.slice,
+                "Measure one or two data-parallel replicas and model the rest: never, auto (when the world "
+                "does not fit the allocation), always")
+      ->capture_default_str();
+  k->add_option("--max-ranks", o->core.max_ranks, "local: ranks a trial may use (default 4 x cores)");
+  k->add_option("--threads", o->core.threads, "Threads per rank (default: automatic)");
+  k->add_option("--core-env", o->core.env, "KEY=VALUE for every rank's environment (repeatable)");
   cmd->callback([&global, result, o] { *result = RunSearch(global, *o); });
 }
 

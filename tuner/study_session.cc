@@ -21,6 +21,11 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
   Result<Problem> problem = LoadProblem(r.model, r.hardware, r.space);
   if (!problem.ok()) return problem.status();
   s.problem = std::move(*problem);
+  if (r.core_knobs_only) {
+    s.problem.space.seq_parallel = {false};
+    s.problem.space.virtual_stages = {1};
+    s.problem.space.flash_attention = {false};
+  }
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(r.world, s.problem.hardware));
   s.world = static_cast<int>(r.world);
   const search::SpaceQuery query = MakeSpaceQuery(s.problem, s.world);

@@ -24,6 +24,9 @@ struct SessionRequest {
   std::string work_dir;
   bool new_study = false;    // --new: a fresh study even if one with these inputs exists
   bool resume_only = false;  // --resume-only: the study must exist
+  // The built-in core's knobs only (measuring with tunepar-core): no sequence parallelism,
+  // interleaved stages or flash attention, which it does not implement.
+  bool core_knobs_only = false;
 };
 
 struct StudySession {

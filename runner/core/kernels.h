@@ -27,15 +27,21 @@ TP_HOST_DEVICE inline float RoundBf16(float x) {
 }
 
 // IEEE binary16: 10 mantissa bits, exponent range [-14, 15]; overflow to inf, subnormals kept.
+// Bit arithmetic (no library calls), so loops over it vectorise.
 TP_HOST_DEVICE inline float RoundFp16(float x) {
-  const float a = fabsf(x);
-  if (!(a == a) || a == INFINITY) return x;
-  if (a >= 65520.0f) return x > 0 ? INFINITY : -INFINITY;
-  int e;
-  frexpf(a, &e);                                   // a = m 2^e, m in [0.5, 1)
-  const int exponent = e - 1 < -14 ? -14 : e - 1;  // subnormals share the smallest exponent
-  const float quantum = ldexpf(1.0f, exponent - 10);
-  return copysignf(rintf(a / quantum) * quantum, x);
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) return x;                             // inf, nan
+  if (magnitude >= 0x477ff000u) return x > 0 ? INFINITY : -INFINITY;  // rounds past 65504
+  if (magnitude < 0x38800000u) {                                      // below 2^-14: subnormal grid of 2^-24
+    const float quantum = 5.9604644775390625e-8f;
+    return rintf(x / quantum) * quantum;
+  }
+  bits += 0xfffu + ((bits >> 13) & 1u);  // to nearest even at 10 mantissa bits
+  bits &= 0xffffe000u;
+  memcpy(&x, &bits, 4);
+  return x;
 }
 
 // precision: 0 = fp32 (no rounding), 1 = fp16, 2 = bf16
@@ -191,8 +197,9 @@ TP_HOST_DEVICE inline real RowSumExp(const real* logits, real max, int Vl) {
 
 // Row n's pass 1 (global_max null: its local max) or pass 2 (its sum of exp(logit - max) and
 // the target's logit when this rank holds it, else 0).
-TP_HOST_DEVICE inline void CrossEntropyStatsRow(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                                                const int* targets, const real* global_max, int v0, int n, int Vl) {
+TP_HOST_DEVICE inline void CrossEntropyStatsRow(real* row_max, real* row_sum, real* target_logit,
+                                                const real* logits, const int* targets,
+                                                const real* global_max, int v0, int n, int Vl) {
   const real* l = logits + int64_t{n} * Vl;
   if (global_max == nullptr) {
     row_max[n] = RowMax(l, Vl);

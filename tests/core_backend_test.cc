@@ -1,0 +1,164 @@
+// `tunepar search --backend local`: every trial runs tunepar-core through mpirun here. Trials
+// land in the store with their launch record; failures (crash, OOM, hang) are data; a killed
+// tunepar leaves no rank behind and its resume re-runs the interrupted trial; slices; bad input.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runner/process_group.h"
+#include "tests/test_support.h"
+
+namespace tunepar {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::NoTrialProcessesLeft;
+using testing::OnlyStudy;
+using testing::ReadFile;
+using testing::RunTunepar;
+using testing::SnapshotFiles;
+using testing::Spawn;
+using testing::StudyId;
+using testing::TempDir;
+using testing::Trial;
+using testing::Trials;
+using testing::Wait;
+
+std::string LocalSearch(const std::string& store, int budget, const std::string& extra = "") {
+  return "--store " + store +
+         " search --backend local --world 4 --model tiny --hardware local-cpu --budget " +
+         std::to_string(budget) + " --steps 2 --warmup 1 --node-id n0 --core " + TUNEPAR_CORE + " " + extra;
+}
+
+TEST(LocalBackend, EveryTrialRunsTheCoreAndLandsInTheStore) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run = RunTunepar(LocalSearch(store, 3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("backend local"), std::string::npos) << run.out;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 3u);
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "ok") << t.message;
+    EXPECT_EQ(t.backend, "local");
+    // The core's knobs only.
+    EXPECT_NE(t.layout.find("-sp0-vpp1-fa0"), std::string::npos) << t.layout;
+    ASSERT_TRUE(t.details.is_object());
+    EXPECT_EQ(t.details["placement"].size(), 4u) << t.details.dump();
+    EXPECT_EQ(t.details["core"]["status"], "ok");
+    const std::string trial_dir = store + "/trials/" + study + "/n0-" + std::to_string(t.number);
+    EXPECT_EQ(ReadFile(trial_dir + "/command.txt").rfind("mpirun -np 4", 0), 0u);
+    EXPECT_TRUE(fs::exists(trial_dir + "/result.json"));
+    EXPECT_TRUE(fs::exists(trial_dir + "/model.toml"));
+    EXPECT_TRUE(fs::exists(trial_dir + "/output.log"));
+  }
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
+}
+
+TEST(LocalBackend, CrashOomAndHangAreDataAndTheSearchGoesOn) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  setenv("TUNEPAR_TEST_CORE", TUNEPAR_CORE, 1);
+  const testing::CliRun run =
+      RunTunepar("--store " + store + " search --backend local --world 4 --model tiny --hardware local-cpu " +
+                 "--budget 5 --steps 2 --warmup 1 --node-id n0 --timeout 8 --core " + TUNEPAR_SOURCE_DIR +
+                 "/tests/faulty_core.sh");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 5u) << run.out;
+  EXPECT_EQ(trials[0].status, "crash") << trials[0].message;
+  EXPECT_EQ(trials[1].status, "oom") << trials[1].message;
+  EXPECT_NE(trials[1].message.find("out of memory"), std::string::npos) << trials[1].message;
+  EXPECT_EQ(trials[2].status, "timeout") << trials[2].message;
+  EXPECT_EQ(trials[3].status, "ok") << trials[3].message;
+  EXPECT_EQ(trials[4].status, "ok") << trials[4].message;
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
+}
+
+TEST(LocalBackend, KilledTuneparLeavesNoRanksAndResumeRerunsTheTrial) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  // Long trials (small model, many steps): the kill lands while the first one runs.
+  const std::string args = "--store " + store +
+                           " search --backend local --world 4 --model small --hardware local-cpu --budget 1 "
+                           "--steps 60 --warmup 0 --node-id n0 --core " +
+                           TUNEPAR_CORE;
+  const pid_t pid = Spawn(args, dir / "out.txt");
+  std::string study;
+  for (int i = 0; i < 300 && study.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    study = OnlyStudy(store);
+  }
+  ASSERT_FALSE(study.empty()) << ReadFile(dir / "out.txt");
+  const std::string id = StudyId(store, study);
+  bool ranks_running = false;
+  for (int i = 0; i < 300 && !ranks_running; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks_running = runner::ProcessesWithMarkerPrefix(id).size() >= 4;  // shell, mpirun, ranks
+  }
+  ASSERT_TRUE(ranks_running) << ReadFile(dir / "out.txt");
+  kill(pid, SIGKILL);
+  Wait(pid);
+  EXPECT_TRUE(NoTrialProcessesLeft(id)) << "ranks survived their tuner";
+
+  const testing::CliRun resume = RunTunepar(args);
+  EXPECT_EQ(resume.exit_code, 0) << resume.out << resume.err;
+  EXPECT_NE(resume.out.find("will be re-run first"), std::string::npos) << resume.out;
+  // The interrupted trial is the first re-run: attempt 2 under its own number.
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_FALSE(trials.empty());
+  EXPECT_EQ(trials[0].number, 1);
+  EXPECT_EQ(trials[0].attempt, 2) << trials[0].status << " " << trials[0].message;
+  EXPECT_EQ(trials[0].status, "ok") << trials[0].message;
+  EXPECT_TRUE(NoTrialProcessesLeft(id));
+}
+
+TEST(LocalBackend, SlicesKeepTpAndPpAndAddTheModelsDpCommunication) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run =
+      RunTunepar("--store " + store +
+                 " search --backend local --world 16 --model tiny --hardware local-cpu "
+                 "--budget 2 --steps 2 --warmup 1 --max-ranks 4 --slice auto --core " +
+                 TUNEPAR_CORE);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("slice trials: auto"), std::string::npos) << run.out;
+  for (const Trial& t : Trials(store, OnlyStudy(store))) {
+    if (t.status != "ok") continue;
+    ASSERT_TRUE(t.details.contains("slice")) << t.details.dump();
+    const nlohmann::json& slice = t.details["slice"];
+    EXPECT_LE(slice["measured_world"].get<int>(), 4);
+    EXPECT_NE(t.message.find("sliced"), std::string::npos) << t.message;
+    EXPECT_GE(slice["dp_comm_added_s"].get<double>(), 0.0);
+  }
+}
+
+TEST(LocalBackend, BadSetupIsOneLineAndTouchesNothing) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  ASSERT_EQ(RunTunepar(LocalSearch(store, 1)).exit_code, 0);
+  const auto before = SnapshotFiles(store);
+  const std::string base = "--store " + store + " search --world 4 --model tiny --hardware local-cpu ";
+  unsetenv("SLURM_JOB_ID");  // --backend slurm outside an allocation is one of the mistakes
+  for (const std::string& args :
+       {base + "--backend local --core /nonexistent/tunepar-core", base + "--backend slurm",
+        "--store " + store +
+            " search --world 64 --model tiny --hardware local-cpu --backend local --max-ranks 8",
+        base + "--backend local --slice sometimes"}) {
+    const testing::CliRun run = RunTunepar(args);
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+  EXPECT_EQ(SnapshotFiles(store), before);
+}
+
+}  // namespace
+}  // namespace tunepar
