@@ -16,7 +16,8 @@
 namespace tunepar::runner {
 
 struct TrialContext {
-  std::string trial_id;   // unique: "<study id>/<node>/<number>/<store hash>"; marks the trial's processes
+  std::string
+      trial_id;  // unique: "<study id>/<node>/<number>.<attempt>/<store hash>"; marks the trial's processes
   std::string trial_dir;  // where its log and artefacts go (created by the tuner)
   int64_t number = 0;     // the trial's number in this node's shard
   int attempt = 1;

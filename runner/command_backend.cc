@@ -1,5 +1,4 @@
 #include "runner/command_backend.h"
-#include "runner/log_text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/provenance.h"
+#include "runner/log_text.h"
 #include "runner/performance_model.h"
 #include "runner/process_group.h"
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 
@@ -44,6 +46,10 @@ std::string ModelToml(const search::ModelShape& m) {
 }
 
 namespace {
+
+std::string SlurmStepName(const std::string& trial_id) {
+  return "tunepar:" + trial_id;
+}
 
 // Output that means MPI or Slurm could not start the ranks (not the layout's fault).
 const std::regex kLaunchFailure(
@@ -271,7 +277,8 @@ double CoreBackend::SliceCorrection(const search::Layout& full, const search::La
   return std::max(0.0, exposed(full) - exposed(slice));
 }
 
-std::string CoreBackend::LaunchCommand(const search::Layout& l, const std::string& dir) const {
+std::string CoreBackend::LaunchCommand(const search::Layout& l, const std::string& dir,
+                                       const std::string& trial_id) const {
   const int world = l.World();
   std::vector<std::string> words;
   if (options_.launcher == Launcher::kLocal) {
@@ -287,7 +294,8 @@ std::string CoreBackend::LaunchCommand(const search::Layout& l, const std::strin
     const int nodes = (world + hardware_.gpus_per_node - 1) / hardware_.gpus_per_node;
     words = {options_.srun};
     for (const std::string& o : SrunOptions(hardware_, nodes, world)) words.push_back(o);
-    words.insert(words.end(), {"--export=ALL", "bash", dir + "/rank.sh"});
+    words.insert(words.end(),
+                 {"--job-name=" + SlurmStepName(trial_id), "--export=ALL", "bash", dir + "/rank.sh"});
   }
   words.insert(words.end(),
                {options_.core_binary, "--model", dir + "/model.toml", "--layout", search::LayoutKey(l),
@@ -318,7 +326,7 @@ std::unique_ptr<RunningTrial> CoreBackend::Start(const search::Layout& layout, c
   shape.global_batch = plan.measured.micro_batch * plan.measured.num_micro_batches * plan.measured.dp;
   WriteText(dir + "/model.toml", ModelToml(shape));
   ProcessOptions p;
-  p.command = LaunchCommand(plan.measured, dir);
+  p.command = LaunchCommand(plan.measured, dir, context.trial_id);
   p.env = options_.env;
   if (options_.launcher == Launcher::kSlurm) {
     WriteText(dir + "/rank.sh",
@@ -339,6 +347,26 @@ std::unique_ptr<RunningTrial> CoreBackend::Start(const search::Layout& layout, c
     return fail(search::TrialStatus::kCrash, "could not start the launcher: " + s.message());
   }
   return trial;
+}
+
+int CancelSlurmSteps(const std::string& trial_id) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr || *job == '\0') return 0;
+  FILE* list = popen(fmt::format("squeue -h -s -j {} -o '%i|%j' 2>/dev/null", ShellQuote(job)).c_str(), "r");
+  if (list == nullptr) return 0;
+  std::vector<std::string> steps;
+  char line[1024];
+  while (fgets(line, sizeof(line), list) != nullptr) {
+    const std::string entry = Trim(line);
+    const size_t bar = entry.find('|');
+    if (bar != std::string::npos && entry.substr(bar + 1) == SlurmStepName(trial_id))
+      steps.push_back(entry.substr(0, bar));
+  }
+  pclose(list);
+  for (const std::string& step : steps) {
+    (void)!std::system(fmt::format("scancel {} >/dev/null 2>&1", ShellQuote(step)).c_str());
+  }
+  return static_cast<int>(steps.size());
 }
 
 }  // namespace tunepar::runner

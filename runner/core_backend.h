@@ -67,8 +67,10 @@ class CoreBackend : public Backend {
   std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) override;
 
   TrialPlan Plan(const search::Layout& layout) const;
-  // The shell command that runs `measured` with its outputs in `trial_dir`.
-  std::string LaunchCommand(const search::Layout& measured, const std::string& trial_dir) const;
+  // The shell command that runs `measured` with its outputs in `trial_dir` (a Slurm job step is
+  // named after `trial_id`, so a later tunepar can cancel it).
+  std::string LaunchCommand(const search::Layout& measured, const std::string& trial_dir,
+                            const std::string& trial_id) const;
   // The seconds of exposed data-parallel communication the full layout adds over its slice.
   double SliceCorrection(const search::Layout& full, const search::Layout& slice) const;
 
@@ -81,6 +83,10 @@ class CoreBackend : public Backend {
   search::ModelShape model_;
   HardwareProfile hardware_;
 };
+
+// Inside a Slurm allocation: cancels the job steps named after `trial_id` (those a stopped
+// tunepar left running); returns how many. Nothing outside an allocation.
+int CancelSlurmSteps(const std::string& trial_id);
 
 // The model as a TOML file tunepar-core reads.
 std::string ModelToml(const search::ModelShape& model);

@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <time.h>
 
 extern char** environ;
 
@@ -61,7 +62,7 @@ bool EnvironHolds(int fd, const char* entry, size_t length) {
 // Kills every process (any group: MPI launchers put ranks in groups of their own) whose
 // environment holds the marker entry, scanning /proc with raw system calls only, so it can run
 // in a signal handler.
-void KillMarkedProcesses(const char* entry, size_t length) {
+void SignalMarkedProcesses(const char* entry, size_t length, int signal) {
   if (length == 0) return;
   const int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (proc < 0) return;
@@ -88,18 +89,25 @@ void KillMarkedProcesses(const char* entry, size_t length) {
       memcpy(path + at, "/environ", 9);
       const int fd = open(path, O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
-      if (EnvironHolds(fd, entry, length)) kill(pid, SIGKILL);
+      if (EnvironHolds(fd, entry, length)) kill(pid, signal);
       close(fd);
     }
   }
   close(proc);
 }
 
-// In the supervisor: tunepar died (PR_SET_PDEATHSIG) or asked it to stop: kill the trial's
-// processes wherever they are, then the whole group, itself included. Only async-signal-safe
-// calls.
+// In the supervisor: tunepar died (PR_SET_PDEATHSIG) or asked it to stop. SIGTERM first to the
+// trial's processes wherever they are and to the group (srun then cancels its job step on every
+// node, mpirun ends its ranks), a moment for that, then SIGKILL to all of them and the group,
+// the supervisor included. Only async-signal-safe calls.
 void KillOwnGroup(int) {
-  KillMarkedProcesses(g_marker_entry, g_marker_length);
+  SignalMarkedProcesses(g_marker_entry, g_marker_length, SIGTERM);
+  kill(0, SIGTERM);  // the supervisor ignores it
+  struct timespec pause {
+    2, 0
+  };
+  nanosleep(&pause, nullptr);
+  SignalMarkedProcesses(g_marker_entry, g_marker_length, SIGKILL);
   kill(0, SIGKILL);
 }
 

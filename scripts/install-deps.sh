@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librsvg2-bin  # rsvg-convert: the tests render every chart to PNG
   hipcc libamdhip64-dev  # the HIP build of tunepar-core (compile-checked; runs without a GPU)
+  slurm-wlm munge iproute2  # the slurm backend's tests run a real Slurm (scripts/slurm-cluster.sh)
 )
 if [ "${1:-}" = "--bench" ]; then
   # Peers run by bench/ (with Debian's /usr/bin/python3): Optuna's TPE, scikit-learn's GP,

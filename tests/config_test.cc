@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
+#include "base/presets.h"
 #include "runner/hardware_profile.h"
 #include "search/model_shape.h"
 #include "search/space_spec.h"
 #include "tests/test_support.h"
-#include "base/presets.h"
 #include "tuner/study_identity.h"
 
 namespace tunepar {

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/provenance.h"
+#include "runner/core_backend.h"
 #include "runner/performance_model.h"
 #include "runner/process_group.h"
 #include "tuner/progress.h"
@@ -31,14 +32,16 @@ namespace {
 namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
 
-// The marker of a trial's processes: "<study id>/<node>/<number>/<store>", where <store> is a
-// hash of the store's path, so that the same study searched in two stores on one machine (the
-// same inputs give the same study id) never claims the other's processes.
+// The marker of a trial's processes: "<study id>/<node>/<number>.<attempt>/<store>", where
+// <store> is a hash of the store's path, so that the same study searched in two stores on one
+// machine (the same inputs give the same study id) never claims the other's processes, and a
+// re-run is never mistaken for what its interrupted attempt left behind.
 std::string TrialId(const std::string& store, const store::StudyRecord& study, const std::string& node,
-                    int64_t number) {
+                    int64_t number, int attempt) {
   std::error_code ec;
   const std::string path = fs::weakly_canonical(fs::absolute(store, ec), ec).string();
-  return fmt::format("{}/{}/{}/{:08x}", study.id, node, number, std::hash<std::string>{}(path)&0xffffffffu);
+  const uint64_t store_hash = std::hash<std::string>{}(path)&0xffffffffu;
+  return fmt::format("{}/{}/{}.{}/{:08x}", study.id, node, number, attempt, store_hash);
 }
 
 std::string TrialDir(const std::string& store, const store::StudyRecord& study, const std::string& node,
@@ -136,8 +139,9 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
     const int64_t pgid = d.is_object() && d.contains("pgid") ? d["pgid"].get<int64_t>() : 0;
     int killed = 0;
     if (pgid > 0 && t.host == HostName())
-      killed =
-          runner::KillLeftovers(static_cast<pid_t>(pgid), TrialId(global.store, s.study, node, t.number));
+      killed = runner::KillLeftovers(static_cast<pid_t>(pgid),
+                                     TrialId(global.store, s.study, node, t.number, t.attempt));
+    killed += runner::CancelSlurmSteps(TrialId(global.store, s.study, node, t.number, t.attempt));
     r.status = search::TrialStatus::kInterrupted;
     r.message = fmt::format("interrupted: its tuner (pid {} on {}) stopped before it finished{}", t.pid,
                             t.host, killed > 0 ? fmt::format("; {} leftover processes killed", killed) : "");
@@ -241,7 +245,7 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
       const std::string dir = TrialDir(global.store, s.study, node, r.number);
       std::error_code ec;
       fs::create_directories(dir, ec);
-      runner::TrialContext context{TrialId(global.store, s.study, node, r.number),
+      runner::TrialContext context{TrialId(global.store, s.study, node, r.number, r.attempt),
                                    dir,
                                    r.number,
                                    r.attempt,

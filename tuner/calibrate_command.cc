@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/presets.h"
 #include "base/provenance.h"
 #include "runner/calibration.h"
 #include "store/store_reader.h"
 #include "tuner/commands.h"
-#include "base/presets.h"
 #include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
 

@@ -22,6 +22,7 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
 void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddReportCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result);  // list, show, export
 
 }  // namespace tunepar

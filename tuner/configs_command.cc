@@ -2,11 +2,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/presets.h"
 #include "runner/hardware_profile.h"
 #include "search/model_shape.h"
 #include "search/space_spec.h"
 #include "tuner/commands.h"
-#include "base/presets.h"
 #include "tuner/text_table.h"
 
 namespace tunepar {

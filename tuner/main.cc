@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   AddCalibrateCommand(app, global, &result);
   AddStudyCommands(app, global, &result);
   AddReportCommand(app, global, &result);
+  AddLaunchScriptCommand(app, global, &result);
 
   try {
     app.parse(argc, argv);

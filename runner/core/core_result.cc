@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -41,10 +42,14 @@ int AffinityCount() {
 }
 
 nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads) {
-  const nlohmann::json mine = {
+  nlohmann::json mine = {
       {"rank", grid.rank},       {"host", HostName()},      {"local_rank", grid.local_rank},
       {"cpus", AffinityList()},  {"device", device},        {"threads", threads},
       {"tp_rank", grid.tp_rank}, {"pp_rank", grid.pp_rank}, {"dp_rank", grid.dp_rank}};
+  // Under Slurm: the job step that ran this rank.
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* step = std::getenv("SLURM_STEP_ID");
+  if (job != nullptr && step != nullptr) mine["slurm_step"] = std::string(job) + "." + step;
   const std::string text = mine.dump();
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(grid.world_size), offsets(grid.world_size);

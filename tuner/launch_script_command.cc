@@ -1,0 +1,217 @@
+// `tunepar launch-script`: the sbatch script for a layout: by default the best measured (or
+// predicted) layout of a study, else --layout with --model/--hardware. The training command is
+// tunepar-core, your template (--training-command, with the command backend's placeholders),
+// or a command config's (e.g. configs/commands/megatron-deepspeed.toml).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "base/provenance.h"
+#include "runner/command_backend.h"
+#include "runner/core_backend.h"
+#include "runner/launch_environment.h"
+#include "runner/launch_script.h"
+#include "runner/performance_model.h"
+#include "store/store_reader.h"
+#include "tuner/command_config.h"
+#include "tuner/commands.h"
+#include "tuner/core_backend_config.h"
+#include "tuner/problem.h"
+#include "tuner/study_lookup.h"
+#include "tuner/trial_records.h"
+
+namespace tunepar {
+
+namespace {
+
+struct LaunchScriptOptions {
+  std::string study;
+  std::string layout_key;
+  std::string model = "gpt-1t", hardware = "frontier-mi250x";
+  std::string training_command;
+  std::string command_config;
+  std::string core;
+  int core_steps = 50;
+  std::string time = "01:00:00";
+  std::string partition, account, job_name;
+  std::string output;
+};
+
+struct Chosen {
+  search::ModelShape model;
+  runner::HardwareProfile hardware;
+  search::Layout layout;
+  std::string origin;  // why this layout
+};
+
+Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  Result<store::StoreView> view = store::ReadStore(global.store);
+  if (!view.ok()) return view.status();
+  std::string name = o.study;
+  if (name.empty()) {
+    if (view->studies.size() != 1) {
+      return InvalidArgument(
+          view->studies.empty()
+              ? fmt::format("store '{}' has no study: name one, or give --layout with "
+                            "--model and --hardware",
+                            global.store)
+              : fmt::format("store '{}' has {} studies: name one", global.store, view->studies.size()));
+    }
+    name = view->studies.front().name;
+  }
+  Result<store::StudyRecord> study = FindStudy(*view, global.store, name);
+  if (!study.ok()) return study.status();
+  Chosen c;
+  Result<search::ModelShape> model = search::ParseModelShape(study->model_toml, "study model");
+  if (!model.ok()) return model.status();
+  Result<runner::HardwareProfile> hw = runner::ParseHardwareProfile(study->hardware_toml, "study hardware");
+  if (!hw.ok()) return hw.status();
+  c.model = *model;
+  c.hardware = *hw;
+  if (!o.layout_key.empty()) {
+    Result<search::Layout> l = search::ParseLayoutKey(o.layout_key);
+    if (!l.ok()) return l.status().WithContext("--layout");
+    c.layout = *l;
+    c.origin = fmt::format("layout given for study {}", study->name);
+    return c;
+  }
+  const store::TrialRecord* best = nullptr;
+  for (const store::TrialRecord& t : view->trials) {
+    if (t.study_id != study->id || !ObjectiveOf(t)) continue;
+    if (best == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*best)) best = &t;
+  }
+  if (best == nullptr)
+    return InvalidArgument(fmt::format("study {} has no successful trial yet", study->name));
+  c.layout = best->layout;
+  c.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s{}", study->name,
+                         study->backend, best->node_id, best->number, best->tokens_per_s.value_or(0),
+                         study->backend == "model" ? " predicted" : " measured");
+  return c;
+}
+
+Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  Chosen c;
+  if (!o.study.empty() || o.layout_key.empty()) {
+    Result<Chosen> chosen = ChooseFromStudy(global, o);
+    if (!chosen.ok()) return chosen.status();
+    c = std::move(*chosen);
+  } else {
+    Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
+    if (!problem.ok()) return problem.status();
+    Result<search::Layout> l = search::ParseLayoutKey(o.layout_key);
+    if (!l.ok()) return l.status().WithContext("--layout");
+    c = {problem->model, problem->hardware, *l, "layout given"};
+  }
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(c.layout.World(), c.hardware));
+  Result<runner::PerformanceModel> pm = runner::PerformanceModel::Create(c.model, c.hardware);
+  if (!pm.ok()) return pm.status();
+  TUNEPAR_RETURN_IF_ERROR(pm->CheckLayout(c.layout));
+  const runner::Prediction prediction = pm->Predict(c.layout);
+
+  runner::LaunchScriptRequest r;
+  r.model = c.model;
+  r.hardware = c.hardware;
+  r.layout = c.layout;
+  r.time = o.time;
+  r.partition = o.partition;
+  r.account = o.account;
+  r.job_name = o.job_name.empty() ? "tunepar-" + c.model.name : o.job_name;
+  std::string template_command = o.training_command;
+  if (template_command.empty() && !o.command_config.empty()) {
+    CommandFlags flags;
+    flags.config_file = o.command_config;
+    flags.metric_regex = "(x)";  // only the command is used here
+    Result<runner::CommandBackendOptions> config = ResolveCommandOptions(flags);
+    if (!config.ok()) return config.status();
+    template_command = config->command;
+  }
+  if (!template_command.empty()) {
+    runner::TrialContext context;
+    context.trial_id = "launch";
+    context.trial_dir = "$job_dir";
+    context.world = c.layout.World();
+    context.gpus_per_node = c.hardware.gpus_per_node;
+    context.model = &c.model;
+    Result<std::string> expanded = runner::ExpandCommand(template_command, c.layout, context);
+    if (!expanded.ok()) return expanded.status();
+    r.training_command = *expanded;
+    // A command config for the command backend launches the job itself (srun ... python ...);
+    // here the script's srun does, with the profile's masks: keep the per-rank program.
+    for (const char* launcher : {"srun ", "mpirun "}) {
+      if (r.training_command.rfind(launcher, 0) != 0) continue;
+      size_t program = std::string::npos;
+      for (const char* p : {" python", " torchrun", " bash ", " ./", " /"})
+        program = std::min(program, r.training_command.find(p));
+      if (program == std::string::npos) {
+        return InvalidArgument(
+            fmt::format("the command starts its own {}launcher; give --training-command with the "
+                        "program every rank runs",
+                        launcher));
+      }
+      r.training_command = r.training_command.substr(program + 1);
+    }
+  } else {
+    if (c.layout.seq_parallel || c.layout.flash_attention || c.layout.virtual_stages != 1) {
+      return InvalidArgument(fmt::format(
+          "tunepar-core cannot run {} (sequence parallelism, flash attention or interleaving): give "
+          "--command-config configs/commands/megatron-deepspeed.toml or --training-command",
+          search::LayoutKey(c.layout)));
+    }
+    Result<std::string> core = FindCoreBinary(o.core);
+    if (!core.ok()) return core.status();
+    r.model_toml = runner::ModelToml(c.model);
+    r.training_command = fmt::format(
+        "{} --model \"$TUNEPAR_MODEL\" --layout {} --steps {} --warmup 5 --memory-cap {:.0f} -o "
+        "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
+        runner::ShellQuote(*core), search::LayoutKey(c.layout), o.core_steps, c.hardware.MemoryBytes());
+  }
+  r.header = fmt::format(
+      "# Launch script written by tunepar {} ({}) on {}.\n# Layout {}: {}.\n# Model {} ({} parameters) on {} "
+      "({} x {}).\n# The performance model predicts {:.3f} s/step, {:.0f} tokens/s, {:.1f} GB per device.\n",
+      Version(), GitRevision(), UtcNow(), search::LayoutKey(c.layout), c.origin, c.model.name,
+      static_cast<int64_t>(c.model.Parameters()), c.hardware.name, c.hardware.gpus_per_node,
+      c.hardware.device_name, prediction.step_time_s, prediction.tokens_per_s, prediction.memory_bytes / 1e9);
+  const std::string script = runner::LaunchScript(r);
+  if (o.output.empty()) {
+    fmt::print("{}", script);
+    return Status::Ok();
+  }
+  {
+    std::ofstream out(o.output);
+    out << script;
+    if (!out) return InvalidArgument(fmt::format("cannot write '{}'", o.output));
+  }
+  chmod(o.output.c_str(), 0755);
+  fmt::print(stderr, "wrote {}: {} on {} nodes; submit with: sbatch {}\n", o.output,
+             search::LayoutKey(c.layout),
+             (c.layout.World() + c.hardware.gpus_per_node - 1) / c.hardware.gpus_per_node, o.output);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
+  auto o = std::make_shared<LaunchScriptOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("launch-script", "Write the sbatch script for a layout (default: a study's best)");
+  cmd->add_option("study", o->study, "Study (default: the store's only study)");
+  cmd->add_option("--layout", o->layout_key, "Layout key (default: the study's best trial)");
+  cmd->add_option("--model,-m", o->model, "Model, with --layout and no study")->capture_default_str();
+  cmd->add_option("--hardware", o->hardware, "Hardware, with --layout and no study")->capture_default_str();
+  cmd->add_option("--training-command", o->training_command,
+                  "Command template run by every rank (placeholders as for --backend command)");
+  cmd->add_option("--command-config", o->command_config, "Take the command of a command config TOML");
+  cmd->add_option("--core", o->core, "tunepar-core binary (default: next to tunepar)");
+  cmd->add_option("--steps", o->core_steps, "tunepar-core: training steps")->capture_default_str();
+  cmd->add_option("--time", o->time, "#SBATCH --time")->capture_default_str();
+  cmd->add_option("--partition", o->partition, "#SBATCH --partition");
+  cmd->add_option("--account", o->account, "#SBATCH --account");
+  cmd->add_option("--job-name", o->job_name, "#SBATCH --job-name (default tunepar-<model>)");
+  cmd->add_option("--output,-o", o->output, "Write the script here (default: stdout)");
+  cmd->callback([&global, result, o] { *result = RunLaunchScript(global, *o); });
+}
+
+}  // namespace tunepar
