@@ -214,3 +214,37 @@ TEST(LaunchScript, ChoosesTheStudysBestAndRefusesWhatItCannotRun) {
 
 }  // namespace
 }  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+TEST(CalibrateSweep, MeasuresLayoutsWithTheCoreAndWritesAFittedProfile) {
+  testing::TempDir dir;
+  const std::string store = dir / "s";
+  const std::string profile = dir / "fitted.toml";
+  const testing::CliRun run = testing::RunTunepar(
+      "--store " + store +
+      " calibrate --backend local --hardware local-cpu --model tiny --world 2 --layouts 8 "
+      "--steps 2 --warmup 1 --core " +
+      std::string(TUNEPAR_CORE) + " -o " + profile);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("Sweeping 8 layouts of tiny at world 2"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Spearman rank correlation"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("out of sample (2-fold"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("wrote " + profile), std::string::npos) << run.out;
+  const std::string text = testing::ReadFile(profile);
+  EXPECT_NE(text.find("origin = \"fitted\""), std::string::npos);
+  EXPECT_NE(text.find("[calibration]"), std::string::npos);
+  // The measured runs are kept, and refit as they are.
+  const std::string csv = store + "/calibration/local-cpu-tiny-w2/runs.csv";
+  ASSERT_TRUE(std::filesystem::exists(csv));
+  const testing::CliRun refit = testing::RunTunepar("calibrate --from " + csv + " --hardware local-cpu");
+  EXPECT_EQ(refit.exit_code, 0) << refit.err;
+  // Exactly one source of runs.
+  EXPECT_EQ(testing::RunTunepar("calibrate --hardware local-cpu").exit_code, 2);
+  EXPECT_EQ(
+      testing::RunTunepar("calibrate --from " + csv + " --backend local --hardware local-cpu").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -11,7 +11,9 @@
 #include "base/presets.h"
 #include "base/provenance.h"
 #include "runner/calibration.h"
+#include "search/knob_shapley.h"
 #include "store/store_reader.h"
+#include "tuner/calibration_sweep.h"
 #include "tuner/commands.h"
 #include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
@@ -22,6 +24,7 @@ namespace {
 
 struct CalibrateOptions {
   std::string from;      // a CSV file, or a study in the store
+  SweepOptions sweep;    // or: measure a sweep with tunepar-core (--backend local|slurm)
   std::string hardware;  // the profile to start from (its peaks, links and assumed values)
   std::string output;    // "" = print the fit only
   std::string fit;       // comma-separated parameter names; "" = DefaultFitSet
@@ -77,6 +80,26 @@ Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_
   return runs;
 }
 
+// How well predicted step times track measured ones.
+struct Agreement {
+  double spearman = 0;
+  double median_abs_error = 0;
+};
+
+Result<Agreement> AgreementOf(const std::vector<runner::RowFit>& rows) {
+  if (rows.size() < 2) return InvalidArgument("too few runs");
+  std::vector<double> measured, predicted, errors;
+  for (const runner::RowFit& r : rows) {
+    measured.push_back(r.measured_step_s);
+    predicted.push_back(r.predicted_step_s);
+    errors.push_back(std::abs(r.error));
+  }
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  return Agreement{search::SpearmanCorrelation(measured, predicted),
+                   n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2])};
+}
+
 std::string LayoutText(const search::Layout& l) {
   return fmt::format("tp{} pp{} dp{} mbs{}{}", l.tp, l.pp, l.dp, l.micro_batch,
                      l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : "");
@@ -91,7 +114,17 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   std::error_code ec;
   Result<std::vector<runner::MeasuredRun>> runs = InvalidArgument("no runs");
   std::string data_name = o.from;
-  if (std::filesystem::is_regular_file(o.from, ec)) {
+  if (o.from.empty() == o.sweep.backend.empty()) {
+    return InvalidArgument(
+        "give --from FILE|STUDY (measured runs) or --backend local|slurm (measure a sweep)");
+  }
+  if (!o.sweep.backend.empty()) {
+    SweepOptions sweep = o.sweep;
+    sweep.hardware = o.hardware;
+    runs = RunCalibrationSweep(global, sweep);
+    data_name =
+        fmt::format("tunepar-core {} sweep of {} at world {}", sweep.backend, sweep.model, sweep.world);
+  } else if (std::filesystem::is_regular_file(o.from, ec)) {
     std::ifstream in(o.from, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
@@ -114,6 +147,22 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   }
   Result<runner::CalibrationResult> fit = runner::Calibrate(*runs, *profile, options);
   if (!fit.ok()) return fit.status();
+  Result<Agreement> in_sample = AgreementOf(fit->rows);
+  // Out of sample: two folds, each fitted on the other.
+  std::vector<runner::RowFit> held_out;
+  if (runs->size() >= 8) {
+    for (int fold = 0; fold < 2; ++fold) {
+      std::vector<runner::MeasuredRun> train, test;
+      for (size_t i = 0; i < runs->size(); ++i)
+        ((static_cast<int>(i) % 2 == fold) ? test : train).push_back((*runs)[i]);
+      Result<runner::CalibrationResult> part = runner::Calibrate(train, *profile, options);
+      if (!part.ok()) return part.status();
+      Result<std::vector<runner::RowFit>> rows = runner::EvaluateRuns(test, *profile, part->efficiency);
+      if (!rows.ok()) return rows.status();
+      held_out.insert(held_out.end(), rows->begin(), rows->end());
+    }
+  }
+  Result<Agreement> cross = held_out.empty() ? Result<Agreement>(InvalidArgument("")) : AgreementOf(held_out);
 
   std::string written;
   if (!o.output.empty()) {
@@ -148,6 +197,8 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
                         {"fitted", names},
                         {"mean_abs_error", fit->mean_abs_error},
                         {"max_abs_error", fit->max_abs_error},
+                        {"spearman", in_sample.ok() ? in_sample->spearman : 0.0},
+                        {"median_abs_error", in_sample.ok() ? in_sample->median_abs_error : 0.0},
                         {"written", written}};
     nlohmann::json params = nlohmann::json::object();
     for (const auto& p : runner::EfficiencyParameters()) params[std::string(p.name)] = fit->efficiency[p.key];
@@ -164,6 +215,9 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
                       {"fits", r.fits}});
     }
     j["rows"] = rows;
+    if (cross.ok()) {
+      j["cross_validated"] = {{"spearman", cross->spearman}, {"median_abs_error", cross->median_abs_error}};
+    }
     fmt::print("{}\n", j.dump(2));
     return Status::Ok();
   }
@@ -193,6 +247,16 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   fmt::print("{}", t.Render());
   fmt::print("\nstep-time error: mean |error| {:.2f}%, worst {:.2f}%\n", 100 * fit->mean_abs_error,
              100 * fit->max_abs_error);
+  if (in_sample.ok()) {
+    fmt::print("predicted vs measured step time: Spearman rank correlation {:.3f}, median |error| {:.1f}%\n",
+               in_sample->spearman, 100 * in_sample->median_abs_error);
+  }
+  if (cross.ok()) {
+    fmt::print(
+        "out of sample (2-fold: each half predicted by a fit to the other): Spearman {:.3f}, median "
+        "|error| {:.1f}%\n",
+        cross->spearman, 100 * cross->median_abs_error);
+  }
   fmt::print(
       "(TFLOP/s by each run's own formula; error = predicted / measured step time - 1)\n\nParameters:\n");
   for (const auto& p : runner::EfficiencyParameters()) {
@@ -214,8 +278,7 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
   CLI::App* cmd =
       app.add_subcommand("calibrate", "Fit a hardware profile's efficiency parameters to measured runs");
   cmd->add_option("--from", o->from,
-                  "A CSV of measured runs (see bench/data/), or a study with measured trials")
-      ->required();
+                  "A CSV of measured runs (see bench/data/), or a study with measured trials");
   cmd->add_option("--hardware", o->hardware, "The profile to start from (preset or TOML path)")->required();
   cmd->add_option("-o,--output", o->output, "Write the calibrated profile here");
   cmd->add_option("--fit", o->fit, "Parameters to fit, comma-separated (default: chosen from the data)");
@@ -223,6 +286,20 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
   cmd->add_option("--restarts", o->restarts, "Optimizer starts")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  auto* sweep = cmd->add_option_group("Measure a sweep with tunepar-core (instead of --from)");
+  sweep
+      ->add_option("--backend", o->sweep.backend,
+                   "local (mpirun here) or slurm (job steps of this allocation)")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  sweep->add_option("--model,-m", o->sweep.model, "Model of the sweep")->capture_default_str();
+  sweep->add_option("--world,-w", o->sweep.world, "Ranks per run")->capture_default_str();
+  sweep->add_option("--layouts", o->sweep.layouts, "Layouts to measure")->capture_default_str();
+  sweep->add_option("--steps", o->sweep.core.steps, "Measured steps per run")->capture_default_str();
+  sweep->add_option("--warmup", o->sweep.core.warmup, "Warm-up steps per run")->capture_default_str();
+  sweep->add_option("--core", o->sweep.core.core, "tunepar-core binary (default: next to tunepar)");
+  sweep->add_option("--threads", o->sweep.core.threads, "Threads per rank (default: automatic)");
+  sweep->add_option("--timeout", o->sweep.timeout_s, "Seconds per run (default 600)");
+  sweep->add_option("--runs-csv", o->sweep.runs_csv, "Write the measured runs here (default: in the store)");
   cmd->callback([&global, result, o] { *result = RunCalibrate(global, *o); });
 }
 

@@ -27,21 +27,21 @@ TP_HOST_DEVICE inline float RoundBf16(float x) {
 }
 
 // IEEE binary16: 10 mantissa bits, exponent range [-14, 15]; overflow to inf, subnormals kept.
-// Bit arithmetic (no library calls), so loops over it vectorise.
+// Every case is computed and one selected, without branches or library calls, so loops over it
+// vectorise (the rounding runs after every operation of a 16-bit step).
 TP_HOST_DEVICE inline float RoundFp16(float x) {
   uint32_t bits;
   memcpy(&bits, &x, 4);
   const uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude >= 0x7f800000u) return x;                             // inf, nan
-  if (magnitude >= 0x477ff000u) return x > 0 ? INFINITY : -INFINITY;  // rounds past 65504
-  if (magnitude < 0x38800000u) {                                      // below 2^-14: subnormal grid of 2^-24
-    const float quantum = 5.9604644775390625e-8f;
-    return rintf(x / quantum) * quantum;
-  }
-  bits += 0xfffu + ((bits >> 13) & 1u);  // to nearest even at 10 mantissa bits
-  bits &= 0xffffe000u;
-  memcpy(&x, &bits, 4);
-  return x;
+  uint32_t rounded = (bits + 0xfffu + ((bits >> 13) & 1u)) & 0xffffe000u;  // nearest even, 10 bits
+  float normal;
+  memcpy(&normal, &rounded, 4);
+  const float quantum = 5.9604644775390625e-8f;  // 2^-24: the subnormal grid below 2^-14
+  const float subnormal = rintf(x / quantum) * quantum;
+  const float overflow = x > 0 ? INFINITY : -INFINITY;
+  float r = magnitude < 0x38800000u ? subnormal : normal;
+  r = magnitude >= 0x477ff000u ? overflow : r;  // rounds past 65504
+  return magnitude >= 0x7f800000u ? x : r;      // inf, nan
 }
 
 // precision: 0 = fp32 (no rounding), 1 = fp16, 2 = bf16

@@ -1,0 +1,37 @@
+// `tunepar calibrate --backend local|slurm`: a sweep of tunepar-core over layouts of a model at
+// one world size, measured on this machine or allocation, as the runs the calibration fits. The
+// layouts are spread over the (tp, pp, micro-batch) combinations first, then precision,
+// recomputation and ZeRO (a deterministic choice), so every fitted parameter has runs that
+// depend on it. The runs are also written as CSV (tunepar calibrate --from FILE refits them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runner/measured_runs.h"
+#include "tuner/commands.h"
+#include "tuner/core_backend_config.h"
+
+namespace tunepar {
+
+struct SweepOptions {
+  std::string backend;  // "local" or "slurm"
+  std::string model = "small";
+  std::string hardware;  // the profile being calibrated
+  int world = 4;
+  int layouts = 24;      // how many layouts to measure
+  double timeout_s = 0;  // per run (0: the core backend's default)
+  CoreFlags core;
+  std::string runs_csv;  // where the measured runs go ("" = <store>/calibration/<...>.csv)
+};
+
+// Runs the sweep (progress on stdout unless --json); the ok runs, in order. Failed runs (OOM,
+// crash, timeout) are reported and left out of the fit.
+Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions& global,
+                                                             const SweepOptions& o);
+
+// Writes runs as the CSV that ParseMeasuredRuns reads.
+std::string MeasuredRunsCsv(const std::vector<runner::MeasuredRun>& runs);
+
+}  // namespace tunepar
