@@ -139,6 +139,8 @@ TEST(LocalBackend, SlicesKeepTpAndPpAndAddTheModelsDpCommunication) {
     EXPECT_NE(t.message.find("sliced"), std::string::npos) << t.message;
     EXPECT_GE(slice["dp_comm_added_s"].get<double>(), 0.0);
   }
+  const testing::CliRun show = RunTunepar("--store " + store + " show " + OnlyStudy(store) + " --all");
+  EXPECT_NE(show.out.find("ok (sliced)"), std::string::npos) << show.out;
 }
 
 TEST(LocalBackend, BadSetupIsOneLineAndTouchesNothing) {

@@ -23,6 +23,14 @@ std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store:
   return ok;
 }
 
+// A slice trial measured a part of the world (runner/core_backend.h): its numbers are part
+// measurement, part model.
+bool Sliced(const store::TrialRecord& r) {
+  if (r.details.find("\"slice\"") == std::string::npos) return false;
+  const nlohmann::json d = nlohmann::json::parse(r.details, nullptr, false);
+  return d.is_object() && d.contains("slice");
+}
+
 TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool with_status) {
   using A = TextTable::Align;
   TextTable t;
@@ -48,7 +56,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     std::vector<std::string> row = {std::to_string(++rank)};
     if (with_status) {
       row.push_back(fmt::format("{}/{}", r->node_id, r->number));
-      row.emplace_back(search::ToString(r->status));
+      row.push_back(std::string(search::ToString(r->status)) + (Sliced(*r) ? " (sliced)" : ""));
     }
     for (int v : {l.tp, l.pp, l.dp, l.micro_batch, l.num_micro_batches}) row.push_back(std::to_string(v));
     row.emplace_back(search::ToString(l.precision));
