@@ -43,6 +43,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view Name() const = 0;
   virtual std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) = 0;
+  // Ranks a trial of `world` ranks runs on one node, for the performance model's placement
+  // (PerformanceModel::set_ranks_per_node); 0: one per GPU, as the hardware profile has it.
+  virtual int RanksPerNode(int /*world*/) const { return 0; }
 
   // Start, then poll until the trial ends.
   TrialResult Evaluate(const search::Layout& layout, const TrialContext& context);

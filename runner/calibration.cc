@@ -14,11 +14,14 @@ Result<std::vector<RowFit>> EvaluateRuns(const std::vector<MeasuredRun>& runs, c
                                          const Efficiency& efficiency) {
   std::vector<RowFit> rows;
   for (const MeasuredRun& run : runs) {
-    const PerformanceModel model(run.model, profile, efficiency);
+    PerformanceModel model(run.model, profile, efficiency);
+    model.set_ranks_per_node(run.ranks_per_node);
     TUNEPAR_RETURN_IF_ERROR(model.CheckLayout(run.layout).WithContext(run.label));
     const Prediction p = model.Predict(run.layout);
     RowFit r;
     r.label = run.label;
+    const search::ModelShape& m = run.model;
+    r.shape = fmt::format("L{} h{} a{} s{} V{} B{}", m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.global_batch);
     r.layout = run.layout;
     r.measured_step_s = run.step_time_s;
     r.predicted_step_s = p.step_time_s;
@@ -32,16 +35,20 @@ Result<std::vector<RowFit>> EvaluateRuns(const std::vector<MeasuredRun>& runs, c
 
 std::vector<EfficiencyKey> DefaultFitSet(const std::vector<MeasuredRun>& runs,
                                          const HardwareProfile& profile) {
-  bool tp = false, network = false;
+  bool link = false, network = false;
   for (const MeasuredRun& r : runs) {
-    tp = tp || r.layout.tp > 1;
-    network = network || (r.layout.World() > profile.gpus_per_node && (r.layout.dp > 1 || r.layout.pp > 1));
+    const search::Layout& l = r.layout;
+    const int per_node = std::max(profile.gpus_per_node, r.ranks_per_node);
+    const bool spans_nodes = l.World() > per_node;
+    link = link || l.tp > 1 || (!spans_nodes && (l.dp > 1 || l.pp > 1));
+    network = network || (spans_nodes && (l.dp > 1 || l.pp > 1));
   }
   std::vector<EfficiencyKey> candidates = {EfficiencyKey::kGemmEfficiency};
-  if (tp) candidates.push_back(EfficiencyKey::kLinkEfficiency);
+  if (link) candidates.push_back(EfficiencyKey::kLinkEfficiency);
   if (network) candidates.push_back(EfficiencyKey::kNetworkEfficiency);
   candidates.push_back(EfficiencyKey::kMemoryEfficiency);
   candidates.push_back(EfficiencyKey::kGemmHalfSize);
+  if (link) candidates.push_back(EfficiencyKey::kLinkLatencyUs);
   const size_t keep = std::max<size_t>(1, runs.size() / 4);
   candidates.resize(std::min(keep, candidates.size()));
   return candidates;
@@ -68,7 +75,10 @@ struct FitProblem {
     const Efficiency e = At(x);
     double sum = 0;
     for (const MeasuredRun& run : *runs) {
-      const double predicted = PerformanceModel(run.model, *profile, e).Predict(run.layout).step_time_s;
+      const double predicted = PerformanceModel(run.model, *profile, e)
+                                   .set_ranks_per_node(run.ranks_per_node)
+                                   .Predict(run.layout)
+                                   .step_time_s;
       const double r = std::log(predicted / run.step_time_s);
       sum += r * r;
     }

@@ -17,6 +17,8 @@ namespace tunepar::runner {
 
 struct RowFit {
   std::string label;
+  std::string shape;  // the run's model dimensions, e.g. "L4 h256 a8 s128 V1024 B8"
+
   search::Layout layout;
   double measured_step_s = 0;
   double predicted_step_s = 0;
@@ -42,8 +44,9 @@ struct CalibrationOptions {
 
 // The parameters worth fitting to these runs, at most one per four runs (fewer parameters
 // generalise better): the GEMM efficiency always; then the intra-node link efficiency when some
-// run has tp > 1; the network efficiency when some run spans nodes with dp or pp > 1; the memory
-// efficiency; the GEMM roll-off.
+// run communicates within a node (tp > 1, or dp or pp > 1 on one node); the network efficiency
+// when some run spans nodes with dp or pp > 1; the memory efficiency; the GEMM roll-off; the
+// link latency (with the link efficiency).
 std::vector<EfficiencyKey> DefaultFitSet(const std::vector<MeasuredRun>& runs,
                                          const HardwareProfile& profile);
 

@@ -18,6 +18,7 @@
 // the full world and the slice. Sliced results say so in their message and details.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,6 +72,12 @@ class CoreBackend : public Backend {
   // named after `trial_id`, so a later tunepar can cancel it).
   std::string LaunchCommand(const search::Layout& measured, const std::string& trial_dir,
                             const std::string& trial_id) const;
+  // All of a trial's ranks on this machine (local; a slice's when the world is sliced), one per
+  // GPU under Slurm (0).
+  int RanksPerNode(int world) const override {
+    if (options_.launcher != Launcher::kLocal) return 0;
+    return options_.capacity > 0 ? std::min(world, options_.capacity) : world;
+  }
   // The seconds of exposed data-parallel communication the full layout adds over its slice.
   double SliceCorrection(const search::Layout& full, const search::Layout& slice) const;
 

@@ -128,6 +128,7 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   TUNEPAR_RETURN_IF_ERROR(r.Int("zero", &l.zero, 0));
   TUNEPAR_RETURN_IF_ERROR(r.Flag("seq_parallel", &l.seq_parallel));
   TUNEPAR_RETURN_IF_ERROR(r.Flag("flash_attention", &l.flash_attention));
+  if (!r.Text("ranks_per_node").empty()) TUNEPAR_RETURN_IF_ERROR(r.Int("ranks_per_node", &run->ranks_per_node, 0));
   if (gpus % (l.tp * l.pp) != 0) return r.Error("gpus", fmt::format("{} is not a multiple of tp x pp", gpus));
   l.dp = gpus / (l.tp * l.pp);
   if (m.global_batch % (l.micro_batch * l.dp) != 0)

@@ -22,6 +22,9 @@ struct MeasuredRun {
   // The FLOP formula the run's TFLOP/s were published with ("recompute-counted" or "model"), so
   // reports compare like with like; "model" when the run was measured as a step time.
   std::string tflops_formula = "model";
+  // Ranks the run placed on each node; 0: one per GPU (the profile's GPUs per node). More ranks
+  // than GPUs time-share them (oversubscribed runs on a workstation).
+  int ranks_per_node = 0;
 
   // FLOPs per step by the run's formula: TFLOP/s per GPU = FlopsPerStep() / step / GPUs.
   double FlopsPerStep() const;
@@ -30,7 +33,7 @@ struct MeasuredRun {
 // Parses CSV with a header row and these columns (order free; '#' lines are comments):
 //   label, layers, hidden, heads, seq_len, vocab, global_batch, gpus, tp, pp, micro_batch,
 //   virtual_stages, precision, recompute, zero, seq_parallel, flash_attention, source,
-//   and either step_time_s, or tflops_per_gpu with tflops_formula:
+//   optionally ranks_per_node (empty or 0: one rank per GPU), and either step_time_s, or tflops_per_gpu with tflops_formula:
 //     "recompute-counted": 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) FLOPs per step (Narayanan
 //                          et al. 2021 eq. 3, what Megatron's Table 1 and Megatron-DeepSpeed print)
 //     "model":             72 B L s h^2 (1 + s/(6h) + V/(12 h L)) (Korthikanti et al. eq. 7)

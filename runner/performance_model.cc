@@ -82,6 +82,7 @@ PerformanceModel::PerformanceModel(const ModelShape& model, const HardwareProfil
   memory_bytes_ = hw.MemoryBytes();
   memory_bandwidth_ = hw.memory_bandwidth_gbs.value * 1e9 * eff[K::kMemoryEfficiency];
   gpus_per_node_ = hw.gpus_per_node;
+  ranks_per_node_ = gpus_per_node_;
   gpus_per_package_ = hw.gpus_per_package;
   node_bandwidth_ = hw.intra_node_bandwidth_gbs.value * 1e9 * eff[K::kLinkEfficiency];
   package_bandwidth_ = gpus_per_package_ > 1 ? hw.package_bandwidth_gbs.value * 1e9 * eff[K::kLinkEfficiency]
@@ -90,16 +91,21 @@ PerformanceModel::PerformanceModel(const ModelShape& model, const HardwareProfil
   model_flops_ = ModelFlopsPerStep(model);
 }
 
+PerformanceModel& PerformanceModel::set_ranks_per_node(int ranks) {
+  ranks_per_node_ = std::max(gpus_per_node_, ranks);
+  return *this;
+}
+
 PerformanceModel::LinkSpeed PerformanceModel::GroupLink(int size, int stride) const {
   const double link_latency = eff_[EfficiencyKey::kLinkLatencyUs] * 1e-6;
   const int span = size * stride;  // consecutive ranks the group covers
   if (span <= gpus_per_package_) return {package_bandwidth_, link_latency};
-  if (span <= gpus_per_node_) return {node_bandwidth_, link_latency};
+  if (span <= ranks_per_node_) return {node_bandwidth_, link_latency};
   // The group leaves the node. Every GPU of the node is in such a group, and all of them
   // communicate at once: the node's NICs are shared. A group with g members in a node moves
   // 1/g of its ring traffic across the node boundary per member.
-  const int members_per_node = std::max(1, std::min(size, gpus_per_node_ / std::max(1, stride)));
-  const double per_gpu = node_network_ * members_per_node / gpus_per_node_;
+  const int members_per_node = std::max(1, std::min(size, ranks_per_node_ / std::max(1, stride)));
+  const double per_gpu = node_network_ * members_per_node / ranks_per_node_;
   return {std::min(node_bandwidth_, per_gpu), eff_[EfficiencyKey::kNetworkLatencyUs] * 1e-6};
 }
 
@@ -258,8 +264,16 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   const double optimizer_bytes = 2 * grad_bytes + 3 * 8.0 + (mixed ? bv : 0.0);
   out.time.optimizer = params / (l.zero == 1 ? d : 1.0) * optimizer_bytes / memory_bandwidth_;
 
-  out.step_time_s = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
-                    out.time.dp_comm_exposed + out.time.optimizer;
+  const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
+                           out.time.dp_comm_exposed + out.time.optimizer;
+  if (ranks_per_node_ > gpus_per_node_) {
+    // Time-shared devices: the node's ranks' work (the LM head on one stage in p) over its devices.
+    const double work_per_rank = out.time.compute - mb * head * (p - 1) / p + out.time.tp_comm + out.time.pp_p2p +
+                                 out.time.dp_comm_exposed + out.time.optimizer;
+    const double shared = work_per_rank * ranks_per_node_ / gpus_per_node_;
+    out.time.device_sharing = std::max(0.0, shared - dedicated);
+  }
+  out.step_time_s = dedicated + out.time.device_sharing;
   out.tokens_per_s = static_cast<double>(m.global_batch) * m.seq_len / out.step_time_s;
   out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;
   out.mfu = out.tflops_per_gpu * 1e12 / peak;

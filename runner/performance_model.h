@@ -15,6 +15,11 @@
 // slowest link it crosses; groups that leave the node share its NICs with the node's other
 // groups communicating at the same time.
 //
+// Oversubscription. When a node runs more ranks than it has devices (a workstation's cores
+// standing in for GPUs), the ranks time-share the devices: a rank idle in a bubble or a
+// collective gives its device to another, and the step takes at least the node's total work
+// over its devices. The step time is the larger of that and the dedicated-device schedule.
+//
 // Memory. Weights, gradients and Adam states of the most loaded stage (ZeRO-1 shards the
 // optimizer part over dp), activations in flight under 1F1B (Korthikanti et al. 2022), the
 // communication buffers, and the runtime overhead (a constant plus a fragmentation fraction).
@@ -43,6 +48,7 @@ struct TimeBreakdown {         // seconds per optimizer step; they add up to the
   double bubble = 0;           // pipeline fill and drain: (p - 1) / v slots
   double dp_comm_exposed = 0;  // gradient reduction (and ZeRO-1 gather) not hidden by backward
   double optimizer = 0;        // AdamW update, memory-bound
+  double device_sharing = 0;   // ranks waiting for a device other ranks use (oversubscribed runs)
 };
 
 struct MemoryBreakdown {  // bytes per device, on the most loaded pipeline stage
@@ -86,6 +92,12 @@ class PerformanceModel {
   PerformanceModel(const search::ModelShape& model, const HardwareProfile& hardware,
                    const Efficiency& efficiency);
 
+  // Places `ranks` ranks on each node (0 or the profile's GPUs per node: one rank per device).
+  // More ranks than devices time-share them, and every group of ranks within a node
+  // communicates over the node's links.
+  PerformanceModel& set_ranks_per_node(int ranks);
+  int ranks_per_node() const { return ranks_per_node_; }
+
   // The layout must be legal for the model (see CheckLayout); microseconds per call.
   Prediction Predict(const search::Layout& layout) const;
 
@@ -111,6 +123,7 @@ class PerformanceModel {
   double memory_bytes_ = 0;
   double memory_bandwidth_ = 0;  // achieved by element-wise kernels, bytes/s
   int gpus_per_node_ = 1;
+  int ranks_per_node_ = 1;  // >= gpus_per_node_
   int gpus_per_package_ = 1;
   double package_bandwidth_ = 0;  // achieved by collectives, bytes/s
   double node_bandwidth_ = 0;     // achieved by collectives, bytes/s

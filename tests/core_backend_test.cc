@@ -6,11 +6,14 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <tuple>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runner/measured_runs.h"
 #include "runner/process_group.h"
 #include "tests/test_support.h"
 
@@ -141,6 +144,9 @@ TEST(LocalBackend, SlicesKeepTpAndPpAndAddTheModelsDpCommunication) {
   }
   const testing::CliRun show = RunTunepar("--store " + store + " show " + OnlyStudy(store) + " --all");
   EXPECT_NE(show.out.find("ok (sliced)"), std::string::npos) << show.out;
+  const testing::CliRun report = RunTunepar("--store " + store + " report " + OnlyStudy(store));
+  EXPECT_NE(report.out.find(" sliced"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("(sliced: measured on fewer data-parallel replicas"), std::string::npos) << report.out;
 }
 
 TEST(LocalBackend, BadSetupIsOneLineAndTouchesNothing) {
@@ -230,7 +236,7 @@ TEST(CalibrateSweep, MeasuresLayoutsWithTheCoreAndWritesAFittedProfile) {
       "--steps 2 --warmup 1 --core " +
       std::string(TUNEPAR_CORE) + " -o " + profile);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_NE(run.out.find("Sweeping 8 layouts of tiny at world 2"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Sweeping 8 layouts of tiny in 4 shapes at world 2"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("Spearman rank correlation"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("out of sample (2-fold"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("wrote " + profile), std::string::npos) << run.out;
@@ -240,6 +246,16 @@ TEST(CalibrateSweep, MeasuresLayoutsWithTheCoreAndWritesAFittedProfile) {
   // The measured runs are kept, and refit as they are.
   const std::string csv = store + "/calibration/local-cpu-tiny-w2/runs.csv";
   ASSERT_TRUE(std::filesystem::exists(csv));
+  // Four shapes (as given, twice the batch, half the hidden size, twice the sequence), all ranks
+  // on this machine.
+  Result<std::vector<runner::MeasuredRun>> measured = runner::ParseMeasuredRuns(testing::ReadFile(csv), csv);
+  ASSERT_TRUE(measured.ok()) << measured.status().message();
+  std::set<std::tuple<int, int, int>> shapes;
+  for (const runner::MeasuredRun& r : *measured) {
+    shapes.insert({r.model.global_batch, r.model.hidden, r.model.seq_len});
+    EXPECT_EQ(r.ranks_per_node, 2);
+  }
+  EXPECT_EQ(shapes.size(), 4u);
   const testing::CliRun refit = testing::RunTunepar("calibrate --from " + csv + " --hardware local-cpu");
   EXPECT_EQ(refit.exit_code, 0) << refit.err;
   // Exactly one source of runs.

@@ -361,6 +361,23 @@ TEST(CoreResult, ReportsPhasesPlacementAndVersions) {
   EXPECT_EQ(r["layout"], "tp2-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
 }
 
+// Sleeping waits (for more ranks than cores) run the same training as MPI's spinning ones: the
+// non-blocking collectives and receives behind them compute the same sums.
+TEST(CoreWaiting, SleepAndSpinTrainTheSame) {
+  const std::string layout = "--model tiny --tp 2 --pp 2 --dp 2 --zero 1 --micro-batches 2";
+  const CoreRun spin = RunCore(8, layout + " --wait spin", false);
+  const CoreRun sleep = RunCore(8, layout + " --wait sleep", false);
+  ASSERT_EQ(spin.process.exit_code, 0) << spin.process.err;
+  ASSERT_EQ(sleep.process.exit_code, 0) << sleep.process.err;
+  EXPECT_EQ(spin.result["mpi_wait"], "spin");
+  EXPECT_EQ(sleep.result["mpi_wait"], "sleep");
+  const std::vector<double> a = spin.result["loss"].get<std::vector<double>>();
+  const std::vector<double> b = sleep.result["loss"].get<std::vector<double>>();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * std::abs(a[i])) << "step " << i;
+  EXPECT_EQ(RunCore(1, "--model tiny --wait nap", false).process.exit_code, 2);
+}
+
 #ifdef TUNEPAR_CORE_HIP
 TEST(CoreHip, WithoutADeviceSaysSoCleanly) {
   const CoreRun run = RunCore(1, "--model tiny", false, TUNEPAR_CORE_HIP);

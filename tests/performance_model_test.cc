@@ -278,6 +278,62 @@ TEST_F(Physics, RejectsIllegalLayoutsWithAReason) {
   EXPECT_FALSE(m->CheckLayout(l).ok());
 }
 
+// Four ranks on a node with two devices (the local backend on a 2-core machine).
+class SharedDevices : public ::testing::Test {
+ protected:
+  Prediction P(const std::string& key, int ranks_per_node) const {
+    Result<search::Layout> l = search::ParseLayoutKey(key);
+    EXPECT_TRUE(l.ok()) << key;
+    PerformanceModel m = *PerformanceModel::Create(model_, hw_);
+    m.set_ranks_per_node(ranks_per_node);
+    EXPECT_TRUE(m.CheckLayout(*l).ok()) << key;
+    return m.Predict(*l);
+  }
+  search::ModelShape model_ = testing::PresetModel("small");
+  HardwareProfile hw_ = testing::PresetHardware("local-cpu");  // 2 devices per node
+};
+
+TEST_F(SharedDevices, OneRankPerDeviceIsTheDefaultPlacement) {
+  for (const char* key : {"tp2-pp1-dp1-mbs1-nmb8-fp32-zero0-rcnone-sp0-vpp1-fa0",
+                          "tp1-pp2-dp2-mbs2-nmb2-bf16-zero1-rcfull-sp0-vpp1-fa0"}) {
+    const Prediction a = P(key, 0), b = P(key, 2);
+    EXPECT_EQ(a.step_time_s, b.step_time_s) << key;
+    EXPECT_EQ(a.time.device_sharing, 0.0) << key;
+  }
+}
+
+TEST_F(SharedDevices, BusyRanksShareTheDevicesAndTheBreakdownAddsUp) {
+  // Data parallelism keeps all four ranks busy: two devices take twice a rank's work.
+  const Prediction p = P("tp1-pp1-dp4-mbs1-nmb2-fp32-zero0-rcnone-sp0-vpp1-fa0", 4);
+  const TimeBreakdown& t = p.time;
+  const double work = t.compute + t.tp_comm + t.pp_p2p + t.dp_comm_exposed + t.optimizer;
+  EXPECT_NEAR(p.step_time_s, 2 * work, 1e-9 * p.step_time_s);
+  EXPECT_GT(t.device_sharing, 0.4 * p.step_time_s);
+  EXPECT_NEAR(t.compute + t.tp_comm + t.pp_p2p + t.bubble + t.dp_comm_exposed + t.optimizer + t.device_sharing,
+              p.step_time_s, 1e-9 * p.step_time_s);
+}
+
+TEST_F(SharedDevices, ASequentialPipelineHasADeviceToEachActiveRank) {
+  // One micro-batch through four stages: one rank works at a time, nothing waits for a device.
+  const Prediction p = P("tp1-pp4-dp1-mbs8-nmb1-fp32-zero0-rcnone-sp0-vpp1-fa0", 4);
+  EXPECT_EQ(p.time.device_sharing, 0.0);
+  // With eight micro-batches the bubble is filled by the other ranks' work instead.
+  const Prediction q = P("tp1-pp4-dp1-mbs1-nmb8-fp32-zero0-rcnone-sp0-vpp1-fa0", 4);
+  EXPECT_GT(q.time.device_sharing, 0.0);
+  EXPECT_LT(q.step_time_s, p.step_time_s);
+}
+
+TEST_F(SharedDevices, RanksOnOneNodeCommunicateOverTheNodesLinks) {
+  // Spread over two nodes the DP ring crosses the network; on one node it does not.
+  HardwareProfile slow_network = hw_;
+  slow_network.nic_bandwidth_gbs.value = hw_.nic_bandwidth_gbs.value / 100;
+  PerformanceModel two_nodes = *PerformanceModel::Create(model_, slow_network);
+  PerformanceModel one_node = *PerformanceModel::Create(model_, slow_network);
+  one_node.set_ranks_per_node(4);
+  const search::Layout l = *search::ParseLayoutKey("tp2-pp1-dp2-mbs1-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
+  EXPECT_GT(two_nodes.Predict(l).time.dp_comm_exposed, 10 * one_node.Predict(l).time.dp_comm_exposed);
+}
+
 TEST(PerformanceModelProfile, MissingEfficiencyParameterIsNamed) {
   HardwareProfile hw = testing::PresetHardware("dgx-a100");
   hw.efficiency.erase("link_efficiency");
@@ -349,9 +405,10 @@ TEST(MeasuredRuns, ParsesTflopsAndStepTimes) {
   const std::string csv =
       "# comment\n"
       "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,precision,"
-      "recompute,zero,seq_parallel,flash_attention,step_time_s,tflops_per_gpu,tflops_formula,source\n"
-      "a,24,2304,24,2048,51200,512,32,1,1,16,1,fp16,full,0,0,0,,137,recompute-counted,paper\n"
-      "b,24,2304,24,2048,51200,512,32,2,1,16,1,bf16,selective,1,1,1,3.5,,,measured\n";
+      "recompute,zero,seq_parallel,flash_attention,step_time_s,tflops_per_gpu,tflops_formula,source,"
+      "ranks_per_node\n"
+      "a,24,2304,24,2048,51200,512,32,1,1,16,1,fp16,full,0,0,0,,137,recompute-counted,paper,\n"
+      "b,24,2304,24,2048,51200,512,32,2,1,16,1,bf16,selective,1,1,1,3.5,,,measured,16\n";
   Result<std::vector<MeasuredRun>> runs = ParseMeasuredRuns(csv, "t.csv");
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   ASSERT_EQ(runs->size(), 2u);
@@ -367,6 +424,8 @@ TEST(MeasuredRuns, ParsesTflopsAndStepTimes) {
   EXPECT_TRUE(b.layout.seq_parallel);
   EXPECT_TRUE(b.layout.flash_attention);
   EXPECT_EQ(b.layout.zero, 1);
+  EXPECT_EQ(a.ranks_per_node, 0);  // one rank per GPU
+  EXPECT_EQ(b.ranks_per_node, 16);
 }
 
 TEST(MeasuredRuns, ErrorsNameLineAndColumn) {

@@ -17,6 +17,7 @@
 namespace tunepar {
 namespace {
 
+using testing::kTestCpu;
 using testing::RunTunepar;
 using testing::TempDir;
 
@@ -34,7 +35,7 @@ void ExpectNoNan(const std::string& text) {
 
 std::string Search(const std::string& store, int budget, const std::string& flags) {
   return "--store " + store +
-         " search --world 2 --model tiny --hardware local-cpu --backend command --command '" +
+         " search --world 2 --model tiny --hardware " + kTestCpu + " --backend command --command '" +
          std::string(TUNEPAR_FAKE_TRAINER) +
          " --tp {tp} --pp {pp} --mbs {mbs} --precision {precision} --recompute " +
          "{recompute} --vpp {vpp} " + flags + "' --metric-regex 'step_time: ([0-9.]+)' --budget " +

@@ -23,6 +23,7 @@ namespace {
 
 using testing::NoTrialProcessesLeft;
 using testing::OnlyStudy;
+using testing::kTestCpu;
 using testing::RunTunepar;
 using testing::Spawn;
 using testing::StudyId;
@@ -40,7 +41,7 @@ std::string Command(const std::string& extra) {
 std::string SearchArgs(const std::string& store, int budget, const std::string& trainer_flags,
                        const std::string& extra = "") {
   return "--store " + store +
-         " search --world 2 --model tiny --hardware local-cpu --backend command --command " +
+         " search --world 2 --model tiny --hardware " + kTestCpu + " --backend command --command " +
          Command(trainer_flags) + " --metric-regex 'step_time: ([0-9.]+)' --budget " +
          std::to_string(budget) + " --node-id n0 " + extra;
 }

@@ -14,6 +14,10 @@
 
 namespace tunepar::testing {
 
+// A hardware profile that stays fixed (tests/data/test-cpu.toml) for tests whose outcome
+// depends on where the performance model sends the search.
+inline const std::string kTestCpu = std::string(TUNEPAR_SOURCE_DIR) + "/tests/data/test-cpu.toml";
+
 // A fresh directory under $TMPDIR, removed with its contents when the object goes away.
 class TempDir {
  public:

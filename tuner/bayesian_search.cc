@@ -115,6 +115,9 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
   const std::string& node = s.node_id();
   Result<runner::PerformanceModel> model = runner::PerformanceModel::Create(problem.model, problem.hardware);
   if (!model.ok()) return model.status();
+  // Where the backend puts the ranks (the local backend runs them all on this machine, sharing its
+  // cores when they outnumber them).
+  model->set_ranks_per_node(backend.RanksPerNode(s.world));
   const double tokens_per_step = static_cast<double>(problem.model.global_batch) * problem.model.seq_len;
   search::ProposerOptions po;
   po.acquisition = o.acquisition;
@@ -155,14 +158,17 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
   }
 
   const int gpn = problem.hardware.gpus_per_node;
+  const int per_node = std::max(gpn, model->ranks_per_node());
   Progress progress(stdout, o.budget, CountFinished(s.trials));
   if (!global.json) {
+    const int nodes = (s.world + per_node - 1) / per_node;
     fmt::print(
-        "tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{}), space {}: {} legal "
+        "tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{}{}), space {}: {} legal "
         "layouts\n",
-        problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, s.world,
-        (s.world + gpn - 1) / gpn, s.world > gpn ? "s" : "", problem.space.name,
-        WithCommas(static_cast<int64_t>(s.space.legal.size())));
+        problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, s.world, nodes,
+        nodes > 1 ? "s" : "",
+        per_node > gpn ? fmt::format("; {} ranks per node share {} devices", per_node, gpn) : "",
+        problem.space.name, WithCommas(static_cast<int64_t>(s.space.legal.size())));
     fmt::print(
         "backend {}; Bayesian search (GP on the performance model's prior, {}), batch {}, budget {} "
         "trials{}\n",
@@ -312,7 +318,8 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
           const store::TrialRecord* best = BestTrial(s.trials);
           progress.Line(fmt::format(
               "trial {:>3}/{}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", CountFinished(s.trials),
-              o.budget, search::LayoutKey(r.layout), search::ToString(r.status),
+              o.budget, search::LayoutKey(r.layout),
+              std::string(search::ToString(r.status)) + (Sliced(r) ? " (sliced)" : ""),
               r.status == search::TrialStatus::kOk ? Throughput(r) : "-",
               a.predicted.fits ? fmt::format("{} tok/s", WithCommas(std::llround(a.predicted.tokens_per_s)))
                                : "oom",
@@ -412,8 +419,8 @@ Status RunBayesianSearch(const GlobalOptions& global, StudySession& s, runner::B
     fmt::print("\nStopped: {}.\n", stop_reason);
     if (best != nullptr) {
       fmt::print(
-          "Best layout: {}  {} measured (trial {}/{}; model predicted {} tok/s)\n",
-          search::LayoutKey(best->layout), Throughput(*best), best->node_id, best->number,
+          "Best layout: {}  {} {} (trial {}/{}; model predicted {} tok/s)\n", search::LayoutKey(best->layout),
+          Throughput(*best), Sliced(*best) ? "from a slice + the model" : "measured", best->node_id, best->number,
           best->predicted_tokens_per_s ? WithCommas(std::llround(*best->predicted_tokens_per_s)) : "-");
     } else {
       fmt::print("No trial has finished ok yet.\n");

@@ -2,6 +2,7 @@
 // file of published or measured runs, or a study's measured trials) and writes the profile.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -84,6 +85,10 @@ Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_
 struct Agreement {
   double spearman = 0;
   double median_abs_error = 0;
+  // With runs of several model shapes: the mean of the Spearman correlations within each shape
+  // of at least four runs (how well layouts are ranked, not shapes); 0 shapes: not computed.
+  double spearman_within_shapes = 0;
+  int shapes = 0;
 };
 
 Result<Agreement> AgreementOf(const std::vector<runner::RowFit>& rows) {
@@ -96,8 +101,23 @@ Result<Agreement> AgreementOf(const std::vector<runner::RowFit>& rows) {
   }
   std::sort(errors.begin(), errors.end());
   const size_t n = errors.size();
-  return Agreement{search::SpearmanCorrelation(measured, predicted),
-                   n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2])};
+  Agreement a{search::SpearmanCorrelation(measured, predicted),
+              n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2])};
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_shape;
+  for (const runner::RowFit& r : rows) {
+    by_shape[r.shape].first.push_back(r.measured_step_s);
+    by_shape[r.shape].second.push_back(r.predicted_step_s);
+  }
+  if (by_shape.size() > 1) {
+    double sum = 0;
+    for (const auto& [shape, values] : by_shape) {
+      if (values.first.size() < 4) continue;
+      sum += search::SpearmanCorrelation(values.first, values.second);
+      ++a.shapes;
+    }
+    if (a.shapes > 0) a.spearman_within_shapes = sum / a.shapes;
+  }
+  return a;
 }
 
 std::string LayoutText(const search::Layout& l) {
@@ -200,6 +220,10 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
                         {"spearman", in_sample.ok() ? in_sample->spearman : 0.0},
                         {"median_abs_error", in_sample.ok() ? in_sample->median_abs_error : 0.0},
                         {"written", written}};
+    if (in_sample.ok() && in_sample->shapes > 0) {
+      j["spearman_within_shapes"] = in_sample->spearman_within_shapes;
+      j["shapes"] = in_sample->shapes;
+    }
     nlohmann::json params = nlohmann::json::object();
     for (const auto& p : runner::EfficiencyParameters()) params[std::string(p.name)] = fit->efficiency[p.key];
     j["efficiency"] = params;
@@ -217,6 +241,7 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
     j["rows"] = rows;
     if (cross.ok()) {
       j["cross_validated"] = {{"spearman", cross->spearman}, {"median_abs_error", cross->median_abs_error}};
+      if (cross->shapes > 0) j["cross_validated"]["spearman_within_shapes"] = cross->spearman_within_shapes;
     }
     fmt::print("{}\n", j.dump(2));
     return Status::Ok();
@@ -250,12 +275,20 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   if (in_sample.ok()) {
     fmt::print("predicted vs measured step time: Spearman rank correlation {:.3f}, median |error| {:.1f}%\n",
                in_sample->spearman, 100 * in_sample->median_abs_error);
+    if (in_sample->shapes > 0) {
+      fmt::print("  ranking layouts within each model shape: mean Spearman {:.3f} over {} shapes\n",
+                 in_sample->spearman_within_shapes, in_sample->shapes);
+    }
   }
   if (cross.ok()) {
     fmt::print(
         "out of sample (2-fold: each half predicted by a fit to the other): Spearman {:.3f}, median "
         "|error| {:.1f}%\n",
         cross->spearman, 100 * cross->median_abs_error);
+    if (cross->shapes > 0) {
+      fmt::print("  ranking layouts within each model shape: mean Spearman {:.3f} over {} shapes\n",
+                 cross->spearman_within_shapes, cross->shapes);
+    }
   }
   fmt::print(
       "(TFLOP/s by each run's own formula; error = predicted / measured step time - 1)\n\nParameters:\n");
@@ -293,7 +326,12 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
       ->check(CLI::IsMember({"local", "slurm"}));
   sweep->add_option("--model,-m", o->sweep.model, "Model of the sweep")->capture_default_str();
   sweep->add_option("--world,-w", o->sweep.world, "Ranks per run")->capture_default_str();
-  sweep->add_option("--layouts", o->sweep.layouts, "Layouts to measure")->capture_default_str();
+  sweep->add_option("--layouts", o->sweep.layouts, "Layouts to measure (over all shapes)")->capture_default_str();
+  sweep
+      ->add_option("--shapes", o->sweep.shapes,
+                   "Shapes of the model to measure: 1 as given; 2 adds twice the global batch; 3 half the "
+                   "hidden size; 4 twice the sequence")
+      ->capture_default_str();
   sweep->add_option("--steps", o->sweep.core.steps, "Measured steps per run")->capture_default_str();
   sweep->add_option("--warmup", o->sweep.core.warmup, "Warm-up steps per run")->capture_default_str();
   sweep->add_option("--core", o->sweep.core.core, "tunepar-core binary (default: next to tunepar)");

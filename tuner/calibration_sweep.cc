@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,8 +22,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Spread over (tp, pp, mbs) groups round-robin; within a group a fixed pseudo-random order, so
-// precision, recomputation and ZeRO vary too.
+// Spread over the (tp, pp, mbs) groups: the groups in an order that tries every value of each
+// knob early (each next group is the one whose tp, pp and mbs values have been used least so
+// far), taken round-robin; within a group a fixed pseudo-random order, so precision,
+// recomputation and ZeRO vary too.
 std::vector<search::Layout> SpreadLayouts(const std::vector<search::Layout>& legal, int count) {
   std::map<std::tuple<int, int, int>, std::vector<search::Layout>> groups;
   for (const search::Layout& l : legal) groups[{l.tp, l.pp, l.micro_batch}].push_back(l);
@@ -33,12 +36,36 @@ std::vector<search::Layout> SpreadLayouts(const std::vector<search::Layout>& leg
     std::sort(members.begin(), members.end(),
               [&](const search::Layout& a, const search::Layout& b) { return order(a) < order(b); });
   }
+  std::vector<const std::vector<search::Layout>*> order;
+  {
+    std::map<int, int> tp_uses, pp_uses, mbs_uses;
+    std::map<std::tuple<int, int, int>, const std::vector<search::Layout>*> left;
+    for (const auto& [key, members] : groups) left[key] = &members;
+    while (!left.empty()) {
+      auto best = left.begin();
+      int best_uses = INT32_MAX;
+      for (auto it = left.begin(); it != left.end(); ++it) {
+        const auto& [tp, pp, mbs] = it->first;
+        const int uses = tp_uses[tp] + pp_uses[pp] + mbs_uses[mbs];
+        if (uses < best_uses) {
+          best = it;
+          best_uses = uses;
+        }
+      }
+      const auto& [tp, pp, mbs] = best->first;
+      ++tp_uses[tp];
+      ++pp_uses[pp];
+      ++mbs_uses[mbs];
+      order.push_back(best->second);
+      left.erase(best);
+    }
+  }
   std::vector<search::Layout> chosen;
   for (size_t round = 0; static_cast<int>(chosen.size()) < count; ++round) {
     bool any = false;
-    for (auto& [key, members] : groups) {
-      if (round < members.size() && static_cast<int>(chosen.size()) < count) {
-        chosen.push_back(members[round]);
+    for (const std::vector<search::Layout>* members : order) {
+      if (round < members->size() && static_cast<int>(chosen.size()) < count) {
+        chosen.push_back((*members)[round]);
         any = true;
       }
     }
@@ -52,49 +79,104 @@ std::vector<search::Layout> SpreadLayouts(const std::vector<search::Layout>& leg
 std::string MeasuredRunsCsv(const std::vector<runner::MeasuredRun>& runs) {
   std::string s =
       "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,precision,"
-      "recompute,zero,seq_parallel,flash_attention,source,step_time_s\n";
+      "recompute,zero,seq_parallel,flash_attention,ranks_per_node,source,step_time_s\n";
   for (const runner::MeasuredRun& r : runs) {
     const search::Layout& l = r.layout;
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g}\n", r.label,
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g}\n", r.label,
                      r.model.layers, r.model.hidden, r.model.heads, r.model.seq_len, r.model.vocab,
                      r.model.global_batch, l.World(), l.tp, l.pp, l.micro_batch, l.virtual_stages,
                      search::ToString(l.precision), search::ToString(l.recompute), l.zero,
-                     l.seq_parallel ? 1 : 0, l.flash_attention ? 1 : 0, r.source, r.step_time_s);
+                     l.seq_parallel ? 1 : 0, l.flash_attention ? 1 : 0, r.ranks_per_node, r.source,
+                     r.step_time_s);
   }
   return s;
+}
+
+std::vector<search::ModelShape> ShapeVariants(const search::ModelShape& m, int count) {
+  std::vector<search::ModelShape> shapes = {m};
+  auto add = [&](const std::string& suffix, auto change) {
+    search::ModelShape v = m;
+    change(v);
+    v.name = m.name + suffix;
+    shapes.push_back(v);
+  };
+  add("-batch" + std::to_string(2 * m.global_batch), [](search::ModelShape& v) { v.global_batch *= 2; });
+  if (m.hidden % 2 == 0 && m.heads % 2 == 0 && (m.ffn_hidden == 0 || m.ffn_hidden % 2 == 0)) {
+    add("-hidden" + std::to_string(m.hidden / 2), [](search::ModelShape& v) {
+      v.hidden /= 2;
+      v.heads /= 2;  // the same head size: the attention shapes change with the sequence only
+      v.ffn_hidden /= 2;
+    });
+  }
+  add("-seq" + std::to_string(2 * m.seq_len), [](search::ModelShape& v) { v.seq_len *= 2; });
+  shapes.resize(std::min<size_t>(shapes.size(), static_cast<size_t>(std::max(1, count))));
+  return shapes;
 }
 
 Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions& global,
                                                              const SweepOptions& o) {
   if (o.layouts < 2) return InvalidArgument(fmt::format("--layouts must be at least 2, got {}", o.layouts));
+  if (o.shapes < 1 || o.shapes > kMaxSweepShapes)
+    return InvalidArgument(fmt::format("--shapes must be 1 to {}, got {}", kMaxSweepShapes, o.shapes));
   Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
   problem->space.seq_parallel = {false};
   problem->space.virtual_stages = {1};
   problem->space.flash_attention = {false};
-  Result<search::SpaceEnumeration> space = search::EnumerateSpace(MakeSpaceQuery(*problem, o.world));
-  if (!space.ok()) return space.status();
-  if (space->legal.empty()) return Status(StatusCode::kNoLegalLayout, "no legal layout to sweep");
   Result<runner::CoreBackendOptions> core =
       ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
                          problem->hardware, o.world, o.timeout_s);
   if (!core.ok()) return core.status();
-  runner::CoreBackend backend(*core, problem->model, problem->hardware);
+
+  // Each shape gets its share of the layouts; the runs alternate between shapes, so a drift in
+  // the machine's speed touches every shape alike.
+  struct Planned {
+    search::ModelShape model;
+    search::Layout layout;
+  };
+  const std::vector<search::ModelShape> shapes = ShapeVariants(problem->model, o.shapes);
+  std::vector<std::vector<search::Layout>> per_shape;
+  size_t legal = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    Problem shaped = *problem;
+    shaped.model = shapes[k];
+    Result<search::SpaceEnumeration> space = search::EnumerateSpace(MakeSpaceQuery(shaped, o.world));
+    if (!space.ok()) return space.status();
+    legal += space->legal.size();
+    const int share = o.layouts / static_cast<int>(shapes.size()) +
+                      (static_cast<int>(k) < o.layouts % static_cast<int>(shapes.size()) ? 1 : 0);
+    per_shape.push_back(SpreadLayouts(space->legal, share));
+  }
+  std::vector<Planned> plan;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      if (round < per_shape[k].size()) {
+        plan.push_back({shapes[k], per_shape[k][round]});
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  if (plan.empty()) return Status(StatusCode::kNoLegalLayout, "no legal layout to sweep");
 
   const std::string name = fmt::format("{}-{}-w{}", problem->hardware.name, problem->model.name, o.world);
   const fs::path dir = fs::path(global.store) / "calibration" / name;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return StoreError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
-  const std::vector<search::Layout> layouts = SpreadLayouts(space->legal, o.layouts);
+  const std::string backend_name = o.backend == "slurm" ? "slurm" : "local";
   if (!global.json) {
-    fmt::print("Sweeping {} layouts of {} at world {} with tunepar-core ({} backend; {} legal layouts)\n",
-               layouts.size(), problem->model.name, o.world, backend.Name(), space->legal.size());
+    fmt::print("Sweeping {} layouts of {} in {} shape{} at world {} with tunepar-core ({} backend; {} legal layouts)\n",
+               plan.size(), problem->model.name, shapes.size(), shapes.size() == 1 ? "" : "s", o.world,
+               backend_name, legal);
   }
   std::vector<runner::MeasuredRun> runs;
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    const search::Layout& l = layouts[i];
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const search::Layout& l = plan[i].layout;
+    const search::ModelShape& model = plan[i].model;
+    runner::CoreBackend backend(*core, model, problem->hardware);
     const fs::path trial_dir = dir / std::to_string(i + 1);
     fs::create_directories(trial_dir, ec);
     runner::TrialContext context;
@@ -103,24 +185,25 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
     context.number = static_cast<int64_t>(i + 1);
     context.world = o.world;
     context.gpus_per_node = problem->hardware.gpus_per_node;
-    context.model = &problem->model;
+    context.model = &model;
     const runner::TrialResult r = backend.Evaluate(l, context);
     const bool ok = r.status == search::TrialStatus::kOk && r.metrics.step_time_s;
     if (!global.json) {
-      fmt::print("run {:>2}/{}  {:<56} {:>7}  {}\n", i + 1, layouts.size(), search::LayoutKey(l),
+      fmt::print("run {:>2}/{}  {:<16} {:<56} {:>7}  {}\n", i + 1, plan.size(), model.name, search::LayoutKey(l),
                  search::ToString(r.status),
                  ok ? fmt::format("{:.4f} s/step", *r.metrics.step_time_s) : r.message);
       std::fflush(stdout);
     }
     if (ok) {
-      runs.push_back({fmt::format("run{}", i + 1), problem->model, l, *r.metrics.step_time_s,
-                      fmt::format("tunepar-core {} sweep", backend.Name()), "model"});
+      runs.push_back({fmt::format("{}/run{}", model.name, i + 1), model, l, *r.metrics.step_time_s,
+                      fmt::format("tunepar-core {} sweep", backend.Name()), "model",
+                      backend.RanksPerNode(o.world)});
     }
   }
   if (runs.size() < 2) {
     return Status(StatusCode::kTrialsFailed,
                   fmt::format("only {} of {} sweep runs succeeded: see the logs under {}", runs.size(),
-                              layouts.size(), dir.string()));
+                              plan.size(), dir.string()));
   }
   const std::string csv = o.runs_csv.empty() ? (dir / "runs.csv").string() : o.runs_csv;
   std::ofstream(csv) << "# tunepar-core sweep: " << name << "\n" << MeasuredRunsCsv(runs);

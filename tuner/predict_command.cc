@@ -127,6 +127,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   add_time("pipeline bubble", p.time.bubble);
   add_time("data-parallel communication (exposed)", p.time.dp_comm_exposed);
   add_time("optimizer step", p.time.optimizer);
+  if (p.time.device_sharing > 0) add_time("waiting for devices other ranks use", p.time.device_sharing);
   fmt::print("{}\n", time.Render());
   TextTable mem;
   mem.AddColumn("memory per GPU (most loaded stage)", TextTable::Align::kLeft);

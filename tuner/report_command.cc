@@ -396,7 +396,8 @@ Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
     nlohmann::json rows = nlohmann::json::array();
     int rank = 0;
     for (const store::TrialRecord* r : best) {
-      std::vector<std::string> row = {std::to_string(++rank), fmt::format("{}/{}", r->node_id, r->number),
+      std::vector<std::string> row = {std::to_string(++rank),
+                                      fmt::format("{}/{}{}", r->node_id, r->number, Sliced(*r) ? " sliced" : ""),
                                       search::LayoutKey(r->layout)};
       if (measured) row.push_back(r->tokens_per_s ? WithCommas(std::llround(*r->tokens_per_s)) : "-");
       row.push_back(r->predicted_tokens_per_s ? WithCommas(std::llround(*r->predicted_tokens_per_s)) : "-");
@@ -412,6 +413,11 @@ Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
     }
     text += fmt::format("\nBest {} layouts{}:\n{}", best.size(),
                         study->backend == "model" ? " (predicted)" : " (measured)", t.Render());
+    if (std::any_of(best.begin(), best.end(), [](const store::TrialRecord* r) { return Sliced(*r); })) {
+      text +=
+          "(sliced: measured on fewer data-parallel replicas; the model added the full world's exposed "
+          "data-parallel communication)\n";
+    }
     json["best"] = rows;
   }
 

@@ -23,8 +23,6 @@ std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store:
   return ok;
 }
 
-// A slice trial measured a part of the world (runner/core_backend.h): its numbers are part
-// measurement, part model.
 bool Sliced(const store::TrialRecord& r) {
   if (r.details.find("\"slice\"") == std::string::npos) return false;
   const nlohmann::json d = nlohmann::json::parse(r.details, nullptr, false);
@@ -50,6 +48,9 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
   t.AddColumn("tokens/s");
   t.AddColumn("TFLOP/s/GPU");
   t.AddColumn("mem GB");
+  const bool any_sliced = !with_status && std::any_of(trials.begin(), trials.end(),
+                                                      [](const store::TrialRecord* r) { return Sliced(*r); });
+  if (any_sliced) t.AddColumn("measured", A::kLeft);
   int rank = 0;
   for (const store::TrialRecord* r : trials) {
     const search::Layout& l = r->layout;
@@ -69,6 +70,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     row.push_back(r->tokens_per_s ? WithCommas(static_cast<int64_t>(std::llround(*r->tokens_per_s))) : "-");
     row.push_back(Fixed(r->tflops_per_gpu.value_or(NAN), 1));
     row.push_back(Fixed(r->peak_memory_bytes.value_or(NAN) / 1e9, 1));
+    if (any_sliced) row.emplace_back(Sliced(*r) ? "slice + model" : "whole");
     t.AddRow(std::move(row));
   }
   return t;

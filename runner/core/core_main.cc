@@ -19,6 +19,7 @@
 #include "runner/core/gradient_check.h"
 #include "runner/core/ops.h"
 #include "runner/core/trainer.h"
+#include "runner/core/waiting.h"
 #include "runner/performance_model.h"
 
 namespace tunepar::core {
@@ -90,6 +91,9 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
   const std::string device = UseDevice(grid.local_rank % devices);
   const int threads = ThreadsFor(o, grid);
   SetThreads(threads);
+  SetWaitMode(o.wait == "spin"    ? WaitMode::kSpin
+              : o.wait == "sleep" ? WaitMode::kSleep
+                                  : AutomaticWaitMode(grid.local_size));
   nlohmann::json placement = GatherPlacement(grid, device, threads);
 
   TrainingOptions t;
@@ -138,7 +142,7 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
       }
       StepStats s = trainer.Step(step);
       double seconds = s.seconds;
-      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, grid.world);
+      Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, grid.world);
       losses.push_back(s.loss);
       norms.push_back(s.grad_norm);
       scales.push_back(s.loss_scale);
@@ -209,6 +213,7 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
   result["phases"] = phases;
   result["memory"] = memory;
   result["placement"] = placement;
+  result["mpi_wait"] = std::string(ToString(CurrentWaitMode()));
   result["versions"] = Versions();
   result["data"] = o.data.empty() ? "synthetic" : o.data;
   if (!o.quiet) {

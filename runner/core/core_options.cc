@@ -99,6 +99,10 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
   app.add_option("--steps", o.steps, "measured steps")->capture_default_str();
   app.add_option("--warmup", o.warmup, "steps before measuring")->capture_default_str();
   app.add_option("--threads", o.threads, "threads per rank (default: the rank's CPUs / ranks sharing them)");
+  app.add_option("--wait", o.wait,
+                 "how ranks wait for MPI: spin | sleep (yield the core; for more ranks than cores) | auto "
+                 "(sleep when this node's ranks outnumber its CPUs)")
+      ->capture_default_str();
   app.add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation and data seed")->capture_default_str();
   app.add_option("--data", o.data, "train on the bytes of a text file (default: synthetic tokens)");
@@ -207,6 +211,8 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
     return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
   if (o.steps < 1 || o.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
   if (o.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (o.wait != "auto" && o.wait != "spin" && o.wait != "sleep")
+    return InvalidArgument(fmt::format("--wait {}: auto, spin or sleep", o.wait));
   if (o.gradient_check > 0 && world_size != 1) return InvalidArgument("--gradient-check runs on one rank");
   if (o.gradient_check > 0 && l.precision != search::Precision::kFp32)
     return InvalidArgument("--gradient-check needs --precision fp32");

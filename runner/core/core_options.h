@@ -24,6 +24,7 @@ struct CoreOptions {
   int steps = 5;                // measured steps
   int warmup = 2;               // steps run before measuring
   int threads = 0;              // per rank; 0: the CPUs of the rank's affinity mask, shared
+  std::string wait = "auto";    // how ranks wait for MPI: auto | spin | sleep (runner/core/waiting.h)
   double lr = 3e-4;
   uint64_t seed = 1234;
   std::string data;        // a text file (byte tokens); "" synthetic

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "runner/core/waiting.h"
+
 namespace tunepar::core {
 
 std::string_view ToString(Phase phase) {
@@ -61,7 +63,7 @@ void AllReduce(real* data, int64_t n, MPI_Op op, MPI_Comm comm, PhaseClock& cloc
   constexpr int64_t kMaxCount = int64_t{1} << 30;  // MPI counts are ints
   for (int64_t done = 0; done < n; done += kMaxCount) {
     const int count = static_cast<int>(std::min(kMaxCount, n - done));
-    MPI_Allreduce(MPI_IN_PLACE, data + done, count, MpiReal(), op, comm);
+    Allreduce(MPI_IN_PLACE, data + done, count, MpiReal(), op, comm);
   }
 }
 

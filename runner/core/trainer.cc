@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "runner/core/ops.h"
+#include "runner/core/waiting.h"
 
 namespace tunepar::core {
 
@@ -68,7 +69,7 @@ class Trainer::GradientSync {
     for (size_t i = 0; i < buckets_.size(); ++i) {
       if (!launched_[i]) Launch(grads, i);
     }
-    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    CompleteAll(static_cast<int>(requests_.size()), requests_.data());
   }
 
  private:
@@ -194,8 +195,7 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     EmbeddingForward(ctx_, weights_.data(), params_, mb->tokens.as_ints(), mb->inputs[0].data());
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
-    MPI_Recv(mb->inputs[0].data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world,
-             MPI_STATUS_IGNORE);
+    Recv(mb->inputs[0].data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
   }
   for (int i = 0; i < s.num_layers; ++i) {
     BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb->saved[i];
@@ -223,8 +223,7 @@ void Trainer::Backward(int j, bool sync_last) {
     Copy(dx_.data(), mb.dout.data(), int64_t{N} * C);
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
-    MPI_Recv(dx_.data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world,
-             MPI_STATUS_IGNORE);
+    Recv(dx_.data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
     if (options_.recompute == 2) {
@@ -243,7 +242,7 @@ void Trainer::Backward(int j, bool sync_last) {
   }
   if (mb.send != MPI_REQUEST_NULL) {
     TimedScope timed(clock_, Phase::kPpWait);
-    MPI_Wait(&mb.send, MPI_STATUS_IGNORE);
+    Complete(&mb.send);
   }
   in_flight_.pop_front();
 }
@@ -263,7 +262,7 @@ double Trainer::RunSchedule(int64_t step, bool sync) {
   for (int j = M - warmup; j < M; ++j) Backward(j, sync && j == M - 1);
   {
     TimedScope timed(clock_, Phase::kPpWait);
-    for (auto& s : sends_) MPI_Wait(&s->request, MPI_STATUS_IGNORE);
+    for (auto& s : sends_) Complete(&s->request);
   }
   // Tied embeddings over several stages: the first and last stage add their gradients.
   if (dims_.tied && grid_.pp > 1 && (grid_.first_stage() || grid_.last_stage())) {
@@ -281,14 +280,14 @@ double Trainer::ComputeGradients(int64_t step) {
   double loss = RunSchedule(step, false);
   const bool counts = grid_.last_stage() && grid_.tp_rank == 0;
   double local = counts ? loss : 0.0;
-  MPI_Allreduce(&local, &loss, 1, MPI_DOUBLE, MPI_SUM, grid_.world);
+  Allreduce(&local, &loss, 1, MPI_DOUBLE, MPI_SUM, grid_.world);
   const double tokens = static_cast<double>(ctx_.B) * options_.num_micro_batches * grid_.dp * dims_.T;
   return loss / tokens;
 }
 
 StepStats Trainer::Step(int64_t step) {
   StepStats stats;
-  MPI_Barrier(grid_.world);
+  Barrier(grid_.world);
   const double start = MPI_Wtime();
   clock_.Reset();
   Fill(grads_.data(), padded_count_, 0);
@@ -299,8 +298,8 @@ StepStats Trainer::Step(int64_t step) {
   } else if (zero) {
     TimedScope timed(clock_, Phase::kDpComm);
     const int64_t shard = shard_end_ - shard_begin_;
-    MPI_Reduce_scatter_block(grads_.data(), grad_shard_.data(), static_cast<int>(shard), MpiReal(), MPI_SUM,
-                             grid_.dp_comm);
+    ReduceScatterBlock(grads_.data(), grad_shard_.data(), static_cast<int>(shard), MpiReal(), MPI_SUM,
+                       grid_.dp_comm);
   }
   stats.loss_scale = loss_scale_;
   Optimize(stats);
@@ -308,7 +307,7 @@ StepStats Trainer::Step(int64_t step) {
     TimedScope timed(clock_, Phase::kOptimizer);
     const bool counts = grid_.last_stage() && grid_.tp_rank == 0;
     double local = counts ? loss_sum : 0.0, total = 0;
-    MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, grid_.world);
+    Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, grid_.world);
     const double tokens = static_cast<double>(ctx_.B) * options_.num_micro_batches * grid_.dp * dims_.T;
     stats.loss = total / tokens;
   }
@@ -343,7 +342,7 @@ void Trainer::Optimize(StepStats& stats) {
       });
     }
     sums[1] = static_cast<double>(CountNonFinite(g, hi - lo));
-    MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_.world);
+    Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_.world);
   }
   stats.grad_norm = std::sqrt(sums[0]) / loss_scale_;
   if (sums[1] > 0 && options_.precision == 1) {
@@ -375,8 +374,8 @@ void Trainer::Optimize(StepStats& stats) {
   }
   if (zero) {
     TimedScope gather(clock_, Phase::kDpComm);
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, weights_.data(), static_cast<int>(hi - lo), MpiReal(),
-                  grid_.dp_comm);
+    Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, weights_.data(), static_cast<int>(hi - lo), MpiReal(),
+              grid_.dp_comm);
   }
   if (options_.precision == 1 && ++good_steps_ >= options_.loss_scale_window) {
     loss_scale_ *= 2;
