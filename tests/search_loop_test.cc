@@ -194,6 +194,23 @@ TEST(SearchLoop, SigtermStopsTheTrialAndResumeRerunsIt) {
   EXPECT_EQ(trials[0].layout, Trials(store, study)[0].layout);
 }
 
+TEST(SearchLoop, NewStartsAFreshStudyOfTheSameInputs) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  ASSERT_EQ(RunTunepar(SearchArgs(store, 2, "")).exit_code, 0);
+  // --new twice: two more studies, each of its own, none of the finished trials reused.
+  for (int fresh = 1; fresh <= 2; ++fresh) {
+    const testing::CliRun run = RunTunepar(SearchArgs(store, 2, "", "--new"));
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_NE(run.out.find("(new; 0 finished trials so far)"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("-" + std::to_string(fresh + 1) + " (new"), std::string::npos) << run.out;
+  }
+  const testing::CliRun list = RunTunepar("--store " + store + " --json list");
+  const nlohmann::json studies = nlohmann::json::parse(list.out);
+  ASSERT_EQ(studies.size(), 3u);
+  for (const auto& st : studies) EXPECT_EQ(st["trials"].get<int>(), 2) << st.dump();
+}
+
 TEST(SearchLoop, ASecondTuneparOnTheSameNodeIsRefused) {
   TempDir dir;
   const std::string store = dir / "s";

@@ -43,8 +43,10 @@ std::string StudyId(const Problem& p, const StudySettings& s) {
       "tunepar-study-v1\nmodel\n{}\nhardware\n{}\nspace\n{}\nworld {}\nobjective {}\nbackend {}\n{}",
       CanonicalToml(p.model_text.text), CanonicalToml(p.hardware_text.text), CanonicalToml(p.space_text.text),
       s.world, s.objective, s.backend, s.backend_settings);
+  // A fresh study of the same inputs (--new) differs by its salt; unsalted ids stay as they were.
+  const std::string salted = s.salt.empty() ? input : input + "\nsalt " + s.salt;
   uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : input) hash = (hash ^ c) * 1099511628211ULL;
+  for (unsigned char c : salted) hash = (hash ^ c) * 1099511628211ULL;
   return fmt::format("{:016x}", hash);
 }
 
