@@ -93,6 +93,7 @@ struct FitData {
   const Eigen::VectorXd* z;
   bool use_feature;
   const GpPrior* prior;
+  const Eigen::VectorXd* extra_noise;
 };
 
 double NegativeLogPosterior(const std::vector<double>& theta, std::vector<double>& grad, void* data) {
@@ -100,7 +101,7 @@ double NegativeLogPosterior(const std::vector<double>& theta, std::vector<double
   const Eigen::Map<const Eigen::VectorXd> t(theta.data(), static_cast<Eigen::Index>(theta.size()));
   Eigen::VectorXd g;
   const double value = GaussianProcess::LogPosterior(*f.x, *f.u, *f.z, t, f.use_feature, *f.prior,
-                                                     grad.empty() ? nullptr : &g);
+                                                     grad.empty() ? nullptr : &g, f.extra_noise);
   if (!grad.empty()) {
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = -g[static_cast<Eigen::Index>(i)];
   }
@@ -117,7 +118,8 @@ double Matern52(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b,
 
 double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::VectorXd& u,
                                      const Eigen::VectorXd& z, const Eigen::VectorXd& theta, bool use_feature,
-                                     const GpPrior& prior, Eigen::VectorXd* grad) {
+                                     const GpPrior& prior, Eigen::VectorXd* grad,
+                                     const Eigen::VectorXd* extra_noise) {
   const Parts p = Unpack(theta);
   const Eigen::Index n = x.rows();
   const Eigen::VectorXd mu = PriorMean(p.d, prior), sd = PriorSd(p.d, prior);
@@ -141,6 +143,7 @@ double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::Vect
   Eigen::MatrixXd k = p.signal2 * m52;
   if (use_feature) k.noalias() += p.slope2 * u * u.transpose();
   k.diagonal().array() += p.noise2;
+  if (extra_noise != nullptr && extra_noise->size() == n) k.diagonal() += *extra_noise;
   Eigen::MatrixXd l;
   if (!Cholesky(k, &l)) return -std::numeric_limits<double>::infinity();
   const Eigen::VectorXd alpha = SolveCholesky(l, z);
@@ -174,8 +177,10 @@ double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::Vect
 }
 
 GaussianProcess GaussianProcess::WithHyperparameters(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
-                                                     const Eigen::VectorXd& theta, bool use_feature) {
+                                                     const Eigen::VectorXd& theta, bool use_feature,
+                                                     Eigen::VectorXd extra_noise) {
   GaussianProcess gp;
+  if (extra_noise.size() == x.rows()) gp.extra_noise_ = std::move(extra_noise);
   gp.x_ = std::move(x);
   gp.u_ = std::move(u);
   gp.z_ = std::move(z);
@@ -186,11 +191,13 @@ GaussianProcess GaussianProcess::WithHyperparameters(Eigen::MatrixXd x, Eigen::V
 }
 
 GaussianProcess GaussianProcess::Fit(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
-                                     const GpOptions& options) {
+                                     const GpOptions& options, Eigen::VectorXd extra_noise) {
   const int d = static_cast<int>(x.cols());
+  if (extra_noise.size() != x.rows()) extra_noise.resize(0);
   const Eigen::VectorXd mode = PriorMean(d, options.prior), sd = PriorSd(d, options.prior);
   if (x.rows() < 2)
-    return WithHyperparameters(std::move(x), std::move(u), std::move(z), mode, options.use_feature);
+    return WithHyperparameters(std::move(x), std::move(u), std::move(z), mode, options.use_feature,
+                               std::move(extra_noise));
 
   std::vector<double> lo(d + 3), hi(d + 3);
   for (int i = 0; i < d; ++i) {
@@ -202,7 +209,8 @@ GaussianProcess GaussianProcess::Fit(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen
   lo[d + 2] = std::log(1e-4), hi[d + 2] = std::log(20.0);
   if (!options.use_feature) lo[d + 2] = hi[d + 2] = mode[d + 2];
 
-  FitData data{&x, &u, &z, options.use_feature, &options.prior};
+  FitData data{&x, &u, &z, options.use_feature, &options.prior,
+               extra_noise.size() > 0 ? &extra_noise : nullptr};
   std::mt19937_64 rng(options.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(x.rows())));
   std::normal_distribution<double> normal;
   Eigen::VectorXd best = mode;
@@ -231,7 +239,8 @@ GaussianProcess GaussianProcess::Fit(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen
       best = Eigen::Map<Eigen::VectorXd>(theta.data(), d + 3);
     }
   }
-  return WithHyperparameters(std::move(x), std::move(u), std::move(z), best, options.use_feature);
+  return WithHyperparameters(std::move(x), std::move(u), std::move(z), best, options.use_feature,
+                             std::move(extra_noise));
 }
 
 double GaussianProcess::noise_variance() const {
@@ -251,6 +260,7 @@ void GaussianProcess::Factorize() {
   k *= p.signal2;
   if (use_feature_) k.noalias() += p.slope2 * u_ * u_.transpose();
   k.diagonal().array() += p.noise2;
+  if (extra_noise_.size() == n) k.diagonal() += extra_noise_;
   if (!Cholesky(k, &chol_)) {
     // Unreachable with the jitter ladder; fall back to the diagonal so predictions stay finite.
     chol_ = k.diagonal().cwiseSqrt().asDiagonal();
@@ -290,6 +300,10 @@ void GaussianProcess::AddObservation(const Eigen::RowVectorXd& x, double u, doub
   u_[u_.size() - 1] = u;
   z_.conservativeResize(z_.size() + 1);
   z_[z_.size() - 1] = z;
+  if (extra_noise_.size() > 0) {
+    extra_noise_.conservativeResize(extra_noise_.size() + 1);
+    extra_noise_[extra_noise_.size() - 1] = 0.0;
+  }
   Factorize();
 }
 

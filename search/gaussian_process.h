@@ -41,11 +41,14 @@ class GaussianProcess {
  public:
   // x: n x d inputs in [0,1]; u: n features (ignored without use_feature); z: n targets
   // (standardised by the caller).
+  // `extra_noise` (empty, or one per point): noise variance a point has on top of the fitted
+  // noise, in the units of z (e.g. a measurement part of which is a model's estimate).
   static GaussianProcess Fit(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
-                             const GpOptions& options);
+                             const GpOptions& options, Eigen::VectorXd extra_noise = {});
   // The same data with given hyper-parameters (no fitting).
   static GaussianProcess WithHyperparameters(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
-                                             const Eigen::VectorXd& theta, bool use_feature);
+                                             const Eigen::VectorXd& theta, bool use_feature,
+                                             Eigen::VectorXd extra_noise = {});
 
   // Posterior mean and variance of the latent function (noise excluded) at m points.
   void Predict(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us, Eigen::VectorXd* mean,
@@ -58,7 +61,7 @@ class GaussianProcess {
   // Log marginal likelihood plus the log prior of theta, and its gradient (for tests).
   static double LogPosterior(const Eigen::MatrixXd& x, const Eigen::VectorXd& u, const Eigen::VectorXd& z,
                              const Eigen::VectorXd& theta, bool use_feature, const GpPrior& prior,
-                             Eigen::VectorXd* grad);
+                             Eigen::VectorXd* grad, const Eigen::VectorXd* extra_noise = nullptr);
 
   const Eigen::VectorXd& theta() const { return theta_; }
   int size() const { return static_cast<int>(z_.size()); }
@@ -72,6 +75,7 @@ class GaussianProcess {
   Eigen::VectorXd u_, z_, theta_, alpha_;
   Eigen::MatrixXd chol_;  // lower Cholesky factor of K + sn^2 I (+ jitter)
   bool use_feature_ = true;
+  Eigen::VectorXd extra_noise_;  // empty, or per point (see Fit)
 };
 
 // The Matern-5/2 correlation of two points with length-scales l (tests use it directly).

@@ -114,6 +114,7 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   State s;
   s.tried.assign(legal_.size(), 0);
   std::map<int, std::pair<double, int>> sums;  // index -> (sum of log times, count); ordered: deterministic
+  std::map<int, int> sliced;                    // index -> how many of those were sliced
   std::vector<double> headroom;
   std::vector<bool> fits;
   for (const Outcome& o : history) {
@@ -124,6 +125,7 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
       auto& [sum, count] = sums[i];
       sum += std::log(*o.step_time_s);
       ++count;
+      if (o.sliced) ++sliced[i];
     }
     if (std::isfinite(headroom_[i]) && (o.status == TrialStatus::kOk || o.status == TrialStatus::kOom)) {
       headroom.push_back(headroom_[i]);
@@ -155,10 +157,23 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   }
   s.random_design = !options_.use_prior && n < 2;
   Eigen::VectorXd z = (residual.array() - s.offset) / s.scale;
+  // Sliced outcomes: the variance of a mean of count measurements, k of them sliced, grows by
+  // k sd^2 / count^2 (in z's units).
+  Eigen::VectorXd extra;
+  if (!sliced.empty()) {
+    extra.setZero(n);
+    for (Eigen::Index k = 0; k < n; ++k) {
+      const auto it = sliced.find(s.observed[k]);
+      if (it == sliced.end()) continue;
+      const double count = sums[s.observed[k]].second;
+      const double sd = options_.sliced_noise_sd / s.scale;
+      extra[k] = it->second * sd * sd / (count * count);
+    }
+  }
   GpOptions gp = options_.gp;
   gp.seed = options_.seed;
   gp.use_feature = options_.use_prior;
-  s.gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp);
+  s.gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp, std::move(extra));
 
   // Layouts that crashed, hung or printed no metric taught nothing about speed, but they are not
   // unexplored either: condition on them as if they had returned the surrogate's mean there, so

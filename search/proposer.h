@@ -11,7 +11,9 @@
 // the Kriging believer: each pick is conditioned on as if it had returned the posterior mean,
 // which lowers the uncertainty around it and spreads the batch; hyper-parameters stay fixed
 // within a batch. With no measurement yet, the first picks are the model's best layouts that
-// are likely to fit, spread the same way. Everything is deterministic for a seed and history.
+// are likely to fit, spread the same way. A sliced outcome (measured on part of the world, the
+// rest estimated by the model) counts with extra noise. Everything is deterministic for a seed
+// and history.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +59,9 @@ struct ProposerOptions {
   double failure_lengthscale = 0.7;
   double failure_weight = 5.0;
   double prior_run_probability = 0.95;  // that a layout which fits runs (no crash, hang, bad output)
+  // Extra noise of a sliced outcome, as a standard deviation of log step time: the model's share
+  // of the data-parallel communication may be off by about this much.
+  double sliced_noise_sd = 0.1;
   uint64_t seed = 0;
   GpOptions gp;
   FeasibilityOptions feasibility;
@@ -67,6 +72,9 @@ struct Outcome {
   Layout layout;
   TrialStatus status = TrialStatus::kOk;
   std::optional<double> step_time_s;  // for ok trials
+  // Measured on a slice of the world, with the model's estimate of the rest added: less certain
+  // than a whole measurement (ProposerOptions::sliced_noise_sd).
+  bool sliced = false;
 };
 
 struct Proposal {

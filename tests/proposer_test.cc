@@ -39,17 +39,24 @@ TEST(GaussianProcess, MarginalLikelihoodGradientMatchesFiniteDifferences) {
     Eigen::VectorXd theta(6);
     theta << std::log(0.4), std::log(0.7), std::log(1.3), std::log(0.9), std::log(0.1), std::log(0.5);
     Eigen::VectorXd grad;
-    GaussianProcess::LogPosterior(x, u, z, theta, feature, prior, &grad);
-    for (int j = 0; j < theta.size(); ++j) {
-      const double h = 1e-6;
-      Eigen::VectorXd up = theta, down = theta;
-      up[j] += h;
-      down[j] -= h;
-      const double numeric = (GaussianProcess::LogPosterior(x, u, z, up, feature, prior, nullptr) -
-                              GaussianProcess::LogPosterior(x, u, z, down, feature, prior, nullptr)) /
-                             (2 * h);
-      EXPECT_NEAR(grad[j], numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
-          << "theta " << j << " feature " << feature;
+    // Without and with extra per-point noise (sliced measurements).
+    Eigen::VectorXd extra = Eigen::VectorXd::Zero(12);
+    extra[3] = 0.2;
+    extra[7] = 0.05;
+    const std::vector<const Eigen::VectorXd*> noises = {nullptr, &extra};
+    for (const Eigen::VectorXd* e : noises) {
+      GaussianProcess::LogPosterior(x, u, z, theta, feature, prior, &grad, e);
+      for (int j = 0; j < theta.size(); ++j) {
+        const double h = 1e-6;
+        Eigen::VectorXd up = theta, down = theta;
+        up[j] += h;
+        down[j] -= h;
+        const double numeric = (GaussianProcess::LogPosterior(x, u, z, up, feature, prior, nullptr, e) -
+                                GaussianProcess::LogPosterior(x, u, z, down, feature, prior, nullptr, e)) /
+                               (2 * h);
+        EXPECT_NEAR(grad[j], numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
+            << "theta " << j << " feature " << feature << " extra noise " << (e != nullptr);
+      }
     }
   }
 }
@@ -72,6 +79,29 @@ TEST(GaussianProcess, InterpolatesNoiselessDataAndIsCertainThere) {
   far << 5.0, 5.0, 5.0;
   gp.Predict(far, Eigen::VectorXd::Zero(1), &mean, &var);
   EXPECT_NEAR(var[0], 1.0, 1e-3);
+}
+
+TEST(GaussianProcess, ExtraNoiseAtAPointLoosensTheFitThere) {
+  const Eigen::MatrixXd x = RandomInputs(10, 3, 2);
+  Eigen::VectorXd z = Toy(x);
+  z[0] += 1.0;  // an outlier, as a slice's model share might make it
+  Eigen::VectorXd theta(6);
+  theta << std::log(0.5), std::log(0.5), std::log(0.5), 0.0, std::log(1e-2), std::log(1e-3);
+  Eigen::VectorXd extra = Eigen::VectorXd::Zero(10);
+  extra[0] = 1.0;
+  const GaussianProcess whole = GaussianProcess::WithHyperparameters(x, Eigen::VectorXd::Zero(10), z, theta, false);
+  const GaussianProcess loose =
+      GaussianProcess::WithHyperparameters(x, Eigen::VectorXd::Zero(10), z, theta, false, extra);
+  Eigen::VectorXd mw, vw, ml, vl;
+  whole.Predict(x.topRows(1), Eigen::VectorXd::Zero(1), &mw, &vw);
+  loose.Predict(x.topRows(1), Eigen::VectorXd::Zero(1), &ml, &vl);
+  EXPECT_GT(vl[0], 10 * vw[0]);                                 // less certain there
+  EXPECT_GT(std::abs(ml[0] - z[0]), 2 * std::abs(mw[0] - z[0]));  // and pulled less by the outlier
+  // Conditioning on a pseudo-observation (the Kriging believer) keeps the per-point noise aligned.
+  GaussianProcess more = loose;
+  more.AddObservation(x.row(5), 0.0, z[5]);
+  more.Predict(x.topRows(1), Eigen::VectorXd::Zero(1), &ml, &vl);
+  EXPECT_TRUE(std::isfinite(ml[0]) && std::isfinite(vl[0]));
 }
 
 TEST(GaussianProcess, FitFindsTheSignalAndStaysFinite) {
@@ -193,6 +223,24 @@ TEST(Proposer, AcquisitionArgmaxFindsTheTrueOptimumWhenTheModelIsWrong) {
   double best = INFINITY;
   for (const Outcome& h : history) best = std::min(best, *h.step_time_s);
   EXPECT_NEAR(best, 1.0, 1e-9);  // mbs 8, tp 2 was measured
+}
+
+TEST(Proposer, SlicedMeasurementsAreLessCertainThanWholeOnes) {
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(1.3), o);
+  std::vector<Outcome> whole, sliced;
+  for (int k = 0; k < 6; ++k) {
+    const Layout l = p.Propose(whole, 1)[0].layout;
+    whole.push_back({l, TrialStatus::kOk, ToyTime(l)});
+    sliced.push_back({l, TrialStatus::kOk, ToyTime(l), k == 0});
+  }
+  const int at = p.IndexOf(whole[0].layout);
+  const Surrogate a = p.Posterior(whole), b = p.Posterior(sliced);
+  EXPECT_GT(b.sd[at], a.sd[at]);
+  for (int k = 1; k < 6; ++k) {
+    const int i = p.IndexOf(whole[k].layout);
+    EXPECT_NEAR(b.sd[i], a.sd[i], 0.5 * a.sd[i] + 1e-3) << k;  // the others barely move
+  }
 }
 
 TEST(Proposer, AConstantFactorErrorInTheModelCostsNothing) {

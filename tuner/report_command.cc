@@ -350,6 +350,8 @@ Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
   if (!legal.ok()) return legal.status();
   Result<runner::PerformanceModel> model = runner::PerformanceModel::Create(problem.model, problem.hardware);
   if (!model.ok()) return model.status();
+  // The local backend ran every rank on one machine (as its search's prior had them).
+  if (study->backend == "local") model->set_ranks_per_node(static_cast<int>(study->world));
 
   // ---- Summary.
   std::vector<const store::TrialRecord*> finished, ok;

@@ -96,6 +96,9 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
     s.study = MakeStudyRecord(s.problem, s.settings, id, name, node_id);
   }
   TUNEPAR_RETURN_IF_ERROR(s.writer->PutStudy(s.study));
+  // Published at once: the node is part of the study from now on (readers see its shard even
+  // when the other nodes leave it nothing to run).
+  TUNEPAR_RETURN_IF_ERROR(s.writer->Publish());
   TUNEPAR_RETURN_IF_ERROR(s.Refresh());
   return s;
 }

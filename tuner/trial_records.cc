@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/provenance.h"
+#include "tuner/trial_output.h"
 
 namespace tunepar {
 
@@ -51,7 +52,7 @@ std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& tria
   std::vector<search::Outcome> history;
   for (const store::TrialRecord& t : trials) {
     if (!search::IsFinished(t.status) && t.status != search::TrialStatus::kRunning) continue;
-    history.push_back({t.layout, t.status, ObjectiveOf(t)});
+    history.push_back({t.layout, t.status, ObjectiveOf(t), Sliced(t)});
   }
   return history;
 }
