@@ -145,8 +145,7 @@ class CommandTrial : public RunningTrial {
   }
 
   std::optional<TrialResult> Classify(const ExitInfo& exit) {
-    details_["exit"] =
-        exit.signaled ? fmt::format("signal {}", exit.code) : fmt::format("code {}", exit.code);
+    details_["exit"] = ExitText(exit);
     std::ifstream in(log_, std::ios::binary);
     std::string line, last_line, oom_line;
     std::optional<double> value;
@@ -173,12 +172,8 @@ class CommandTrial : public RunningTrial {
       }
     }
     if (!oom_line.empty()) return Finish(search::TrialStatus::kOom, "out of memory: " + Shorten(oom_line));
-    if (exit.signaled || exit.code != 0) {
-      const std::string how = exit.signaled ? fmt::format("killed by signal {}", exit.code)
-                                            : fmt::format("exit code {}", exit.code);
-      return Finish(search::TrialStatus::kCrash,
-                    last_line.empty() ? how : fmt::format("{}; last output: {}", how, Shorten(last_line)));
-    }
+    if (exit.signaled || exit.code != 0)
+      return Finish(search::TrialStatus::kCrash, CrashMessage(exit, Shorten(last_line)));
     const std::string source = options_.metric_regex.empty()
                                    ? fmt::format("--metric-json key '{}'", options_.metric_json)
                                    : fmt::format("--metric-regex '{}'", options_.metric_regex);

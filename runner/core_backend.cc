@@ -126,8 +126,7 @@ class CoreTrial : public RunningTrial {
   }
 
   std::optional<TrialResult> Classify(const ExitInfo& exit) {
-    details_["exit"] =
-        exit.signaled ? fmt::format("signal {}", exit.code) : fmt::format("code {}", exit.code);
+    details_["exit"] = ExitText(exit);
     if (plan_.sliced) {
       details_["slice"] = {{"measured_layout", search::LayoutKey(plan_.measured)},
                            {"measured_world", plan_.measured.World()}};
@@ -161,10 +160,7 @@ class CoreTrial : public RunningTrial {
     }
     if (LaunchFailed())
       return Finish(search::TrialStatus::kCrash, "the ranks could not be launched: " + last);
-    const std::string how = exit.signaled ? fmt::format("killed by signal {}", exit.code)
-                                          : fmt::format("exit code {}", exit.code);
-    return Finish(search::TrialStatus::kCrash,
-                  last.empty() ? how : fmt::format("{}; last output: {}", how, last));
+    return Finish(search::TrialStatus::kCrash, CrashMessage(exit, last));
   }
 
   bool LaunchFailed() const {

@@ -160,6 +160,16 @@ ExitInfo Decode(int status) {
 
 }  // namespace
 
+std::string ExitText(const ExitInfo& exit) {
+  return exit.signaled ? fmt::format("signal {}", exit.code) : fmt::format("code {}", exit.code);
+}
+
+std::string CrashMessage(const ExitInfo& exit, const std::string& last_output) {
+  const std::string how =
+      exit.signaled ? fmt::format("killed by signal {}", exit.code) : fmt::format("exit code {}", exit.code);
+  return last_output.empty() ? how : fmt::format("{}; last output: {}", how, last_output);
+}
+
 Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Start(const ProcessOptions& options) {
   const int log = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log < 0)

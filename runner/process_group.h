@@ -34,6 +34,12 @@ struct ExitInfo {
   int code = 0;           // exit code, or the signal number when signaled
 };
 
+// "code N" or "signal N" (a trial's details).
+std::string ExitText(const ExitInfo& exit);
+// "exit code N" or "killed by signal N", then "; last output: <last_output>" when there is any
+// (a crashed trial's message).
+std::string CrashMessage(const ExitInfo& exit, const std::string& last_output);
+
 class ProcessGroup {
  public:
   static Result<std::unique_ptr<ProcessGroup>> Start(const ProcessOptions& options);
