@@ -71,7 +71,7 @@ Summary Compare(const std::vector<runner::MeasuredRun>& runs, const runner::Hard
       published *= 100 / peak_tflops;
       predicted *= 100 / peak_tflops;
     }
-    const search::Layout& l = r.layout;
+    const Layout& l = r.layout;
     fmt::print("{:<18} {:>5} {:<22} {:>10.2f} {:>10.2f} {:>+6.1f}% {:>7.1f}{}\n", r.label, l.World(),
                fmt::format("tp{} pp{} dp{} mbs{}{}", l.tp, l.pp, l.dp, l.micro_batch,
                            l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : ""),
@@ -110,12 +110,12 @@ int main(int argc, char** argv) {
              100 * fr.mean, 100 * fr.worst);
 
   fmt::print("3. Known-infeasible layouts\n");
-  const search::ModelShape t1t =
-      OrDie(search::ParseModelShape(OrDie(ResolveConfig("models", "gpt-1t")).text, "gpt-1t"));
+  const ModelShape t1t =
+      OrDie(ParseModelShape(OrDie(ResolveConfig("models", "gpt-1t")).text, "gpt-1t"));
   for (const char* hw_name : {"dgx-a100", "dgx-h100", "frontier-mi250x"}) {
     const runner::HardwareProfile hw = Profile(hw_name);
     const runner::PerformanceModel model = OrDie(runner::PerformanceModel::Create(t1t, hw));
-    search::Layout l;
+    Layout l;
     l.dp = t1t.global_batch;
     l.num_micro_batches = 1;
     const runner::Prediction p = model.Predict(l);
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;
   while (elapsed < 1.0) {
-    for (const search::Layout& l : space.legal) sink += model.Predict(l).step_time_s;
+    for (const Layout& l : space.legal) sink += model.Predict(l).step_time_s;
     predictions += static_cast<int64_t>(space.legal.size());
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

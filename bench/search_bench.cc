@@ -79,15 +79,15 @@ class RegretCurve {
   std::vector<double> curve_;
 };
 
-void WriteTruth(const fs::path& path, const std::vector<search::Layout>& legal, const Truth& t) {
+void WriteTruth(const fs::path& path, const std::vector<Layout>& legal, const Truth& t) {
   std::ofstream out(path);
   out << "index,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,seq_parallel,virtual_stages,"
          "flash_attention,true_step_s,fits\n";
   for (size_t i = 0; i < legal.size(); ++i) {
-    const search::Layout& l = legal[i];
+    const Layout& l = legal[i];
     out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{}\n", i, l.tp, l.pp, l.dp, l.micro_batch,
-                       l.num_micro_batches, search::ToString(l.precision), l.zero,
-                       search::ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
+                       l.num_micro_batches, ToString(l.precision), l.zero,
+                       ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
                        l.flash_attention ? 1 : 0, t.step[i], t.fits[i] ? 1 : 0);
   }
 }
@@ -107,7 +107,7 @@ int Run(const fs::path& dir, int seeds, int budget) {
         OrDie(search::EnumerateSpace(MakeSpaceQuery(p.problem, spec.world)));
     const runner::PerformanceModel nominal =
         OrDie(runner::PerformanceModel::Create(p.problem.model, p.problem.hardware));
-    const search::PriorModel prior = [&](const search::Layout& l) {
+    const search::PriorModel prior = [&](const Layout& l) {
       const runner::Prediction pr = nominal.Predict(l);
       return search::PriorPrediction{pr.step_time_s, pr.memory_bytes};
     };
@@ -141,12 +141,12 @@ int Run(const fs::path& dir, int seeds, int budget) {
           ++proposals;
           if (next.empty()) break;
           const int i = proposer->IndexOf(next[0].layout);
-          search::Outcome o{next[0].layout, search::TrialStatus::kOom, std::nullopt};
+          search::Outcome o{next[0].layout, TrialStatus::kOom, std::nullopt};
           if (truth.fits[i]) {
-            o.status = search::TrialStatus::kOk;
+            o.status = TrialStatus::kOk;
             o.step_time_s = truth.step[i] * (1.0 + kNoise * normal(noise));
           }
-          curve.Record(i, o.status == search::TrialStatus::kOk, o.step_time_s.value_or(0));
+          curve.Record(i, o.status == TrialStatus::kOk, o.step_time_s.value_or(0));
           history.push_back(o);
         }
         AppendCurve(curves[method], seed, curve.values());
@@ -164,7 +164,7 @@ int Run(const fs::path& dir, int seeds, int budget) {
       }
       AppendCurve(curves["random"], seed, curve.values());
       fmt::print(stderr, "{} seed {}: optimum {} ({:.1f} s/step)\n", spec.name, seed,
-                 search::LayoutKey(space.legal[truth.best]), truth.step[truth.best]);
+                 LayoutKey(space.legal[truth.best]), truth.step[truth.best]);
     }
     fmt::print(stderr, "{}: {} legal layouts; mean proposal time {:.1f} ms\n", spec.name, space.legal.size(),
                1e3 * seconds / std::max(1, proposals));
@@ -265,7 +265,7 @@ int Latency() {
   const search::SpaceEnumeration space = OrDie(search::EnumerateSpace(MakeSpaceQuery(problem, 3072)));
   const runner::PerformanceModel nominal =
       OrDie(runner::PerformanceModel::Create(problem.model, problem.hardware));
-  const search::PriorModel prior = [&](const search::Layout& l) {
+  const search::PriorModel prior = [&](const Layout& l) {
     const runner::Prediction pr = nominal.Predict(l);
     return search::PriorPrediction{pr.step_time_s, pr.memory_bytes};
   };
@@ -287,10 +287,10 @@ int Latency() {
   std::vector<search::Outcome> history;
   for (int k = 0; k < 100 && k < static_cast<int>(order.size()); ++k) {
     const int i = order[k];
-    history.push_back({space.legal[i], search::TrialStatus::kOk, truth.step[i]});
+    history.push_back({space.legal[i], TrialStatus::kOk, truth.step[i]});
   }
   int ok = 0;
-  for (const auto& o : history) ok += o.status == search::TrialStatus::kOk;
+  for (const auto& o : history) ok += o.status == TrialStatus::kOk;
   std::vector<double> times;
   for (int r = 0; r < 7; ++r) {
     const auto start = std::chrono::steady_clock::now();

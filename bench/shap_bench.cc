@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     po.device_memory_bytes = p.hardware.MemoryBytes();
     const search::Proposer proposer(
         space.legal,
-        [&](const search::Layout& l) {
+        [&](const Layout& l) {
           const runner::Prediction pr = nominal.Predict(l);
           return search::PriorPrediction{pr.step_time_s, pr.memory_bytes};
         },
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
         if (next.empty()) break;
         const int i = proposer.IndexOf(next[0].layout);
         history.push_back({next[0].layout,
-                           truth.fits[i] ? search::TrialStatus::kOk : search::TrialStatus::kOom,
+                           truth.fits[i] ? TrialStatus::kOk : TrialStatus::kOom,
                            truth.fits[i] ? std::optional<double>(truth.step[i] * (1 + 0.02 * normal(noise)))
                                          : std::nullopt});
       }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runner/performance_model.h"
-#include "search/layout.h"
+#include "base/layout.h"
 
 namespace tunepar::bench {
 
@@ -35,8 +35,8 @@ struct Truth {
   int best = -1;  // index of the optimum
 };
 
-inline Truth MakeTruth(const search::ModelShape& model, const runner::HardwareProfile& hidden,
-                       const std::vector<search::Layout>& legal) {
+inline Truth MakeTruth(const ModelShape& model, const runner::HardwareProfile& hidden,
+                       const std::vector<Layout>& legal) {
   const runner::PerformanceModel pm(model, hidden, runner::Efficiency::FromProfile(hidden).value());
   Truth t;
   t.step.resize(legal.size());

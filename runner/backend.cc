@@ -5,7 +5,7 @@
 
 namespace tunepar::runner {
 
-TrialResult Backend::Evaluate(const search::Layout& layout, const TrialContext& context) {
+TrialResult Backend::Evaluate(const Layout& layout, const TrialContext& context) {
   std::unique_ptr<RunningTrial> trial = Start(layout, context);
   while (true) {
     if (std::optional<TrialResult> result = trial->Poll()) return *result;

@@ -9,9 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/knob_support.h"
 #include "runner/trial_result.h"
-#include "search/layout.h"
-#include "search/model_shape.h"
+#include "base/layout.h"
+#include "base/model_shape.h"
 
 namespace tunepar::runner {
 
@@ -23,7 +24,7 @@ struct TrialContext {
   int attempt = 1;
   int world = 0;
   int gpus_per_node = 1;
-  const search::ModelShape* model = nullptr;
+  const ModelShape* model = nullptr;
   uint64_t seed = 0;
 };
 
@@ -42,13 +43,15 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view Name() const = 0;
-  virtual std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) = 0;
+  virtual std::unique_ptr<RunningTrial> Start(const Layout& layout, const TrialContext& context) = 0;
   // Ranks a trial of `world` ranks runs on one node, for the performance model's placement
   // (PerformanceModel::set_ranks_per_node); 0: one per GPU, as the hardware profile has it.
   virtual int RanksPerNode(int /*world*/) const { return 0; }
+  // Which knob values its program can run: a study's space is restricted to them.
+  virtual KnobSupport SupportedKnobs() const { return {}; }
 
   // Start, then poll until the trial ends.
-  TrialResult Evaluate(const search::Layout& layout, const TrialContext& context);
+  TrialResult Evaluate(const Layout& layout, const TrialContext& context);
 };
 
 // A trial that ended as soon as it started (the model backend, or a failure to launch).

@@ -20,7 +20,7 @@ Result<std::vector<RowFit>> EvaluateRuns(const std::vector<MeasuredRun>& runs, c
     const Prediction p = model.Predict(run.layout);
     RowFit r;
     r.label = run.label;
-    const search::ModelShape& m = run.model;
+    const ModelShape& m = run.model;
     r.shape = fmt::format("L{} h{} a{} s{} V{} B{}", m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.global_batch);
     r.layout = run.layout;
     r.measured_step_s = run.step_time_s;
@@ -37,7 +37,7 @@ std::vector<EfficiencyKey> DefaultFitSet(const std::vector<MeasuredRun>& runs,
                                          const HardwareProfile& profile) {
   bool link = false, network = false;
   for (const MeasuredRun& r : runs) {
-    const search::Layout& l = r.layout;
+    const Layout& l = r.layout;
     const int per_node = std::max(profile.gpus_per_node, r.ranks_per_node);
     const bool spans_nodes = l.World() > per_node;
     link = link || l.tp > 1 || (!spans_nodes && (l.dp > 1 || l.pp > 1));

@@ -19,7 +19,7 @@ struct RowFit {
   std::string label;
   std::string shape;  // the run's model dimensions, e.g. "L4 h256 a8 s128 V1024 B8"
 
-  search::Layout layout;
+  Layout layout;
   double measured_step_s = 0;
   double predicted_step_s = 0;
   double error = 0;  // predicted / measured - 1 (step time)

@@ -12,7 +12,7 @@
 #include "base/provenance.h"
 #include "runner/log_text.h"
 #include "runner/performance_model.h"
-#include "runner/process_group.h"
+#include "runner/process_trial.h"
 
 namespace tunepar::runner {
 
@@ -27,10 +27,10 @@ constexpr std::pair<MetricKind, std::string_view> kKinds[] = {{MetricKind::kStep
                                                               {MetricKind::kLower, "lower"}};
 
 // The placeholder values of a layout, by name; booleans as "1"/"0".
-std::map<std::string, std::string> Values(const search::Layout& l, const TrialContext& c) {
+std::map<std::string, std::string> Values(const Layout& l, const TrialContext& c) {
   const int gpn = std::max(1, c.gpus_per_node);
   const int world = c.world > 0 ? c.world : l.World();
-  const std::string gbs = std::to_string(static_cast<int64_t>(l.micro_batch) * l.num_micro_batches * l.dp);
+  const std::string gbs = std::to_string(l.GlobalBatch());
   return {
       {"tp", std::to_string(l.tp)},
       {"pp", std::to_string(l.pp)},
@@ -41,9 +41,9 @@ std::map<std::string, std::string> Values(const search::Layout& l, const TrialCo
       {"global_batch", gbs},
       {"num_micro_batches", std::to_string(l.num_micro_batches)},
       {"nmb", std::to_string(l.num_micro_batches)},
-      {"precision", std::string(search::ToString(l.precision))},
+      {"precision", std::string(ToString(l.precision))},
       {"zero", std::to_string(l.zero)},
-      {"recompute", std::string(search::ToString(l.recompute))},
+      {"recompute", std::string(ToString(l.recompute))},
       {"seq_parallel", l.seq_parallel ? "1" : "0"},
       {"sp", l.seq_parallel ? "1" : "0"},
       {"vpp", std::to_string(l.virtual_stages)},
@@ -53,7 +53,7 @@ std::map<std::string, std::string> Values(const search::Layout& l, const TrialCo
       {"world", std::to_string(world)},
       {"nodes", std::to_string((world + gpn - 1) / gpn)},
       {"gpus_per_node", std::to_string(std::min(gpn, world))},
-      {"layout", search::LayoutKey(l)},
+      {"layout", LayoutKey(l)},
       {"trial", std::to_string(c.number)},
       {"trial_dir", c.trial_dir},
       {"seed", std::to_string(c.seed)},
@@ -70,13 +70,13 @@ std::map<std::string, std::string> Values(const search::Layout& l, const TrialCo
 
 std::string KnownNames() {
   std::vector<std::string> names;
-  for (const auto& [name, value] : Values(search::Layout{}, TrialContext{}))
+  for (const auto& [name, value] : Values(Layout{}, TrialContext{}))
     names.push_back("{" + name + "}");
   return fmt::format("{}", fmt::join(names, " "));
 }
 
-double StepTime(MetricKind kind, double value, const search::ModelShape& model, int world) {
-  const double tokens = static_cast<double>(model.global_batch) * model.seq_len;
+double StepTime(MetricKind kind, double value, const ModelShape& model, int world) {
+  const double tokens = model.TokensPerStep();
   switch (kind) {
     case MetricKind::kStepTimeS: return value;
     case MetricKind::kStepTimeMs: return value / 1e3;
@@ -89,126 +89,86 @@ double StepTime(MetricKind kind, double value, const search::ModelShape& model, 
   return NAN;
 }
 
-class CommandTrial : public RunningTrial {
+class CommandTrial : public ProcessTrial {
  public:
   CommandTrial(const CommandBackendOptions& options, const std::vector<std::regex>& oom,
-               const std::regex& metric, std::unique_ptr<ProcessGroup> group, search::Layout layout,
-               TrialContext context, std::string log)
-      : options_(options),
+               const std::regex& metric, ProcessOptions process, TrialContext context)
+      : ProcessTrial({"command", options.timeout_s, options.stop_grace_s, "process"}, std::move(process)),
+        options_(options),
         oom_(oom),
-        metric_(metric),
-        group_(std::move(group)),
-        layout_(std::move(layout)),
-        context_(std::move(context)),
-        log_(std::move(log)),
-        start_(std::chrono::steady_clock::now()),
-        started_at_(UtcNow()) {}
+        metric_regex_(metric),
+        context_(std::move(context)) {}
 
-  std::optional<TrialResult> Poll() override {
-    if (done_) return result_;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (elapsed > options_.timeout_s) {
-      group_->Stop(options_.stop_grace_s);
-      return Finish(search::TrialStatus::kTimeout,
-                    fmt::format("killed after the {:g} s timeout, with every process of the trial",
-                                options_.timeout_s));
-    }
-    const std::optional<ExitInfo> exit = group_->Poll();
-    if (!exit) return std::nullopt;
-    return Classify(*exit);
-  }
-
-  TrialResult Interrupt() override {
-    if (done_) return *result_;
-    group_->Stop(options_.stop_grace_s);
-    return *Finish(search::TrialStatus::kInterrupted, "stopped by tunepar (signal or shutdown)");
-  }
-
-  int64_t process_group() const override { return group_->process_group(); }
+  using ProcessTrial::Launch;
 
  private:
-  std::optional<TrialResult> Finish(search::TrialStatus status, std::string message) {
-    TrialResult r;
-    r.status = status;
-    r.message = std::move(message);
-    r.backend = "command";
-    r.hosts = HostName();
-    r.log_path = log_;
-    r.started_at = started_at_;
-    r.finished_at = UtcNow();
-    r.details_json = details_.dump();
-    r.metrics = metrics_;
-    r.objective = objective_;
-    result_ = std::move(r);
-    done_ = true;
-    return result_;
+  // What the output says: the first OOM line, the last line, and the metric's last reading.
+  struct OutputReading {
+    std::string oom_line, last_line;
+    std::optional<double> value;
+  };
+
+  OutputReading ReadOutput() const {
+    OutputReading out;
+    std::ifstream in(process().log_path, std::ios::binary);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!Trim(line).empty()) out.last_line = Trim(line);
+      if (out.oom_line.empty()) {
+        for (const std::regex& re : oom_) {
+          if (std::regex_search(line, re)) out.oom_line = Trim(line);
+        }
+      }
+      if (std::optional<double> v = MetricIn(line)) out.value = v;
+    }
+    return out;
   }
 
-  std::optional<TrialResult> Classify(const ExitInfo& exit) {
-    details_["exit"] = ExitText(exit);
-    std::ifstream in(log_, std::ios::binary);
-    std::string line, last_line, oom_line;
-    std::optional<double> value;
-    while (std::getline(in, line)) {
-      if (!Trim(line).empty()) last_line = Trim(line);
-      if (oom_line.empty()) {
-        for (const std::regex& re : oom_) {
-          if (std::regex_search(line, re)) oom_line = Trim(line);
-        }
-      }
-      if (!options_.metric_regex.empty()) {
-        std::smatch m;
-        if (std::regex_search(line, m, metric_) && m.size() > 1) {
-          char* end = nullptr;
-          const std::string text = m[1].str();
-          const double v = std::strtod(text.c_str(), &end);
-          if (end != text.c_str() && std::isfinite(v)) value = v;
-        }
-      } else if (line.find('{') != std::string::npos) {
-        nlohmann::json j = nlohmann::json::parse(line.substr(line.find('{')), nullptr, false);
-        if (j.is_object() && j.contains(options_.metric_json) && j[options_.metric_json].is_number()) {
-          value = j[options_.metric_json].get<double>();
-        }
-      }
+  std::optional<double> MetricIn(const std::string& line) const {
+    if (!options_.metric_regex.empty()) {
+      std::smatch m;
+      if (!std::regex_search(line, m, metric_regex_) || m.size() < 2) return std::nullopt;
+      char* end = nullptr;
+      const std::string text = m[1].str();
+      const double v = std::strtod(text.c_str(), &end);
+      if (end != text.c_str() && std::isfinite(v)) return v;
+      return std::nullopt;
     }
-    if (!oom_line.empty()) return Finish(search::TrialStatus::kOom, "out of memory: " + Shorten(oom_line));
+    if (line.find('{') == std::string::npos) return std::nullopt;
+    nlohmann::json j = nlohmann::json::parse(line.substr(line.find('{')), nullptr, false);
+    if (j.is_object() && j.contains(options_.metric_json) && j[options_.metric_json].is_number())
+      return j[options_.metric_json].get<double>();
+    return std::nullopt;
+  }
+
+  std::optional<TrialResult> Classify(const ExitInfo& exit) override {
+    details_["exit"] = ExitText(exit);
+    const OutputReading out = ReadOutput();
+    if (!out.oom_line.empty()) return Finish(TrialStatus::kOom, "out of memory: " + Shorten(out.oom_line));
     if (exit.signaled || exit.code != 0)
-      return Finish(search::TrialStatus::kCrash, CrashMessage(exit, Shorten(last_line)));
+      return Finish(TrialStatus::kCrash, CrashMessage(exit, Shorten(out.last_line)));
     const std::string source = options_.metric_regex.empty()
                                    ? fmt::format("--metric-json key '{}'", options_.metric_json)
                                    : fmt::format("--metric-regex '{}'", options_.metric_regex);
-    if (!value)
-      return Finish(search::TrialStatus::kInvalid, fmt::format("the output has no match for {}", source));
-    if (!(*value > 0)) {
-      return Finish(search::TrialStatus::kInvalid,
-                    fmt::format("{} read {}, not a positive number", source, *value));
-    }
-    details_["metric"] = {{"kind", ToString(options_.metric)}, {"value", *value}};
-    const search::ModelShape& model = *context_.model;
-    objective_ = ObjectiveValue(options_.metric, *value, model, context_.world);
-    const double step = StepTime(options_.metric, *value, model, context_.world);
-    if (std::isfinite(step)) {
-      metrics_.step_time_s = step;
-      metrics_.tokens_per_s = static_cast<double>(model.global_batch) * model.seq_len / step;
-      metrics_.tflops_per_gpu = ModelFlopsPerStep(model) / step / context_.world / 1e12;
-    }
-    return Finish(search::TrialStatus::kOk, fmt::format("{} = {:g}", ToString(options_.metric), *value));
+    if (!out.value) return Finish(TrialStatus::kInvalid, fmt::format("the output has no match for {}", source));
+    if (!(*out.value > 0))
+      return Finish(TrialStatus::kInvalid, fmt::format("{} read {}, not a positive number", source, *out.value));
+    return Measured(*out.value);
+  }
+
+  std::optional<TrialResult> Measured(double value) {
+    const ModelShape& model = *context_.model;
+    metric_ = CustomMetric{std::string(ToString(options_.metric)), value};
+    objective_ = ObjectiveValue(options_.metric, value, model, context_.world);
+    const double step = StepTime(options_.metric, value, model, context_.world);
+    if (std::isfinite(step)) MeasuredStepTime(model, step, context_.world);
+    return Finish(TrialStatus::kOk, fmt::format("{} = {:g}", ToString(options_.metric), value));
   }
 
   const CommandBackendOptions& options_;
   const std::vector<std::regex>& oom_;
-  const std::regex& metric_;
-  std::unique_ptr<ProcessGroup> group_;
-  search::Layout layout_;
+  const std::regex& metric_regex_;
   TrialContext context_;
-  std::string log_;
-  std::chrono::steady_clock::time_point start_;
-  std::string started_at_;
-  nlohmann::json details_ = nlohmann::json::object();
-  TrialMetrics metrics_;
-  std::optional<double> objective_;
-  bool done_ = false;
-  std::optional<TrialResult> result_;
 };
 
 }  // namespace
@@ -230,13 +190,13 @@ std::string_view ToString(MetricKind kind) {
   return "?";
 }
 
-double ObjectiveValue(MetricKind kind, double value, const search::ModelShape& model, int world) {
+double ObjectiveValue(MetricKind kind, double value, const ModelShape& model, int world) {
   if (kind == MetricKind::kHigher) return 1.0 / value;
   if (kind == MetricKind::kLower) return value;
   return StepTime(kind, value, model, world);
 }
 
-Result<std::string> ExpandCommand(const std::string& command, const search::Layout& layout,
+Result<std::string> ExpandCommand(const std::string& command, const Layout& layout,
                                   const TrialContext& context) {
   const std::map<std::string, std::string> values = Values(layout, context);
   std::string out;
@@ -305,7 +265,7 @@ Result<std::string> ExpandCommand(const std::string& command, const search::Layo
 
 Status ValidateCommandOptions(const CommandBackendOptions& o) {
   if (o.command.empty()) return InvalidArgument("the command backend needs --command TEMPLATE");
-  search::Layout layout;
+  Layout layout;
   TrialContext context;
   if (Result<std::string> expanded = ExpandCommand(o.command, layout, context); !expanded.ok())
     return expanded.status();
@@ -341,36 +301,22 @@ CommandBackend::CommandBackend(CommandBackendOptions options) : options_(std::mo
   if (!options_.metric_regex.empty()) metric_ = std::regex(options_.metric_regex);
 }
 
-std::unique_ptr<RunningTrial> CommandBackend::Start(const search::Layout& layout,
-                                                    const TrialContext& context) {
-  auto fail = [&](search::TrialStatus status, const std::string& message) {
-    TrialResult r;
-    r.status = status;
-    r.message = message;
-    r.backend = "command";
-    r.hosts = HostName();
-    r.started_at = r.finished_at = UtcNow();
-    return std::make_unique<FinishedTrial>(std::move(r));
-  };
+std::unique_ptr<RunningTrial> CommandBackend::Start(const Layout& layout, const TrialContext& context) {
   Result<std::string> command = ExpandCommand(options_.command, layout, context);
-  if (!command.ok()) return fail(search::TrialStatus::kInvalid, command.status().message());
-  const std::string log = context.trial_dir + "/output.log";
-  {
-    std::ofstream record(context.trial_dir + "/command.txt");
-    record << *command << "\n";
-  }
+  if (!command.ok()) return UnstartedTrial(Name(), TrialStatus::kInvalid, command.status().message());
+  std::ofstream(context.trial_dir + "/command.txt") << *command << "\n";
   ProcessOptions p;
   p.command = *command;
   p.env = options_.env;
-  p.env.emplace_back("TUNEPAR_LAYOUT", search::LayoutKey(layout));
+  p.env.emplace_back("TUNEPAR_LAYOUT", LayoutKey(layout));
   p.env.emplace_back("TUNEPAR_TRIAL_DIR", context.trial_dir);
-  p.log_path = log;
+  p.log_path = context.trial_dir + "/output.log";
   p.workdir = options_.workdir;
   p.trial_id = context.trial_id;
-  Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(p);
-  if (!group.ok())
-    return fail(search::TrialStatus::kCrash, "could not start the command: " + group.status().message());
-  return std::make_unique<CommandTrial>(options_, oom_, metric_, std::move(*group), layout, context, log);
+  auto trial = std::make_unique<CommandTrial>(options_, oom_, metric_, std::move(p), context);
+  if (Status s = trial->Launch(); !s.ok())
+    return UnstartedTrial(Name(), TrialStatus::kCrash, "could not start the command: " + s.message());
+  return trial;
 }
 
 }  // namespace tunepar::runner

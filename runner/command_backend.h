@@ -55,7 +55,7 @@ struct CommandBackendOptions {
 Status ValidateCommandOptions(const CommandBackendOptions& options);
 
 // The template with the layout's values substituted.
-Result<std::string> ExpandCommand(const std::string& command, const search::Layout& layout,
+Result<std::string> ExpandCommand(const std::string& command, const Layout& layout,
                                   const TrialContext& context);
 
 class CommandBackend : public Backend {
@@ -64,7 +64,7 @@ class CommandBackend : public Backend {
   explicit CommandBackend(CommandBackendOptions options);
 
   std::string_view Name() const override { return "command"; }
-  std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) override;
+  std::unique_ptr<RunningTrial> Start(const Layout& layout, const TrialContext& context) override;
 
   const CommandBackendOptions& options() const { return options_; }
 
@@ -77,6 +77,6 @@ class CommandBackend : public Backend {
 // The value that the search minimises for a metric reading: a step time for the kinds that
 // convert to one (seconds), 1 / value for other higher-is-better metrics, the value for
 // lower-is-better ones.
-double ObjectiveValue(MetricKind kind, double value, const search::ModelShape& model, int world);
+double ObjectiveValue(MetricKind kind, double value, const ModelShape& model, int world);
 
 }  // namespace tunepar::runner

@@ -16,7 +16,7 @@
 #include "base/provenance.h"
 #include "runner/launch_environment.h"
 #include "runner/log_text.h"
-#include "runner/process_group.h"
+#include "runner/process_trial.h"
 
 namespace tunepar::runner {
 
@@ -36,13 +36,13 @@ std::string_view ToString(SliceMode mode) {
   return "?";
 }
 
-std::string ModelToml(const search::ModelShape& m) {
+std::string ModelToml(const ModelShape& m) {
   return fmt::format(
       "# written by tunepar for tunepar-core\nname = \"{}\"\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = "
       "{}\n"
       "vocab = {}\nglobal_batch = {}\nffn_hidden = {}\ntied_embeddings = {}\n",
       m.name, m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.global_batch,
-      m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden, m.tied_embeddings ? "true" : "false");
+      m.MlpWidth(), m.tied_embeddings ? "true" : "false");
 }
 
 namespace {
@@ -63,108 +63,64 @@ void WriteText(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-class CoreTrial : public RunningTrial {
+class CoreTrial : public ProcessTrial {
  public:
-  CoreTrial(const CoreBackend& backend, search::Layout layout, TrialPlan plan, TrialContext context,
-            ProcessOptions process)
-      : backend_(backend),
+  CoreTrial(const CoreBackend& backend, Layout layout, TrialPlan plan, TrialContext context, ProcessOptions process)
+      : ProcessTrial({std::string(backend.Name()), backend.options().timeout_s, backend.options().stop_grace_s, "rank"},
+                     std::move(process)),
+        backend_(backend),
         layout_(std::move(layout)),
         plan_(std::move(plan)),
-        context_(std::move(context)),
-        process_(std::move(process)),
-        started_at_(UtcNow()) {}
+        context_(std::move(context)) {}
 
+  // Starts the ranks, without the result of an earlier launch.
   Status Launch() {
-    start_ = std::chrono::steady_clock::now();
     std::error_code ec;
     std::filesystem::remove(context_.trial_dir + "/result.json", ec);
-    Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(process_);
-    if (!group.ok()) return group.status();
-    group_ = std::move(*group);
-    return Status::Ok();
+    return ProcessTrial::Launch();
   }
-
-  std::optional<TrialResult> Poll() override {
-    if (done_) return result_;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const CoreBackendOptions& o = backend_.options();
-    if (elapsed > o.timeout_s) {
-      group_->Stop(o.stop_grace_s);
-      return Finish(
-          search::TrialStatus::kTimeout,
-          fmt::format("killed after the {:g} s timeout, with every rank of the trial", o.timeout_s));
-    }
-    const std::optional<ExitInfo> exit = group_->Poll();
-    if (!exit) return std::nullopt;
-    return Classify(*exit);
-  }
-
-  TrialResult Interrupt() override {
-    if (done_) return *result_;
-    group_->Stop(backend_.options().stop_grace_s);
-    return *Finish(search::TrialStatus::kInterrupted, "stopped by tunepar (signal or shutdown)");
-  }
-
-  int64_t process_group() const override { return group_ ? group_->process_group() : 0; }
 
  private:
-  std::optional<TrialResult> Finish(search::TrialStatus status, std::string message) {
-    TrialResult r;
-    r.status = status;
-    r.message = std::move(message);
-    r.backend = std::string(backend_.Name());
-    r.hosts = hosts_.empty() ? HostName() : hosts_;
-    r.log_path = process_.log_path;
-    r.started_at = started_at_;
-    r.finished_at = UtcNow();
-    r.metrics = metrics_;
-    r.objective = objective_;
-    r.details_json = details_.dump();
-    result_ = std::move(r);
-    done_ = true;
-    return result_;
-  }
-
-  std::optional<TrialResult> Classify(const ExitInfo& exit) {
+  std::optional<TrialResult> Classify(const ExitInfo& exit) override {
     details_["exit"] = ExitText(exit);
     if (plan_.sliced) {
-      details_["slice"] = {{"measured_layout", search::LayoutKey(plan_.measured)},
-                           {"measured_world", plan_.measured.World()}};
+      details_["slice"] = {{"measured_layout", LayoutKey(plan_.measured)}, {"measured_world", plan_.measured.World()}};
     }
     std::ifstream in(context_.trial_dir + "/result.json");
-    nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
-    const std::string last = Shorten(LastLine(process_.log_path));
+    const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
+    const std::string last = Shorten(LastLine(process().log_path));
     if (core.is_object() && core.contains("status")) {
-      details_["core"] = {{"status", core["status"]}};
-      if (core.contains("memory")) details_["memory"] = core["memory"];
-      if (core.contains("phases")) details_["phases"] = core["phases"];
-      if (core.contains("placement")) ReadPlacement(core["placement"]);
-      const std::string status = core["status"];
-      if (status == "oom") {
-        if (core["memory"].contains("peak_bytes"))
-          metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
-        return Finish(search::TrialStatus::kOom, core.value("error", "out of memory"));
-      }
-      if (status == "no_device")
-        return Finish(search::TrialStatus::kInvalid, core.value("error", "no device"));
-      if (status == "diverged") return Finish(search::TrialStatus::kCrash, "the loss diverged (non-finite)");
-      if (status == "ok" && exit.code == 0 && !exit.signaled) return Measured(core);
+      if (std::optional<TrialResult> result = FromCoreResult(core, exit)) return result;
     }
-    if (!exit.signaled && exit.code == 2) {
-      return Finish(search::TrialStatus::kInvalid, "tunepar-core rejected the trial: " + last);
-    }
-    if (!exit.signaled && exit.code == 3) return Finish(search::TrialStatus::kOom, last);
+    if (!exit.signaled && exit.code == 2) return Finish(TrialStatus::kInvalid, "tunepar-core rejected the trial: " + last);
+    if (!exit.signaled && exit.code == 3) return Finish(TrialStatus::kOom, last);
     if (LaunchFailed() && ++launches_ < 2) {
       details_["launch_retried"] = last;
       if (Status s = Launch(); s.ok()) return std::nullopt;
     }
-    if (LaunchFailed())
-      return Finish(search::TrialStatus::kCrash, "the ranks could not be launched: " + last);
-    return Finish(search::TrialStatus::kCrash, CrashMessage(exit, last));
+    if (LaunchFailed()) return Finish(TrialStatus::kCrash, "the ranks could not be launched: " + last);
+    return Finish(TrialStatus::kCrash, CrashMessage(exit, last));
+  }
+
+  // The outcome the core's result.json states (nullopt: it states none that decides).
+  std::optional<TrialResult> FromCoreResult(const nlohmann::json& core, const ExitInfo& exit) {
+    details_["core"] = {{"status", core["status"]}};
+    if (core.contains("memory")) details_["memory"] = core["memory"];
+    if (core.contains("phases")) details_["phases"] = core["phases"];
+    if (core.contains("placement")) ReadPlacement(core["placement"]);
+    const std::string status = core["status"];
+    if (status == "oom") {
+      if (core["memory"].contains("peak_bytes")) metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
+      return Finish(TrialStatus::kOom, core.value("error", "out of memory"));
+    }
+    if (status == "no_device") return Finish(TrialStatus::kInvalid, core.value("error", "no device"));
+    if (status == "diverged") return Finish(TrialStatus::kCrash, "the loss diverged (non-finite)");
+    if (status == "ok" && exit.code == 0 && !exit.signaled) return Measured(core);
+    return std::nullopt;
   }
 
   bool LaunchFailed() const {
-    std::ifstream in(process_.log_path, std::ios::binary);
+    std::ifstream in(process().log_path, std::ios::binary);
     std::string line;
     bool failure = false, core_ran = false;
     while (std::getline(in, line)) {
@@ -189,9 +145,7 @@ class CoreTrial : public RunningTrial {
   }
 
   std::optional<TrialResult> Measured(const nlohmann::json& core) {
-    if (!placement_error_.empty())
-      return Finish(search::TrialStatus::kInvalid, "placement: " + placement_error_);
-    const search::ModelShape& model = backend_.model();
+    if (!placement_error_.empty()) return Finish(TrialStatus::kInvalid, "placement: " + placement_error_);
     double step = core["step_time_s"].get<double>();
     std::string message =
         fmt::format("measured {} steps after {} warm-up", core.value("steps", 0), core.value("warmup", 0));
@@ -202,50 +156,38 @@ class CoreTrial : public RunningTrial {
       message = fmt::format(
           "sliced: measured {} on {} ranks ({:.4g} s/step), plus {:.3g} s of exposed DP "
           "communication for dp {} from the performance model",
-          search::LayoutKey(plan_.measured), plan_.measured.World(), step, added, layout_.dp);
+          LayoutKey(plan_.measured), plan_.measured.World(), step, added, layout_.dp);
       step += added;
+      sliced_ = true;
     }
-    if (!(step > 0) || !std::isfinite(step))
-      return Finish(search::TrialStatus::kInvalid, "no step time measured");
-    metrics_.step_time_s = step;
-    metrics_.tokens_per_s = static_cast<double>(model.global_batch) * model.seq_len / step;
-    metrics_.tflops_per_gpu = ModelFlopsPerStep(model) / step / layout_.World() / 1e12;
+    if (!(step > 0) || !std::isfinite(step)) return Finish(TrialStatus::kInvalid, "no step time measured");
+    MeasuredStepTime(backend_.model(), step, layout_.World());
     if (core.contains("memory")) metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
     objective_ = step;
-    return Finish(search::TrialStatus::kOk, message);
+    return Finish(TrialStatus::kOk, message);
   }
 
   const CoreBackend& backend_;
-  search::Layout layout_;
+  Layout layout_;
   TrialPlan plan_;
   TrialContext context_;
-  ProcessOptions process_;
-  std::unique_ptr<ProcessGroup> group_;
-  std::chrono::steady_clock::time_point start_;
-  std::string started_at_;
-  std::string hosts_;
   std::string placement_error_;
   int launches_ = 0;
-  nlohmann::json details_ = nlohmann::json::object();
-  TrialMetrics metrics_;
-  std::optional<double> objective_;
-  bool done_ = false;
-  std::optional<TrialResult> result_;
 };
 
 }  // namespace
 
-CoreBackend::CoreBackend(CoreBackendOptions options, search::ModelShape model, HardwareProfile hardware)
+CoreBackend::CoreBackend(CoreBackendOptions options, ModelShape model, HardwareProfile hardware)
     : options_(std::move(options)), model_(std::move(model)), hardware_(std::move(hardware)) {}
 
-TrialPlan CoreBackend::Plan(const search::Layout& layout) const {
+TrialPlan CoreBackend::Plan(const Layout& layout) const {
   TrialPlan plan;
   plan.measured = layout;
   const bool fits = layout.World() <= options_.capacity;
   if (options_.slice == SliceMode::kNever || (options_.slice == SliceMode::kAuto && fits)) {
     if (!fits) {
       plan.error =
-          fmt::format("{} needs {} ranks; this {} holds {}", search::LayoutKey(layout), layout.World(),
+          fmt::format("{} needs {} ranks; this {} holds {}", LayoutKey(layout), layout.World(),
                       options_.launcher == Launcher::kSlurm ? "allocation" : "machine", options_.capacity);
     }
     return plan;
@@ -255,7 +197,7 @@ TrialPlan CoreBackend::Plan(const search::Layout& layout) const {
   while (dp > 1 && replica * dp > options_.capacity) --dp;
   if (replica * dp > options_.capacity) {
     plan.error = fmt::format("one replica of {} needs {} ranks; only {} are available",
-                             search::LayoutKey(layout), replica, options_.capacity);
+                             LayoutKey(layout), replica, options_.capacity);
     return plan;
   }
   plan.measured.dp = dp;
@@ -263,17 +205,17 @@ TrialPlan CoreBackend::Plan(const search::Layout& layout) const {
   return plan;
 }
 
-double CoreBackend::SliceCorrection(const search::Layout& full, const search::Layout& slice) const {
-  auto exposed = [&](const search::Layout& l) {
-    search::ModelShape m = model_;
-    m.global_batch = l.micro_batch * l.num_micro_batches * l.dp;
+double CoreBackend::SliceCorrection(const Layout& full, const Layout& slice) const {
+  auto exposed = [&](const Layout& l) {
+    ModelShape m = model_;
+    m.global_batch = static_cast<int>(l.GlobalBatch());
     Result<PerformanceModel> pm = PerformanceModel::Create(m, hardware_);
     return pm.ok() ? pm->Predict(l).time.dp_comm_exposed : 0.0;
   };
   return std::max(0.0, exposed(full) - exposed(slice));
 }
 
-std::string CoreBackend::LaunchCommand(const search::Layout& l, const std::string& dir,
+std::string CoreBackend::LaunchCommand(const Layout& l, const std::string& dir,
                                        const std::string& trial_id) const {
   const int world = l.World();
   std::vector<std::string> words;
@@ -294,7 +236,7 @@ std::string CoreBackend::LaunchCommand(const search::Layout& l, const std::strin
                  {"--job-name=" + SlurmStepName(trial_id), "--export=ALL", "bash", dir + "/rank.sh"});
   }
   words.insert(words.end(),
-               {options_.core_binary, "--model", dir + "/model.toml", "--layout", search::LayoutKey(l),
+               {options_.core_binary, "--model", dir + "/model.toml", "--layout", LayoutKey(l),
                 "--steps", std::to_string(options_.steps), "--warmup", std::to_string(options_.warmup),
                 "--memory-cap", fmt::format("{:.0f}", hardware_.MemoryBytes()), "-o", dir + "/result.json"});
   int threads = options_.threads;
@@ -305,29 +247,19 @@ std::string CoreBackend::LaunchCommand(const search::Layout& l, const std::strin
   return command;
 }
 
-std::unique_ptr<RunningTrial> CoreBackend::Start(const search::Layout& layout, const TrialContext& context) {
+std::unique_ptr<RunningTrial> CoreBackend::Start(const Layout& layout, const TrialContext& context) {
   TrialPlan plan = Plan(layout);
-  auto fail = [&](search::TrialStatus status, std::string message) {
-    TrialResult r;
-    r.status = status;
-    r.message = std::move(message);
-    r.backend = std::string(Name());
-    r.hosts = HostName();
-    r.started_at = r.finished_at = UtcNow();
-    return std::make_unique<FinishedTrial>(std::move(r));
-  };
-  if (!plan.error.empty()) return fail(search::TrialStatus::kInvalid, plan.error);
+  if (!plan.error.empty()) return UnstartedTrial(Name(), TrialStatus::kInvalid, plan.error);
   const std::string& dir = context.trial_dir;
-  search::ModelShape shape = model_;
-  shape.global_batch = plan.measured.micro_batch * plan.measured.num_micro_batches * plan.measured.dp;
+  ModelShape shape = model_;
+  shape.global_batch = static_cast<int>(plan.measured.GlobalBatch());
   WriteText(dir + "/model.toml", ModelToml(shape));
   ProcessOptions p;
   p.command = LaunchCommand(plan.measured, dir, context.trial_id);
   p.env = options_.env;
   if (options_.launcher == Launcher::kSlurm) {
-    WriteText(dir + "/rank.sh",
-              "#!/usr/bin/env bash\n# One rank of a tunepar trial (written by tunepar).\nset -e\n" +
-                  RankSetup(hardware_) + "exec \"$@\"\n");
+    WriteText(dir + "/rank.sh", "#!/usr/bin/env bash\n# One rank of a tunepar trial (written by tunepar).\nset -e\n" +
+                                    RankSetup(hardware_) + "exec \"$@\"\n");
     for (const auto& kv : ProfileEnvironment(hardware_)) p.env.push_back(kv);
     p.env.emplace_back("MASTER_ADDR", options_.master_addr);
     p.env.emplace_back("MASTER_PORT", std::to_string(options_.master_port));
@@ -338,10 +270,9 @@ std::unique_ptr<RunningTrial> CoreBackend::Start(const search::Layout& layout, c
   std::string env_text;
   for (const auto& [k, v] : p.env) env_text += k + "=" + v + "\n";
   WriteText(dir + "/environment.txt", env_text);
-  auto trial = std::make_unique<CoreTrial>(*this, layout, plan, context, p);
-  if (Status s = trial->Launch(); !s.ok()) {
-    return fail(search::TrialStatus::kCrash, "could not start the launcher: " + s.message());
-  }
+  auto trial = std::make_unique<CoreTrial>(*this, layout, plan, context, std::move(p));
+  if (Status s = trial->Launch(); !s.ok())
+    return UnstartedTrial(Name(), TrialStatus::kCrash, "could not start the launcher: " + s.message());
   return trial;
 }
 

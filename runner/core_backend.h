@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runner/backend.h"
+#include "runner/core/supported_knobs.h"
 #include "runner/hardware_profile.h"
 #include "runner/performance_model.h"
 
@@ -55,22 +56,22 @@ struct CoreBackendOptions {
 
 // What a trial measures for `layout`: the layout itself or its slice.
 struct TrialPlan {
-  search::Layout measured;
+  Layout measured;
   bool sliced = false;
   std::string error;  // non-empty: the layout cannot be measured here
 };
 
 class CoreBackend : public Backend {
  public:
-  CoreBackend(CoreBackendOptions options, search::ModelShape model, HardwareProfile hardware);
+  CoreBackend(CoreBackendOptions options, ModelShape model, HardwareProfile hardware);
 
   std::string_view Name() const override { return options_.launcher == Launcher::kSlurm ? "slurm" : "local"; }
-  std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) override;
+  std::unique_ptr<RunningTrial> Start(const Layout& layout, const TrialContext& context) override;
 
-  TrialPlan Plan(const search::Layout& layout) const;
+  TrialPlan Plan(const Layout& layout) const;
   // The shell command that runs `measured` with its outputs in `trial_dir` (a Slurm job step is
   // named after `trial_id`, so a later tunepar can cancel it).
-  std::string LaunchCommand(const search::Layout& measured, const std::string& trial_dir,
+  std::string LaunchCommand(const Layout& measured, const std::string& trial_dir,
                             const std::string& trial_id) const;
   // All of a trial's ranks on this machine (local; a slice's when the world is sliced), one per
   // GPU under Slurm (0).
@@ -78,16 +79,18 @@ class CoreBackend : public Backend {
     if (options_.launcher != Launcher::kLocal) return 0;
     return options_.capacity > 0 ? std::min(world, options_.capacity) : world;
   }
+  // tunepar-core's knobs (runner/core/supported_knobs.h).
+  KnobSupport SupportedKnobs() const override { return core::kSupportedKnobs; }
   // The seconds of exposed data-parallel communication the full layout adds over its slice.
-  double SliceCorrection(const search::Layout& full, const search::Layout& slice) const;
+  double SliceCorrection(const Layout& full, const Layout& slice) const;
 
   const CoreBackendOptions& options() const { return options_; }
   const HardwareProfile& hardware() const { return hardware_; }
-  const search::ModelShape& model() const { return model_; }
+  const ModelShape& model() const { return model_; }
 
  private:
   CoreBackendOptions options_;
-  search::ModelShape model_;
+  ModelShape model_;
   HardwareProfile hardware_;
 };
 
@@ -96,6 +99,6 @@ class CoreBackend : public Backend {
 int CancelSlurmSteps(const std::string& trial_id);
 
 // The model as a TOML file tunepar-core reads.
-std::string ModelToml(const search::ModelShape& model);
+std::string ModelToml(const ModelShape& model);
 
 }  // namespace tunepar::runner

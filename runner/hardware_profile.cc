@@ -5,11 +5,10 @@
 #include <fmt/format.h>
 
 #include "runner/efficiency.h"
-#include "search/toml_fields.h"
+#include "base/toml_fields.h"
 
 namespace tunepar::runner {
 
-using search::TomlFields;
 
 std::string_view ToString(NumberOrigin origin) {
   switch (origin) {
@@ -21,11 +20,11 @@ std::string_view ToString(NumberOrigin origin) {
   return "?";
 }
 
-double HardwareProfile::PeakFlops(search::Precision precision) const {
+double HardwareProfile::PeakFlops(Precision precision) const {
   switch (precision) {
-    case search::Precision::kFp32: return peak_tflops_fp32.value * 1e12;
-    case search::Precision::kFp16: return peak_tflops_fp16.value * 1e12;
-    case search::Precision::kBf16: return peak_tflops_bf16.value * 1e12;
+    case Precision::kFp32: return peak_tflops_fp32.value * 1e12;
+    case Precision::kFp16: return peak_tflops_fp16.value * 1e12;
+    case Precision::kBf16: return peak_tflops_bf16.value * 1e12;
   }
   return 0.0;
 }
@@ -126,7 +125,7 @@ Status ReadCalibration(const toml::table& t, std::string_view source, Calibratio
 }  // namespace
 
 Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source) {
-  Result<toml::table> doc = search::ParseToml(toml_text, source);
+  Result<toml::table> doc = ParseToml(toml_text, source);
   if (!doc.ok()) return doc.status();
   TomlFields root(*doc, source);
   HardwareProfile p;

@@ -9,8 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/device_memory.h"
 #include "base/status.h"
-#include "search/layout.h"
+#include "base/layout.h"
 
 namespace tunepar::runner {
 
@@ -71,8 +72,8 @@ struct HardwareProfile {
   LaunchSettings launch;
   std::optional<CalibrationRecord> calibration;
 
-  double PeakFlops(search::Precision precision) const;  // FLOP/s per device
-  double MemoryBytes() const { return memory_gb.value * 1e9; }
+  double PeakFlops(Precision precision) const;  // FLOP/s per device
+  double MemoryBytes() const { return memory_gb.value * kBytesPerGb; }
 };
 
 // Parses and validates a hardware TOML (see configs/hardware/*.toml for the format).

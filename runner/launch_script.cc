@@ -59,7 +59,7 @@ std::string LaunchScript(const LaunchScriptRequest& r) {
            hw.launch.visible_devices_env.empty() ? "CUDA_VISIBLE_DEVICES" : hw.launch.visible_devices_env)) +
        "\n";
 
-  s += fmt::format("\n# ---- Training: {} on {} ranks ({} node{} x {})\n", search::LayoutKey(r.layout), world,
+  s += fmt::format("\n# ---- Training: {} on {} ranks ({} node{} x {})\n", LayoutKey(r.layout), world,
                    nodes, nodes == 1 ? "" : "s", per_node);
   s += srun + " bash \"$rank_setup\" " + r.training_command + "\n";
   return s;

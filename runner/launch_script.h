@@ -8,15 +8,15 @@
 #include <string>
 
 #include "runner/hardware_profile.h"
-#include "search/layout.h"
-#include "search/model_shape.h"
+#include "base/layout.h"
+#include "base/model_shape.h"
 
 namespace tunepar::runner {
 
 struct LaunchScriptRequest {
-  search::ModelShape model;
+  ModelShape model;
   HardwareProfile hardware;
-  search::Layout layout;
+  Layout layout;
   std::string training_command;  // run by every rank, after the rank setup
   std::string model_toml;        // non-empty: written next to the job as $TUNEPAR_MODEL (tunepar-core)
   std::string job_name = "tunepar";

@@ -8,12 +8,12 @@
 
 namespace tunepar::runner {
 
-double RecomputeCountedFlops(const search::ModelShape& m) {
+double RecomputeCountedFlops(const ModelShape& m) {
   const double B = m.global_batch, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
   return 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
 }
 
-double ModelFormulaFlops(const search::ModelShape& m) {
+double ModelFormulaFlops(const ModelShape& m) {
   const double B = m.global_batch, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
   return 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
 }
@@ -106,8 +106,8 @@ class Row {
 };
 
 Status ParseRow(const Row& r, MeasuredRun* run) {
-  search::ModelShape& m = run->model;
-  search::Layout& l = run->layout;
+  ModelShape& m = run->model;
+  Layout& l = run->layout;
   run->label = r.Text("label");
   run->source = r.Text("source");
   m.name = run->label;
@@ -118,7 +118,7 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   TUNEPAR_RETURN_IF_ERROR(r.Int("seq_len", &m.seq_len));
   TUNEPAR_RETURN_IF_ERROR(r.Int("vocab", &m.vocab));
   TUNEPAR_RETURN_IF_ERROR(r.Int("global_batch", &m.global_batch));
-  m.ffn_hidden = 4 * m.hidden;
+  m.ffn_hidden = DefaultMlpWidth(m.hidden);
   if (m.hidden % m.heads != 0) return r.Error("heads", "must divide hidden");
   TUNEPAR_RETURN_IF_ERROR(r.Int("gpus", &gpus));
   TUNEPAR_RETURN_IF_ERROR(r.Int("tp", &l.tp));
@@ -135,10 +135,10 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
     return r.Error("global_batch", fmt::format("{} is not a multiple of micro_batch x dp = {}",
                                                m.global_batch, l.micro_batch * l.dp));
   l.num_micro_batches = m.global_batch / (l.micro_batch * l.dp);
-  Result<search::Precision> precision = search::ParsePrecision(r.Text("precision"));
+  Result<Precision> precision = ParsePrecision(r.Text("precision"));
   if (!precision.ok()) return r.Error("precision", precision.status().message());
   l.precision = *precision;
-  Result<search::Recompute> recompute = search::ParseRecompute(r.Text("recompute"));
+  Result<Recompute> recompute = ParseRecompute(r.Text("recompute"));
   if (!recompute.ok()) return r.Error("recompute", recompute.status().message());
   l.recompute = *recompute;
 

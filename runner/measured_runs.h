@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "base/status.h"
-#include "search/layout.h"
-#include "search/model_shape.h"
+#include "base/layout.h"
+#include "base/model_shape.h"
 
 namespace tunepar::runner {
 
 struct MeasuredRun {
   std::string label;  // e.g. "megatron-1008B"
-  search::ModelShape model;
-  search::Layout layout;
+  ModelShape model;
+  Layout layout;
   double step_time_s = 0;  // measured wall clock per optimizer step
   std::string source;      // where the measurement comes from
   // The FLOP formula the run's TFLOP/s were published with ("recompute-counted" or "model"), so
@@ -41,7 +41,7 @@ struct MeasuredRun {
 Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, std::string_view source);
 
 // FLOPs per step by the two formulas above, for converting TFLOP/s to step time and back.
-double RecomputeCountedFlops(const search::ModelShape& model);
-double ModelFormulaFlops(const search::ModelShape& model);
+double RecomputeCountedFlops(const ModelShape& model);
+double ModelFormulaFlops(const ModelShape& model);
 
 }  // namespace tunepar::runner

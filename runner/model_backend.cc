@@ -37,12 +37,12 @@ std::string PredictionJson(const Prediction& p) {
 ModelBackend::ModelBackend(const PerformanceModel& model, double device_memory_gb)
     : model_(model), device_memory_gb_(device_memory_gb), host_(HostName()) {}
 
-std::unique_ptr<RunningTrial> ModelBackend::Start(const search::Layout& layout,
+std::unique_ptr<RunningTrial> ModelBackend::Start(const Layout& layout,
                                                   const TrialContext& /*context*/) {
   return std::make_unique<FinishedTrial>(Evaluate(layout));
 }
 
-TrialResult ModelBackend::Evaluate(const search::Layout& layout) const {
+TrialResult ModelBackend::Evaluate(const Layout& layout) const {
   TrialResult r;
   r.backend = "model";
   r.hosts = host_;
@@ -55,10 +55,10 @@ TrialResult ModelBackend::Evaluate(const search::Layout& layout) const {
     r.metrics.tokens_per_s = p.tokens_per_s;
     r.metrics.tflops_per_gpu = p.tflops_per_gpu;
     r.objective = p.step_time_s;
-    r.status = search::TrialStatus::kOk;
+    r.status = TrialStatus::kOk;
     r.message = "predicted";
   } else {
-    r.status = search::TrialStatus::kOom;
+    r.status = TrialStatus::kOom;
     r.message = fmt::format("predicted not to fit: {:.1f} GB needed, {:.1f} GB on the device",
                             p.memory_bytes / 1e9, device_memory_gb_);
   }

@@ -17,9 +17,9 @@ class ModelBackend : public Backend {
   explicit ModelBackend(const PerformanceModel& model, double device_memory_gb);
 
   std::string_view Name() const override { return "model"; }
-  std::unique_ptr<RunningTrial> Start(const search::Layout& layout, const TrialContext& context) override;
+  std::unique_ptr<RunningTrial> Start(const Layout& layout, const TrialContext& context) override;
   // The prediction as a trial result (what Start returns, without the context).
-  TrialResult Evaluate(const search::Layout& layout) const;
+  TrialResult Evaluate(const Layout& layout) const;
 
  private:
   const PerformanceModel& model_;

@@ -7,10 +7,6 @@
 
 namespace tunepar::runner {
 
-using search::Layout;
-using search::ModelShape;
-using search::Precision;
-using search::Recompute;
 
 namespace {
 
@@ -50,22 +46,6 @@ double CollectiveSteps(int n) {
 }
 
 }  // namespace
-
-double ModelFlopsPerStep(const ModelShape& m) {
-  const double s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
-  const double layer_forward = 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
-  const double logits_forward = 2 * s * h * m.vocab;
-  return 3 * (m.layers * layer_forward + logits_forward) * m.global_batch;
-}
-
-double HardwareFlopsPerStep(const ModelShape& m, Recompute recompute) {
-  const double s = m.seq_len, h = m.hidden, f = m.ffn_hidden;
-  double extra_forward = 0;
-  if (recompute == Recompute::kFull)
-    extra_forward = m.layers * (2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h);
-  if (recompute == Recompute::kSelective) extra_forward = m.layers * 4 * s * s * h;
-  return ModelFlopsPerStep(m) + extra_forward * m.global_batch;
-}
 
 Result<PerformanceModel> PerformanceModel::Create(const ModelShape& model, const HardwareProfile& hardware) {
   Result<Efficiency> eff = Efficiency::FromProfile(hardware);
@@ -126,7 +106,7 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
   const ModelShape& m = model_;
   auto bad = [&](const std::string& why) {
     return InvalidArgument(
-        fmt::format("layout {} is not legal for model {}: {}", search::LayoutKey(l), m.name, why));
+        fmt::format("layout {} is not legal for model {}: {}", LayoutKey(l), m.name, why));
   };
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.num_micro_batches < 1 ||
       l.virtual_stages < 1)
@@ -137,7 +117,7 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
   if (m.layers % (l.pp * l.virtual_stages) != 0)
     return bad(
         fmt::format("pp {} x virtual stages {} does not divide {} layers", l.pp, l.virtual_stages, m.layers));
-  if (static_cast<int64_t>(l.micro_batch) * l.num_micro_batches * l.dp != m.global_batch)
+  if (l.GlobalBatch() != m.global_batch)
     return bad(fmt::format("micro_batch {} x {} micro-batches x dp {} is not the global batch {}",
                            l.micro_batch, l.num_micro_batches, l.dp, m.global_batch));
   if (l.virtual_stages > 1 && (l.pp == 1 || l.num_micro_batches % l.pp != 0))
@@ -274,7 +254,7 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
     out.time.device_sharing = std::max(0.0, shared - dedicated);
   }
   out.step_time_s = dedicated + out.time.device_sharing;
-  out.tokens_per_s = static_cast<double>(m.global_batch) * m.seq_len / out.step_time_s;
+  out.tokens_per_s = m.TokensPerStep() / out.step_time_s;
   out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;
   out.mfu = out.tflops_per_gpu * 1e12 / peak;
 

@@ -28,10 +28,11 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "base/flops.h"
 #include "runner/efficiency.h"
 #include "runner/hardware_profile.h"
-#include "search/layout.h"
-#include "search/model_shape.h"
+#include "base/layout.h"
+#include "base/model_shape.h"
 
 namespace tunepar::runner {
 
@@ -76,20 +77,12 @@ struct Prediction {
   MemoryBreakdown memory;
 };
 
-// Model FLOPs per optimizer step (no recomputation), generalised to an MLP width f:
-// 3 passes x (L (2 s (4h^2 + 2hf) + 4 s^2 h) + 2 s h V) per sequence.
-double ModelFlopsPerStep(const search::ModelShape& model);
-// FLOPs the hardware executes per step, including recomputation (full: one more forward pass
-// of the layers, Narayanan et al. eq. 3; selective: the attention core's forward again,
-// 4 B L s^2 h. Korthikanti et al.'s eq. 8 counts 12 B L s^2 h for it; we count what runs).
-double HardwareFlopsPerStep(const search::ModelShape& model, search::Recompute recompute);
-
 class PerformanceModel {
  public:
   // Fails when the profile lacks an efficiency parameter the model needs.
-  static Result<PerformanceModel> Create(const search::ModelShape& model, const HardwareProfile& hardware);
+  static Result<PerformanceModel> Create(const ModelShape& model, const HardwareProfile& hardware);
   // The same with explicit efficiencies (the calibration fit varies them).
-  PerformanceModel(const search::ModelShape& model, const HardwareProfile& hardware,
+  PerformanceModel(const ModelShape& model, const HardwareProfile& hardware,
                    const Efficiency& efficiency);
 
   // Places `ranks` ranks on each node (0 or the profile's GPUs per node: one rank per device).
@@ -99,10 +92,10 @@ class PerformanceModel {
   int ranks_per_node() const { return ranks_per_node_; }
 
   // The layout must be legal for the model (see CheckLayout); microseconds per call.
-  Prediction Predict(const search::Layout& layout) const;
+  Prediction Predict(const Layout& layout) const;
 
   // One line naming what makes the layout impossible to run for this model, or ok.
-  Status CheckLayout(const search::Layout& layout) const;
+  Status CheckLayout(const Layout& layout) const;
 
   const Efficiency& efficiency() const { return eff_; }
 
@@ -116,7 +109,7 @@ class PerformanceModel {
   double GemmTime(double m, double n, double k, double peak) const;
   double RingAllReduceTime(double bytes, int ranks, const LinkSpeed& link) const;
 
-  search::ModelShape model_;
+  ModelShape model_;
   Efficiency eff_;
   // Hardware, in SI units.
   double peak_[3] = {0, 0, 0};  // FLOP/s by Precision
@@ -132,7 +125,7 @@ class PerformanceModel {
 };
 
 // Convenience for one-off predictions: builds the model each call (use PerformanceModel in loops).
-Result<Prediction> Predict(const search::Layout& layout, const search::ModelShape& model,
+Result<Prediction> Predict(const Layout& layout, const ModelShape& model,
                            const HardwareProfile& hardware);
 
 }  // namespace tunepar::runner

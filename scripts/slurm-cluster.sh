@@ -102,7 +102,15 @@ stop() {
     if [ -f "$f" ]; then kill "$(cat "$f")" 2>/dev/null || true; fi
   done
   sleep 1
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^tps-n' || true); do ip netns del "$ns"; done
+  # Whatever still runs in a node's namespace (a job step's slurmstepd that outlived its daemon)
+  # would keep the namespace, and its veth, alive: the next start could not make them again.
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^tps-n' || true); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns"
+  done
+  for link in $(ip -o link show 2>/dev/null | awk -F'[ :@]+' '{print $2}' | grep '^tps-v' || true); do
+    ip link del "$link" 2>/dev/null || true
+  done
   ip link del "$BR" 2>/dev/null || true
   echo "slurm-cluster: stopped"
 }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "search/layout.h"
+#include "base/layout.h"
 
 namespace tunepar::search {
 

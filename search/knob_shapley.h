@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "search/layout.h"
+#include "base/layout.h"
 #include "search/shapley.h"
 
 namespace tunepar::search {

@@ -28,8 +28,8 @@
 #include "search/encoding.h"
 #include "search/feasibility.h"
 #include "search/gaussian_process.h"
-#include "search/layout.h"
-#include "search/trial_status.h"
+#include "base/layout.h"
+#include "base/trial_status.h"
 
 namespace tunepar::search {
 

@@ -1,5 +1,8 @@
 #include "search/space.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
 
 namespace tunepar::search {
@@ -42,6 +45,52 @@ std::string ConstraintRule(Constraint c) {
 
 namespace {
 
+// The constraints, each decided at the outermost knob that settles it (nullopt: passed). The
+// enumeration and CheckLegal both ask these, so they agree by construction.
+std::optional<Constraint> TpConstraint(const SpaceQuery& q, int tp) {
+  const int g = q.gpus_per_node;
+  const bool fits_node = tp <= g ? g % tp == 0 : q.space->tp_cross_node && tp % g == 0;
+  if (!fits_node) return Constraint::kTpWithinNode;
+  if (q.model->heads % tp != 0) return Constraint::kTpDividesHeads;
+  if (q.model->ffn_hidden % tp != 0) return Constraint::kTpDividesFfn;
+  return std::nullopt;
+}
+
+std::optional<Constraint> PpConstraint(const SpaceQuery& q, int tp, int pp) {
+  if (q.world % (tp * pp) != 0) return Constraint::kTpPpDivideWorld;
+  if (q.model->layers % pp != 0) return Constraint::kPpDividesLayers;
+  return std::nullopt;
+}
+
+std::optional<Constraint> BatchConstraint(const SpaceQuery& q, int dp, int mbs) {
+  if (q.model->global_batch % (static_cast<int64_t>(mbs) * dp) != 0) return Constraint::kBatchDivisible;
+  return std::nullopt;
+}
+
+// `l` has tp, pp, dp, micro_batch and num_micro_batches set.
+std::optional<Constraint> InterleaveConstraint(const SpaceQuery& q, const Layout& l, int vpp) {
+  if (vpp == 1) return std::nullopt;
+  if (l.pp == 1) return Constraint::kInterleaveNeedsPp;
+  if (q.model->layers % (l.pp * vpp) != 0) return Constraint::kInterleaveLayers;
+  if (l.num_micro_batches % l.pp != 0) return Constraint::kInterleaveMicroBatches;
+  return std::nullopt;
+}
+
+std::optional<Constraint> FlashConstraint(Precision precision, bool flash) {
+  if (flash && precision == Precision::kFp32) return Constraint::kFlashNeeds16Bit;
+  return std::nullopt;
+}
+
+std::optional<Constraint> ZeroConstraint(int dp, int zero) {
+  if (zero == 1 && dp == 1) return Constraint::kZeroNeedsDp;
+  return std::nullopt;
+}
+
+std::optional<Constraint> SeqParallelConstraint(int tp, bool sp) {
+  if (sp && tp == 1) return Constraint::kSeqParallelNeedsTp;
+  return std::nullopt;
+}
+
 // Nested loops over the knobs, outermost first; a constraint is checked at the first level
 // where it can be decided, and a failure there excludes every combination of the inner knobs
 // at once (so counting stays exact without visiting them).
@@ -59,16 +108,8 @@ class Enumerator {
     const int64_t per_tp = static_cast<int64_t>(pp_values_.size()) * PerPp();
     out_->candidates = static_cast<int64_t>(tp_values_.size()) * per_tp;
     for (int tp : tp_values_) {
-      if (!TpFitsNode(tp)) {
-        Exclude(Constraint::kTpWithinNode, per_tp);
-        continue;
-      }
-      if (m_.heads % tp != 0) {
-        Exclude(Constraint::kTpDividesHeads, per_tp);
-        continue;
-      }
-      if (m_.ffn_hidden % tp != 0) {
-        Exclude(Constraint::kTpDividesFfn, per_tp);
+      if (const std::optional<Constraint> failed = TpConstraint(q_, tp)) {
+        Exclude(*failed, per_tp);
         continue;
       }
       for (int pp : pp_values_) VisitPp(tp, pp);
@@ -85,26 +126,15 @@ class Enumerator {
 
   void Exclude(Constraint c, int64_t n) { out_->excluded[static_cast<int>(c)] += n; }
 
-  bool TpFitsNode(int tp) const {
-    const int g = q_.gpus_per_node;
-    if (tp <= g) return g % tp == 0;
-    return s_.tp_cross_node && tp % g == 0;
-  }
-
   void VisitPp(int tp, int pp) {
-    if (q_.world % (tp * pp) != 0) {
-      Exclude(Constraint::kTpPpDivideWorld, PerPp());
-      return;
-    }
-    if (m_.layers % pp != 0) {
-      Exclude(Constraint::kPpDividesLayers, PerPp());
+    if (const std::optional<Constraint> failed = PpConstraint(q_, tp, pp)) {
+      Exclude(*failed, PerPp());
       return;
     }
     const int dp = q_.world / (tp * pp);
     for (int mbs : s_.micro_batch) {
-      const int64_t per_step = static_cast<int64_t>(mbs) * dp;
-      if (m_.global_batch % per_step != 0) {
-        Exclude(Constraint::kBatchDivisible, PerMbs());
+      if (const std::optional<Constraint> failed = BatchConstraint(q_, dp, mbs)) {
+        Exclude(*failed, PerMbs());
         continue;
       }
       Layout base;
@@ -112,55 +142,49 @@ class Enumerator {
       base.pp = pp;
       base.dp = dp;
       base.micro_batch = mbs;
-      base.num_micro_batches = static_cast<int>(m_.global_batch / per_step);
+      base.num_micro_batches = static_cast<int>(m_.global_batch / (static_cast<int64_t>(mbs) * dp));
       for (int vpp : s_.virtual_stages) VisitVpp(base, vpp);
     }
   }
 
   void VisitVpp(Layout l, int vpp) {
-    if (vpp > 1) {
-      if (l.pp == 1) {
-        Exclude(Constraint::kInterleaveNeedsPp, PerVpp());
-        return;
-      }
-      if (m_.layers % (l.pp * vpp) != 0) {
-        Exclude(Constraint::kInterleaveLayers, PerVpp());
-        return;
-      }
-      if (l.num_micro_batches % l.pp != 0) {
-        Exclude(Constraint::kInterleaveMicroBatches, PerVpp());
-        return;
-      }
+    if (const std::optional<Constraint> failed = InterleaveConstraint(q_, l, vpp)) {
+      Exclude(*failed, PerVpp());
+      return;
     }
     l.virtual_stages = vpp;
     const int64_t per_flash =
         static_cast<int64_t>(s_.zero.size()) * s_.recompute.size() * s_.seq_parallel.size();
-    const int64_t per_zero = static_cast<int64_t>(s_.recompute.size()) * s_.seq_parallel.size();
     for (Precision precision : s_.precision) {
       l.precision = precision;
       for (bool flash : s_.flash_attention) {
-        if (flash && precision == Precision::kFp32) {
-          Exclude(Constraint::kFlashNeeds16Bit, per_flash);
+        if (const std::optional<Constraint> failed = FlashConstraint(precision, flash)) {
+          Exclude(*failed, per_flash);
           continue;
         }
         l.flash_attention = flash;
-        for (int zero : s_.zero) {
-          if (zero == 1 && l.dp == 1) {
-            Exclude(Constraint::kZeroNeedsDp, per_zero);
+        VisitZero(l);
+      }
+    }
+  }
+
+  void VisitZero(Layout l) {
+    const int64_t per_zero = static_cast<int64_t>(s_.recompute.size()) * s_.seq_parallel.size();
+    for (int zero : s_.zero) {
+      if (const std::optional<Constraint> failed = ZeroConstraint(l.dp, zero)) {
+        Exclude(*failed, per_zero);
+        continue;
+      }
+      l.zero = zero;
+      for (Recompute recompute : s_.recompute) {
+        l.recompute = recompute;
+        for (bool sp : s_.seq_parallel) {
+          if (const std::optional<Constraint> failed = SeqParallelConstraint(l.tp, sp)) {
+            Exclude(*failed, 1);
             continue;
           }
-          l.zero = zero;
-          for (Recompute recompute : s_.recompute) {
-            l.recompute = recompute;
-            for (bool sp : s_.seq_parallel) {
-              if (sp && l.tp == 1) {
-                Exclude(Constraint::kSeqParallelNeedsTp, 1);
-                continue;
-              }
-              l.seq_parallel = sp;
-              out_->legal.push_back(l);
-            }
-          }
+          l.seq_parallel = sp;
+          out_->legal.push_back(l);
         }
       }
     }
@@ -174,7 +198,56 @@ class Enumerator {
   std::vector<int> pp_values_;
 };
 
+template <typename T>
+bool Among(const std::vector<T>& values, T value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+// The first knob whose value the space does not list ("" when every value is a candidate).
+std::string ValueOutsideSpace(const SpaceQuery& q, const Layout& l) {
+  const SpaceSpec& s = *q.space;
+  if (!Among(s.tp.For(q.world), l.tp)) return fmt::format("tp {}", l.tp);
+  if (!Among(s.pp.For(q.world), l.pp)) return fmt::format("pp {}", l.pp);
+  if (!Among(s.micro_batch, l.micro_batch)) return fmt::format("micro_batch {}", l.micro_batch);
+  if (!Among(s.virtual_stages, l.virtual_stages)) return fmt::format("virtual_stages {}", l.virtual_stages);
+  if (!Among(s.precision, l.precision)) return fmt::format("precision {}", ToString(l.precision));
+  if (!Among(s.flash_attention, l.flash_attention))
+    return fmt::format("flash_attention {}", l.flash_attention ? "on" : "off");
+  if (!Among(s.zero, l.zero)) return fmt::format("zero {}", l.zero);
+  if (!Among(s.recompute, l.recompute)) return fmt::format("recompute {}", ToString(l.recompute));
+  if (!Among(s.seq_parallel, l.seq_parallel))
+    return fmt::format("seq_parallel {}", l.seq_parallel ? "on" : "off");
+  return "";
+}
+
+// The first constraint `l` fails, in the enumeration's order.
+std::optional<Constraint> FirstFailed(const SpaceQuery& q, const Layout& l) {
+  if (auto failed = TpConstraint(q, l.tp)) return failed;
+  if (auto failed = PpConstraint(q, l.tp, l.pp)) return failed;
+  if (l.World() != q.world) return Constraint::kTpPpDivideWorld;
+  if (auto failed = BatchConstraint(q, l.dp, l.micro_batch)) return failed;
+  if (l.GlobalBatch() != q.model->global_batch) return Constraint::kBatchDivisible;
+  if (auto failed = InterleaveConstraint(q, l, l.virtual_stages)) return failed;
+  if (auto failed = FlashConstraint(l.precision, l.flash_attention)) return failed;
+  if (auto failed = ZeroConstraint(l.dp, l.zero)) return failed;
+  return SeqParallelConstraint(l.tp, l.seq_parallel);
+}
+
 }  // namespace
+
+Status CheckLegal(const SpaceQuery& query, const Layout& layout) {
+  const std::string outside = ValueOutsideSpace(query, layout);
+  if (!outside.empty()) {
+    return InvalidArgument(fmt::format("layout {} is not in space {}: {} is not among its values", LayoutKey(layout),
+                                       query.space->name, outside));
+  }
+  if (const std::optional<Constraint> failed = FirstFailed(query, layout)) {
+    return InvalidArgument(fmt::format("layout {} is not legal for model {} on world {}: it fails '{}' ({})",
+                                       LayoutKey(layout), query.model->name, query.world, ConstraintRule(*failed),
+                                       ConstraintId(*failed)));
+  }
+  return Status::Ok();
+}
 
 Result<SpaceEnumeration> EnumerateSpace(const SpaceQuery& query) {
   if (query.world < 1) return InvalidArgument(fmt::format("world size must be >= 1, got {}", query.world));

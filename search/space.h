@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "search/layout.h"
-#include "search/model_shape.h"
-#include "search/space_spec.h"
+#include "base/layout.h"
+#include "base/model_shape.h"
+#include "base/space_spec.h"
 
 namespace tunepar::search {
 
@@ -56,6 +56,11 @@ struct SpaceEnumeration {
 // Fails only on a malformed query (world or gpus_per_node < 1); an empty legal set is a
 // valid result that ExplainEmpty() describes.
 Result<SpaceEnumeration> EnumerateSpace(const SpaceQuery& query);
+
+// Ok when `layout` is one of the legal layouts EnumerateSpace lists for the query; else one line
+// naming the first constraint it fails (as ConstraintRule says it), or the knob value the space
+// does not list.
+Status CheckLegal(const SpaceQuery& query, const Layout& layout);
 
 // Which constraints emptied the set, e.g. "global batch 3072 is not divisible by
 // micro_batch * dp for any candidate (excluded 64 of 480; before it ...)".

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "search/layout.h"
-#include "search/trial_status.h"
+#include "base/layout.h"
+#include "base/trial_status.h"
 
 namespace tunepar::store {
 
@@ -22,6 +22,10 @@ struct StudyRecord {
   std::string backend_settings;                       // JSON object
   std::string created_at;                             // UTC, ISO 8601
   std::string created_by;                             // node id that created it
+  // The search settings the proposals depend on (also in backend_settings, which the id hashes).
+  int64_t seed = 0;
+  std::string acquisition = "logei";  // "logei" or "ucb"
+  std::string pinned_knobs;           // knob values the backend cannot run, e.g. "sp0 vpp1 fa0" (PinnedKnobs)
 
   bool operator==(const StudyRecord&) const = default;
 };
@@ -30,8 +34,8 @@ struct TrialRecord {
   std::string study_id;
   std::string node_id;  // the shard that owns the row
   int64_t number = 0;   // per (study, node), from 1, in proposal order
-  search::Layout layout;
-  search::TrialStatus status = search::TrialStatus::kQueued;
+  Layout layout;
+  TrialStatus status = TrialStatus::kQueued;
   int attempt = 1;  // > 1 when an interrupted trial is re-run
 
   std::optional<double> step_time_s;
@@ -43,6 +47,14 @@ struct TrialRecord {
   std::optional<double> predicted_tokens_per_s;
   std::optional<double> predicted_memory_bytes;
   std::string details = "{}";  // JSON object: breakdowns, backend detail
+  // Measured on a slice of the world (fewer data-parallel replicas), the rest from the model.
+  bool sliced = false;
+  // A custom metric as the program printed it (metric_kind "" when the objective is a step time).
+  std::string metric_kind;
+  std::optional<double> metric_value;
+  // Ranks per node the trial was placed (and its prediction priced) with; 0: one per device;
+  // nullopt: not recorded (a shard from before tunepar recorded it).
+  std::optional<int> ranks_per_node;
 
   std::string message;
   std::string log_path;
@@ -52,6 +64,7 @@ struct TrialRecord {
   std::string git_revision;
   std::string host;  // where the tuner that ran the trial was
   int64_t pid = 0;   // the tuner's process id
+  int64_t process_group = 0;  // the trial's process group while it runs (0: none), to clean up after
   std::string started_at, finished_at, heartbeat_at, lease_expires_at;
 
   bool operator==(const TrialRecord&) const = default;

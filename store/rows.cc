@@ -1,101 +1,188 @@
 #include "store/rows.h"
 
+#include <array>
+
 #include <fmt/format.h>
 
 namespace tunepar::store {
 
 namespace {
 
-constexpr std::string_view kStudyColumns =
-    "study_id, name, world, model_name, hardware_name, space_name, model_toml, hardware_toml, "
-    "space_toml, objective, backend, backend_settings, created_at, created_by";
+// One column of a table: its name, how a record's field is bound into an INSERT, and how it is
+// read back from a SELECT of the same column list. The lists below are the only statement of
+// which field lives in which column.
+template <typename Record>
+struct Column {
+  std::string_view name;
+  void (*bind)(Statement& statement, int index, const Record& record);
+  bool (*read)(const Statement& statement, int index, Record& record);  // false: unreadable value
+};
 
-constexpr std::string_view kTrialColumns =
-    "study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, "
-    "precision, zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, "
-    "step_time_s, tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s, "
-    "predicted_tokens_per_s, predicted_memory_bytes, details, message, log_path, backend, hosts, "
-    "tunepar_version, git_revision, host, pid, started_at, finished_at, heartbeat_at, "
-    "lease_expires_at";
-constexpr int kTrialColumnCount = 38;
+void Bind(Statement& st, int i, const std::string& v) { st.Bind(i, v); }
+void Bind(Statement& st, int i, int64_t v) { st.Bind(i, v); }
+void Bind(Statement& st, int i, int v) { st.Bind(i, v); }
+void Bind(Statement& st, int i, bool v) { st.Bind(i, v ? 1 : 0); }
+void Bind(Statement& st, int i, const std::optional<double>& v) { st.Bind(i, v); }
+void Bind(Statement& st, int i, const std::optional<int>& v) { st.Bind(i, v); }
+void Bind(Statement& st, int i, Precision v) { st.Bind(i, ToString(v)); }
+void Bind(Statement& st, int i, Recompute v) { st.Bind(i, ToString(v)); }
+void Bind(Statement& st, int i, TrialStatus v) { st.Bind(i, ToString(v)); }
 
-std::string Placeholders(int n) {
+bool Read(const Statement& st, int i, std::string& v) { return v = st.Text(i), true; }
+bool Read(const Statement& st, int i, int64_t& v) { return v = st.Int(i), true; }
+bool Read(const Statement& st, int i, int& v) { return v = static_cast<int>(st.Int(i)), true; }
+bool Read(const Statement& st, int i, bool& v) { return v = st.Int(i) != 0, true; }
+bool Read(const Statement& st, int i, std::optional<double>& v) { return v = st.OptionalDouble(i), true; }
+bool Read(const Statement& st, int i, std::optional<int>& v) {
+  const std::optional<int64_t> value = st.OptionalInt(i);
+  v = value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
+  return true;
+}
+template <typename Enum>
+bool ReadParsed(const Statement& st, int i, Enum& v, Result<Enum> (*parse)(std::string_view)) {
+  Result<Enum> parsed = parse(st.Text(i));
+  if (parsed.ok()) v = *parsed;
+  return parsed.ok();
+}
+bool Read(const Statement& st, int i, Precision& v) { return ReadParsed(st, i, v, ParsePrecision); }
+bool Read(const Statement& st, int i, Recompute& v) { return ReadParsed(st, i, v, ParseRecompute); }
+bool Read(const Statement& st, int i, TrialStatus& v) { return ReadParsed(st, i, v, ParseTrialStatus); }
+
+// A column holding the field `Field` of the record.
+template <typename Record, auto Field>
+constexpr Column<Record> Of(std::string_view name) {
+  return {name, [](Statement& st, int i, const Record& r) { Bind(st, i, r.*Field); },
+          [](const Statement& st, int i, Record& r) { return Read(st, i, r.*Field); }};
+}
+
+// A trial column holding the layout's field `Field`.
+template <auto Field>
+constexpr Column<TrialRecord> OfLayout(std::string_view name) {
+  return {name, [](Statement& st, int i, const TrialRecord& r) { Bind(st, i, r.layout.*Field); },
+          [](const Statement& st, int i, TrialRecord& r) { return Read(st, i, r.layout.*Field); }};
+}
+
+// The canonical key of the layout: written for joins and lookups, not read (the fields are).
+constexpr Column<TrialRecord> kLayoutKey = {
+    "layout_key", [](Statement& st, int i, const TrialRecord& r) { st.Bind(i, LayoutKey(r.layout)); },
+    [](const Statement&, int, TrialRecord&) { return true; }};
+
+using S = StudyRecord;
+constexpr std::array kStudyColumns = {
+    Of<S, &S::id>("study_id"),
+    Of<S, &S::name>("name"),
+    Of<S, &S::world>("world"),
+    Of<S, &S::model_name>("model_name"),
+    Of<S, &S::hardware_name>("hardware_name"),
+    Of<S, &S::space_name>("space_name"),
+    Of<S, &S::model_toml>("model_toml"),
+    Of<S, &S::hardware_toml>("hardware_toml"),
+    Of<S, &S::space_toml>("space_toml"),
+    Of<S, &S::objective>("objective"),
+    Of<S, &S::backend>("backend"),
+    Of<S, &S::backend_settings>("backend_settings"),
+    Of<S, &S::created_at>("created_at"),
+    Of<S, &S::created_by>("created_by"),
+    Of<S, &S::seed>("seed"),
+    Of<S, &S::acquisition>("acquisition"),
+    Of<S, &S::pinned_knobs>("pinned_knobs"),
+};
+
+using T = TrialRecord;
+constexpr std::array kTrialColumns = {
+    Of<T, &T::study_id>("study_id"),
+    Of<T, &T::node_id>("node_id"),
+    Of<T, &T::number>("number"),
+    kLayoutKey,
+    OfLayout<&Layout::tp>("tp"),
+    OfLayout<&Layout::pp>("pp"),
+    OfLayout<&Layout::dp>("dp"),
+    OfLayout<&Layout::micro_batch>("micro_batch"),
+    OfLayout<&Layout::num_micro_batches>("num_micro_batches"),
+    OfLayout<&Layout::precision>("precision"),
+    OfLayout<&Layout::zero>("zero"),
+    OfLayout<&Layout::recompute>("recompute"),
+    OfLayout<&Layout::seq_parallel>("seq_parallel"),
+    OfLayout<&Layout::virtual_stages>("virtual_stages"),
+    OfLayout<&Layout::flash_attention>("flash_attention"),
+    Of<T, &T::status>("status"),
+    Of<T, &T::attempt>("attempt"),
+    Of<T, &T::step_time_s>("step_time_s"),
+    Of<T, &T::tokens_per_s>("tokens_per_s"),
+    Of<T, &T::tflops_per_gpu>("tflops_per_gpu"),
+    Of<T, &T::peak_memory_bytes>("peak_memory_bytes"),
+    Of<T, &T::objective>("objective"),
+    Of<T, &T::predicted_step_time_s>("predicted_step_time_s"),
+    Of<T, &T::predicted_tokens_per_s>("predicted_tokens_per_s"),
+    Of<T, &T::predicted_memory_bytes>("predicted_memory_bytes"),
+    Of<T, &T::details>("details"),
+    Of<T, &T::sliced>("sliced"),
+    Of<T, &T::metric_kind>("metric_kind"),
+    Of<T, &T::metric_value>("metric_value"),
+    Of<T, &T::ranks_per_node>("ranks_per_node"),
+    Of<T, &T::message>("message"),
+    Of<T, &T::log_path>("log_path"),
+    Of<T, &T::backend>("backend"),
+    Of<T, &T::hosts>("hosts"),
+    Of<T, &T::tunepar_version>("tunepar_version"),
+    Of<T, &T::git_revision>("git_revision"),
+    Of<T, &T::host>("host"),
+    Of<T, &T::pid>("pid"),
+    Of<T, &T::process_group>("process_group"),
+    Of<T, &T::started_at>("started_at"),
+    Of<T, &T::finished_at>("finished_at"),
+    Of<T, &T::heartbeat_at>("heartbeat_at"),
+    Of<T, &T::lease_expires_at>("lease_expires_at"),
+};
+
+template <typename Record, size_t N>
+std::string Names(const std::array<Column<Record>, N>& columns) {
+  std::string names;
+  for (const Column<Record>& c : columns) names += fmt::format("{}{}", names.empty() ? "" : ", ", c.name);
+  return names;
+}
+
+std::string Placeholders(size_t n) {
   std::string p;
-  for (int i = 1; i <= n; ++i) p += fmt::format("{}?{}", i == 1 ? "" : ", ", i);
+  for (size_t i = 1; i <= n; ++i) p += fmt::format("{}?{}", i == 1 ? "" : ", ", i);
   return p;
+}
+
+template <typename Record, size_t N>
+std::string InsertSql(std::string_view verb, std::string_view table, const std::array<Column<Record>, N>& columns) {
+  return fmt::format("{} INTO {} ({}) VALUES ({})", verb, table, Names(columns), Placeholders(N));
+}
+
+template <typename Record, size_t N>
+void BindAll(Statement& st, const std::array<Column<Record>, N>& columns, const Record& record) {
+  for (size_t i = 0; i < N; ++i) columns[i].bind(st, static_cast<int>(i) + 1, record);
+}
+
+template <typename Record, size_t N>
+bool ReadAll(const Statement& st, const std::array<Column<Record>, N>& columns, Record& record) {
+  bool ok = true;
+  for (size_t i = 0; i < N; ++i) ok = columns[i].read(st, static_cast<int>(i), record) && ok;
+  return ok;
 }
 
 }  // namespace
 
-Status InsertStudy(Database& db, const StudyRecord& s) {
-  Result<Statement> st = db.Prepare(
-      fmt::format("INSERT OR IGNORE INTO studies ({}) VALUES ({})", kStudyColumns, Placeholders(14)));
+Status InsertStudy(Database& db, const StudyRecord& study) {
+  Result<Statement> st = db.Prepare(InsertSql("INSERT OR IGNORE", "studies", kStudyColumns));
   if (!st.ok()) return st.status();
-  st->Bind(1, s.id)
-      .Bind(2, s.name)
-      .Bind(3, s.world)
-      .Bind(4, s.model_name)
-      .Bind(5, s.hardware_name)
-      .Bind(6, s.space_name)
-      .Bind(7, s.model_toml)
-      .Bind(8, s.hardware_toml)
-      .Bind(9, s.space_toml)
-      .Bind(10, s.objective)
-      .Bind(11, s.backend)
-      .Bind(12, s.backend_settings)
-      .Bind(13, s.created_at)
-      .Bind(14, s.created_by);
+  BindAll(*st, kStudyColumns, study);
   return st->Run();
 }
 
 Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials) {
   TUNEPAR_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
-  Result<Statement> st = db.Prepare(fmt::format("INSERT OR REPLACE INTO trials ({}) VALUES ({})",
-                                                kTrialColumns, Placeholders(kTrialColumnCount)));
+  Result<Statement> st = db.Prepare(InsertSql("INSERT OR REPLACE", "trials", kTrialColumns));
   if (!st.ok()) {
     (void)db.Exec("ROLLBACK");
     return st.status();
   }
   for (const TrialRecord& t : trials) {
-    const search::Layout& l = t.layout;
-    st->Bind(1, t.study_id)
-        .Bind(2, t.node_id)
-        .Bind(3, t.number)
-        .Bind(4, search::LayoutKey(l))
-        .Bind(5, l.tp)
-        .Bind(6, l.pp)
-        .Bind(7, l.dp)
-        .Bind(8, l.micro_batch)
-        .Bind(9, l.num_micro_batches)
-        .Bind(10, search::ToString(l.precision))
-        .Bind(11, l.zero)
-        .Bind(12, search::ToString(l.recompute))
-        .Bind(13, l.seq_parallel ? 1 : 0)
-        .Bind(14, l.virtual_stages)
-        .Bind(15, l.flash_attention ? 1 : 0)
-        .Bind(16, search::ToString(t.status))
-        .Bind(17, t.attempt)
-        .Bind(18, t.step_time_s)
-        .Bind(19, t.tokens_per_s)
-        .Bind(20, t.tflops_per_gpu)
-        .Bind(21, t.peak_memory_bytes)
-        .Bind(22, t.objective)
-        .Bind(23, t.predicted_step_time_s)
-        .Bind(24, t.predicted_tokens_per_s)
-        .Bind(25, t.predicted_memory_bytes)
-        .Bind(26, t.details)
-        .Bind(27, t.message)
-        .Bind(28, t.log_path)
-        .Bind(29, t.backend)
-        .Bind(30, t.hosts)
-        .Bind(31, t.tunepar_version)
-        .Bind(32, t.git_revision)
-        .Bind(33, t.host)
-        .Bind(34, t.pid)
-        .Bind(35, t.started_at)
-        .Bind(36, t.finished_at)
-        .Bind(37, t.heartbeat_at)
-        .Bind(38, t.lease_expires_at);
+    BindAll(*st, kTrialColumns, t);
     if (Status s = st->Run(); !s.ok()) {
       (void)db.Exec("ROLLBACK");
       return s;
@@ -106,34 +193,21 @@ Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials) {
 
 Result<std::vector<StudyRecord>> SelectStudies(Database& db) {
   Result<Statement> st =
-      db.Prepare(fmt::format("SELECT {} FROM studies ORDER BY created_at, study_id", kStudyColumns));
+      db.Prepare(fmt::format("SELECT {} FROM studies ORDER BY created_at, study_id", Names(kStudyColumns)));
   if (!st.ok()) return st.status();
   std::vector<StudyRecord> out;
   for (Result<bool> row = st->Step();; row = st->Step()) {
     if (!row.ok()) return row.status();
     if (!*row) break;
     StudyRecord s;
-    s.id = st->Text(0);
-    s.name = st->Text(1);
-    s.world = static_cast<int>(st->Int(2));
-    s.model_name = st->Text(3);
-    s.hardware_name = st->Text(4);
-    s.space_name = st->Text(5);
-    s.model_toml = st->Text(6);
-    s.hardware_toml = st->Text(7);
-    s.space_toml = st->Text(8);
-    s.objective = st->Text(9);
-    s.backend = st->Text(10);
-    s.backend_settings = st->Text(11);
-    s.created_at = st->Text(12);
-    s.created_by = st->Text(13);
+    ReadAll(*st, kStudyColumns, s);
     out.push_back(std::move(s));
   }
   return out;
 }
 
 Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& study_id) {
-  std::string sql = fmt::format("SELECT {} FROM trials{} ORDER BY node_id, number", kTrialColumns,
+  std::string sql = fmt::format("SELECT {} FROM trials{} ORDER BY node_id, number", Names(kTrialColumns),
                                 study_id.empty() ? "" : " WHERE study_id = ?1");
   Result<Statement> st = db.Prepare(sql);
   if (!st.ok()) return st.status();
@@ -143,50 +217,8 @@ Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& s
     if (!row.ok()) return row.status();
     if (!*row) break;
     TrialRecord t;
-    t.study_id = st->Text(0);
-    t.node_id = st->Text(1);
-    t.number = st->Int(2);
-    search::Layout& l = t.layout;
-    l.tp = static_cast<int>(st->Int(4));
-    l.pp = static_cast<int>(st->Int(5));
-    l.dp = static_cast<int>(st->Int(6));
-    l.micro_batch = static_cast<int>(st->Int(7));
-    l.num_micro_batches = static_cast<int>(st->Int(8));
-    Result<search::Precision> precision = search::ParsePrecision(st->Text(9));
-    Result<search::Recompute> recompute = search::ParseRecompute(st->Text(11));
-    Result<search::TrialStatus> status = search::ParseTrialStatus(st->Text(15));
-    if (!precision.ok() || !recompute.ok() || !status.ok())
-      return StoreError(
-          fmt::format("{}: trial {}/{} has an unreadable field", db.label(), t.node_id, t.number));
-    l.precision = *precision;
-    l.zero = static_cast<int>(st->Int(10));
-    l.recompute = *recompute;
-    l.seq_parallel = st->Int(12) != 0;
-    l.virtual_stages = static_cast<int>(st->Int(13));
-    l.flash_attention = st->Int(14) != 0;
-    t.status = *status;
-    t.attempt = static_cast<int>(st->Int(16));
-    t.step_time_s = st->OptionalDouble(17);
-    t.tokens_per_s = st->OptionalDouble(18);
-    t.tflops_per_gpu = st->OptionalDouble(19);
-    t.peak_memory_bytes = st->OptionalDouble(20);
-    t.objective = st->OptionalDouble(21);
-    t.predicted_step_time_s = st->OptionalDouble(22);
-    t.predicted_tokens_per_s = st->OptionalDouble(23);
-    t.predicted_memory_bytes = st->OptionalDouble(24);
-    t.details = st->Text(25);
-    t.message = st->Text(26);
-    t.log_path = st->Text(27);
-    t.backend = st->Text(28);
-    t.hosts = st->Text(29);
-    t.tunepar_version = st->Text(30);
-    t.git_revision = st->Text(31);
-    t.host = st->Text(32);
-    t.pid = st->Int(33);
-    t.started_at = st->Text(34);
-    t.finished_at = st->Text(35);
-    t.heartbeat_at = st->Text(36);
-    t.lease_expires_at = st->Text(37);
+    if (!ReadAll(*st, kTrialColumns, t))
+      return StoreError(fmt::format("{}: trial {}/{} has an unreadable field", db.label(), t.node_id, t.number));
     out.push_back(std::move(t));
   }
   return out;

@@ -99,6 +99,37 @@ CREATE TABLE hardware_profiles (
   PRIMARY KEY (name, fitted_at)
 );
 )sql",
+    // 1 -> 2: facts that travelled as JSON get columns of their own. The search settings a
+    // study's proposals depend on (from backend_settings, which still holds them for the study
+    // id); a trial's slice flag, custom metric and process group (from details); and the
+    // placement a trial was priced with, where the writing tunepar's search can be told: local
+    // trials that were not slices ran all their ranks on one machine, every other backend one
+    // rank per device (0); a local slice's is unknown (NULL).
+    R"sql(
+ALTER TABLE studies ADD COLUMN seed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE studies ADD COLUMN acquisition TEXT NOT NULL DEFAULT 'logei';
+ALTER TABLE studies ADD COLUMN pinned_knobs TEXT NOT NULL DEFAULT '';
+UPDATE studies SET
+  seed = COALESCE(json_extract(backend_settings, '$.seed'), 0),
+  acquisition = COALESCE(json_extract(backend_settings, '$.acquisition'), 'logei'),
+  pinned_knobs = COALESCE(json_extract(backend_settings, '$.core.knobs'), '')
+  WHERE json_valid(backend_settings);
+ALTER TABLE trials ADD COLUMN sliced INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN metric_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN metric_value REAL;
+ALTER TABLE trials ADD COLUMN ranks_per_node INTEGER;
+ALTER TABLE trials ADD COLUMN process_group INTEGER NOT NULL DEFAULT 0;
+UPDATE trials SET
+  sliced = json_type(details, '$.slice') IS NOT NULL,
+  metric_kind = COALESCE(json_extract(details, '$.metric.kind'), ''),
+  metric_value = json_extract(details, '$.metric.value'),
+  process_group = COALESCE(json_extract(details, '$.pgid'), 0),
+  details = json_remove(details, '$.metric', '$.pgid')
+  WHERE json_valid(details);
+UPDATE trials SET ranks_per_node = 0 WHERE backend <> 'local';
+UPDATE trials SET ranks_per_node = (SELECT world FROM studies WHERE studies.study_id = trials.study_id)
+  WHERE backend = 'local' AND sliced = 0;
+)sql",
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 namespace tunepar::store {
 
-inline constexpr int64_t kSchemaVersion = 1;
+inline constexpr int64_t kSchemaVersion = 2;
 // PRAGMA application_id of a tunepar shard ("tune"): tells our files from other SQLite files.
 inline constexpr int64_t kApplicationId = 0x74756e65;
 

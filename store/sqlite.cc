@@ -89,6 +89,9 @@ Statement& Statement::Bind(int index, std::string_view value) {
 Statement& Statement::Bind(int index, const std::optional<double>& value) {
   return value ? Bind(index, *value) : BindNull(index);
 }
+Statement& Statement::Bind(int index, const std::optional<int>& value) {
+  return value ? Bind(index, *value) : BindNull(index);
+}
 Statement& Statement::BindNull(int index) {
   sqlite3_bind_null(stmt_, index);
   return *this;
@@ -122,6 +125,10 @@ double Statement::Double(int column) const {
 std::optional<double> Statement::OptionalDouble(int column) const {
   if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
   return sqlite3_column_double(stmt_, column);
+}
+std::optional<int64_t> Statement::OptionalInt(int column) const {
+  if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_int64(stmt_, column);
 }
 std::string Statement::Text(int column) const {
   const unsigned char* text = sqlite3_column_text(stmt_, column);

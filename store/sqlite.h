@@ -53,6 +53,7 @@ class Statement {
   Statement& Bind(int index, double value);
   Statement& Bind(int index, std::string_view value);
   Statement& Bind(int index, const std::optional<double>& value);
+  Statement& Bind(int index, const std::optional<int>& value);
   Statement& BindNull(int index);
 
   // Steps once: true when a row is available, false when done; errors become a Status.
@@ -63,6 +64,7 @@ class Statement {
   int64_t Int(int column) const;
   double Double(int column) const;
   std::optional<double> OptionalDouble(int column) const;
+  std::optional<int64_t> OptionalInt(int column) const;
   std::string Text(int column) const;
 
  private:

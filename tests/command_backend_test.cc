@@ -14,18 +14,18 @@
 namespace tunepar::runner {
 namespace {
 
-search::Layout Layout(int tp, int mbs) {
-  search::Layout l;
+tunepar::Layout Layout(int tp, int mbs) {
+  tunepar::Layout l;
   l.tp = tp;
   l.dp = 2;
   l.micro_batch = mbs;
   l.num_micro_batches = 4;
-  l.precision = search::Precision::kBf16;
+  l.precision = Precision::kBf16;
   l.seq_parallel = true;
   return l;
 }
 
-TrialContext Context(const std::string& dir, const search::ModelShape* model) {
+TrialContext Context(const std::string& dir, const ModelShape* model) {
   TrialContext c;
   c.trial_id = "test/" + dir;
   c.trial_dir = dir;
@@ -37,7 +37,7 @@ TrialContext Context(const std::string& dir, const search::ModelShape* model) {
 }
 
 TEST(CommandTemplate, SubstitutesEveryKindOfPlaceholder) {
-  search::ModelShape m = testing::PresetModel("tiny");
+  ModelShape m = testing::PresetModel("tiny");
   const TrialContext c = Context("/tmp/t", &m);
   Result<std::string> s = ExpandCommand(
       "run --tp {tp} --pp {pp} --dp {dp} --mbs {mbs} --gbs {gbs} --nmb {num_micro_batches} --{precision} "
@@ -52,11 +52,11 @@ TEST(CommandTemplate, SubstitutesEveryKindOfPlaceholder) {
 }
 
 TEST(CommandTemplate, ValueConditionsAndModelShape) {
-  search::ModelShape m = testing::PresetModel("gpt-22b");  // 48 layers
-  search::Layout l = Layout(2, 4);
+  ModelShape m = testing::PresetModel("gpt-22b");  // 48 layers
+  tunepar::Layout l = Layout(2, 4);
   l.pp = 4;
   l.virtual_stages = 2;
-  l.recompute = search::Recompute::kFull;
+  l.recompute = Recompute::kFull;
   Result<std::string> s = ExpandCommand(
       "{recompute=full?--recompute-granularity full}{recompute=selective?--recompute-granularity selective}"
       " {precision=bf16?--bf16}{precision=fp16?--fp16} --num-layers {layers} --hidden-size {hidden} "
@@ -115,14 +115,14 @@ class CommandRun : public ::testing::Test {
     context_ = Context(dir_.path(), &model_);
     return backend.Evaluate(Layout(2, 4), context_);
   }
-  search::ModelShape model_ = testing::PresetModel("tiny");
+  ModelShape model_ = testing::PresetModel("tiny");
   testing::TempDir dir_;
   TrialContext context_;
 };
 
 TEST_F(CommandRun, ReadsTheMetricAndConvertsIt) {
   const TrialResult r = Run("");
-  EXPECT_EQ(r.status, search::TrialStatus::kOk) << r.message;
+  EXPECT_EQ(r.status, TrialStatus::kOk) << r.message;
   ASSERT_TRUE(r.objective.has_value());
   EXPECT_NEAR(*r.objective, 1.0, 1e-6);  // the fake trainer's optimum: tp 2, mbs 4
   ASSERT_TRUE(r.metrics.tokens_per_s.has_value());
@@ -134,16 +134,16 @@ TEST_F(CommandRun, ReadsTheMetricAndConvertsIt) {
 
 TEST_F(CommandRun, ClassifiesOutOfMemoryCrashAndMissingMetric) {
   TrialResult oom = Run("--oom-above 1");
-  EXPECT_EQ(oom.status, search::TrialStatus::kOom);
+  EXPECT_EQ(oom.status, TrialStatus::kOom);
   EXPECT_NE(oom.message.find("CUDA out of memory"), std::string::npos);
   TrialResult crash = Run("--crash");
-  EXPECT_EQ(crash.status, search::TrialStatus::kCrash);
+  EXPECT_EQ(crash.status, TrialStatus::kCrash);
   EXPECT_NE(crash.message.find("exit code 3"), std::string::npos) << crash.message;
   TrialResult quiet = Run("--quiet");
-  EXPECT_EQ(quiet.status, search::TrialStatus::kInvalid);
+  EXPECT_EQ(quiet.status, TrialStatus::kInvalid);
   EXPECT_NE(quiet.message.find("no match for --metric-regex"), std::string::npos);
   TrialResult killed = Run("; kill -9 $$");
-  EXPECT_EQ(killed.status, search::TrialStatus::kCrash);
+  EXPECT_EQ(killed.status, TrialStatus::kCrash);
   EXPECT_NE(killed.message.find("signal 9"), std::string::npos) << killed.message;
 }
 
@@ -155,7 +155,7 @@ TEST_F(CommandRun, JsonMetricAndOtherKinds) {
   ASSERT_TRUE(ValidateCommandOptions(o).ok());
   CommandBackend backend(o);
   const TrialResult r = backend.Evaluate(Layout(1, 1), Context(dir_.path(), &model_));
-  ASSERT_EQ(r.status, search::TrialStatus::kOk) << r.message;
+  ASSERT_EQ(r.status, TrialStatus::kOk) << r.message;
   EXPECT_NEAR(*r.metrics.step_time_s, 8.0 * 32 / 512, 1e-12);  // tiny: global batch 8, sequence 32
   EXPECT_NEAR(ObjectiveValue(MetricKind::kHigher, 4.0, model_, 4), 0.25, 1e-12);
   EXPECT_NEAR(ObjectiveValue(MetricKind::kLower, 4.0, model_, 4), 4.0, 1e-12);
@@ -167,7 +167,7 @@ TEST_F(CommandRun, HangingTrialTimesOutAndTakesItsChildrenWithIt) {
   const auto start = std::chrono::steady_clock::now();
   const TrialResult r = Run("--hang", 1.0);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(r.status, search::TrialStatus::kTimeout);
+  EXPECT_EQ(r.status, TrialStatus::kTimeout);
   EXPECT_LT(took, 5.0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // No process of the trial (the shell, the trainer, its sleeping child) is left.
@@ -187,7 +187,7 @@ TEST_F(CommandRun, InterruptStopsTheWholeGroup) {
   EXPECT_TRUE(HasLeftovers(pgid, "test/" + dir_.path()));
   EXPECT_FALSE(trial->Poll().has_value());
   const TrialResult r = trial->Interrupt();
-  EXPECT_EQ(r.status, search::TrialStatus::kInterrupted);
+  EXPECT_EQ(r.status, TrialStatus::kInterrupted);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(HasLeftovers(pgid, "test/" + dir_.path()));
 }

@@ -2,8 +2,8 @@
 
 #include "base/presets.h"
 #include "runner/hardware_profile.h"
-#include "search/model_shape.h"
-#include "search/space_spec.h"
+#include "base/model_shape.h"
+#include "base/space_spec.h"
 #include "tests/test_support.h"
 #include "tuner/study_identity.h"
 
@@ -39,7 +39,7 @@ void ExpectConfigError(const Result<T>& r, std::vector<std::string> fragments) {
 }
 
 TEST(ModelConfig, ParsesAndDefaultsTheMlpWidth) {
-  Result<search::ModelShape> m = search::ParseModelShape(kModel, "m.toml");
+  Result<ModelShape> m = ParseModelShape(kModel, "m.toml");
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(m->layers, 24);
   EXPECT_EQ(m->ffn_hidden, 4 * 2048);
@@ -47,19 +47,19 @@ TEST(ModelConfig, ParsesAndDefaultsTheMlpWidth) {
 }
 
 TEST(ModelConfig, NamesFileKeyAndProblem) {
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = 24\nlayerz = 3"), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "layers = 24", "layers = 24\nlayerz = 3"), "m.toml"),
                     {"m.toml:", "layerz", "unknown key"});
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = \"24\""), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "layers = 24", "layers = \"24\""), "m.toml"),
                     {"m.toml:3:", "layers", "must be an integer, not a string"});
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "hidden = 2048\n", ""), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "hidden = 2048\n", ""), "m.toml"),
                     {"m.toml", "hidden", "missing"});
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "heads = 16", "heads = 24"), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "heads = 16", "heads = 24"), "m.toml"),
                     {"m.toml", "heads", "must divide hidden"});
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = -2"), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "layers = 24", "layers = -2"), "m.toml"),
                     {"layers", "positive"});
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = 2.5"), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "layers = 24", "layers = 2.5"), "m.toml"),
                     {"layers", "not a float"});
-  ExpectConfigError(search::ParseModelShape(Edit(kModel, "layers = 24", "layers = [24"), "m.toml"),
+  ExpectConfigError(ParseModelShape(Edit(kModel, "layers = 24", "layers = [24"), "m.toml"),
                     {"m.toml:", "malformed TOML"});
 }
 
@@ -80,36 +80,36 @@ tp_cross_node = true
 )";
 
 TEST(SpaceConfig, Parses) {
-  Result<search::SpaceSpec> s = search::ParseSpaceSpec(kSpace, "s.toml");
+  Result<SpaceSpec> s = ParseSpaceSpec(kSpace, "s.toml");
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_FALSE(s->tp.divisors_of_world);
   EXPECT_EQ(s->tp.values, (std::vector<int>{1, 2, 4}));
   EXPECT_TRUE(s->pp.divisors_of_world);
   EXPECT_EQ(s->precision.size(), 2u);
   EXPECT_EQ(s->recompute,
-            (std::vector<search::Recompute>{search::Recompute::kNone, search::Recompute::kFull}));
+            (std::vector<Recompute>{Recompute::kNone, Recompute::kFull}));
   EXPECT_TRUE(s->tp_cross_node);
 }
 
 TEST(SpaceConfig, RejectsBadKnobs) {
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "\"bf16\",", "\"bf15\","), "s.toml"),
+  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "\"bf16\",", "\"bf15\","), "s.toml"),
                     {"s.toml:", "knobs.precision", "bf15"});
   ExpectConfigError(
-      search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = [1, 1]"), "s.toml"),
+      ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = [1, 1]"), "s.toml"),
       {"knobs.micro_batch", "twice"});
   ExpectConfigError(
-      search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = []"), "s.toml"),
+      ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]", "micro_batch = []"), "s.toml"),
       {"knobs.micro_batch", "at least one"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]\n", ""), "s.toml"),
+  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]\n", ""), "s.toml"),
                     {"knobs.micro_batch", "missing"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "zero = [0, 1]", "zero = [0, 3]"), "s.toml"),
+  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "zero = [0, 1]", "zero = [0, 3]"), "s.toml"),
                     {"knobs.zero", "out of range"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "pp = \"divisors\"", "pp = \"all\""), "s.toml"),
+  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "pp = \"divisors\"", "pp = \"all\""), "s.toml"),
                     {"knobs.pp", "divisors"});
   ExpectConfigError(
-      search::ParseSpaceSpec(Edit(kSpace, "tp_cross_node = true", "tp_cross_nodes = true"), "s.toml"),
+      ParseSpaceSpec(Edit(kSpace, "tp_cross_node = true", "tp_cross_nodes = true"), "s.toml"),
       {"constraints.tp_cross_nodes", "unknown key"});
-  ExpectConfigError(search::ParseSpaceSpec(Edit(kSpace, "[knobs]", "[knob]"), "s.toml"), {"knob"});
+  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "[knobs]", "[knob]"), "s.toml"), {"knob"});
 }
 
 TEST(HardwareConfig, EveryNumberNeedsItsOrigin) {
@@ -141,7 +141,7 @@ TEST(Presets, EveryEmbeddedPresetIsValid) {
   for (const EmbeddedPreset& p : EmbeddedPresets()) {
     const std::string text(p.text);
     if (p.kind == "models") {
-      Result<search::ModelShape> m = search::ParseModelShape(text, p.path);
+      Result<ModelShape> m = ParseModelShape(text, p.path);
       ASSERT_TRUE(m.ok()) << m.status().message();
       EXPECT_EQ(m->name, p.name);
       ++models;
@@ -151,7 +151,7 @@ TEST(Presets, EveryEmbeddedPresetIsValid) {
       EXPECT_EQ(h->name, p.name);
       ++hardware;
     } else {
-      Result<search::SpaceSpec> s = search::ParseSpaceSpec(text, p.path);
+      Result<SpaceSpec> s = ParseSpaceSpec(text, p.path);
       ASSERT_TRUE(s.ok()) << s.status().message();
       EXPECT_EQ(s->name, p.name);
       ++spaces;
@@ -163,10 +163,10 @@ TEST(Presets, EveryEmbeddedPresetIsValid) {
 }
 
 TEST(Presets, PublishedShapesAreThoseOfTheMeasuredRuns) {
-  const search::ModelShape t = testing::PresetModel("gpt-1t");
+  const ModelShape t = testing::PresetModel("gpt-1t");
   EXPECT_EQ(t.layers, 128);
   EXPECT_EQ(t.hidden, 25600);
-  const search::ModelShape g = testing::PresetModel("gpt-175b");
+  const ModelShape g = testing::PresetModel("gpt-175b");
   EXPECT_EQ(g.layers, 96);
   EXPECT_EQ(g.hidden, 12288);
   EXPECT_EQ(g.heads, 96);

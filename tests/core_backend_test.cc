@@ -266,3 +266,58 @@ TEST(CalibrateSweep, MeasuresLayoutsWithTheCoreAndWritesAFittedProfile) {
 
 }  // namespace
 }  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+// One study, one context: a local search measured with fewer ranks than its world (slices on
+// at most 3 ranks of this machine) is read back by report, launch-script and calibrate with the
+// search's legal set (tunepar-core's knobs only) and the search's placement (3 ranks per node).
+TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
+  testing::TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun search = testing::RunTunepar(
+      "--json --store " + store +
+      " search --backend local --world 4 --model tiny --hardware local-cpu --budget 4 --steps 1 --warmup 0 "
+      "--max-ranks 3 --slice auto --node-id n0 --core " + TUNEPAR_CORE);
+  ASSERT_EQ(search.exit_code, 0) << search.out << search.err;
+  const nlohmann::json searched = nlohmann::json::parse(search.out);
+  ASSERT_TRUE(searched.contains("legal_layouts")) << search.out;
+  const int legal = searched["legal_layouts"].get<int>();
+  EXPECT_EQ(searched["ranks_per_node"].get<int>(), 3) << search.out;
+  const std::string study = searched["study"].get<std::string>();
+
+  // report: the same legal set (no knob that tunepar-core cannot run is ranked) and placement.
+  const testing::CliRun report = testing::RunTunepar("--json --store " + store + " report " + study +
+                                                     " --shap --background legal");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const nlohmann::json reported = nlohmann::json::parse(report.out);
+  EXPECT_EQ(reported["legal_layouts"].get<int>(), legal) << report.out;
+  EXPECT_EQ(reported["ranks_per_node"].get<int>(), 3) << report.out;
+  for (const auto& knob : reported["shap"]["knobs"]) {
+    const std::string name = knob["knob"].get<std::string>();
+    EXPECT_TRUE(name != "seq_parallel" && name != "virtual_stages" && name != "flash_attention") << name;
+  }
+
+  // launch-script: a layout outside the study's legal set is refused with the constraint named
+  // (tp 4 spans two 2-device nodes of local-cpu), and the study's best names its placement.
+  const testing::CliRun outside = testing::RunTunepar(
+      "--store " + store + " launch-script " + study + " --layout tp4-pp1-dp1-mbs1-nmb8-fp32-zero0-rcnone-sp0-vpp1-fa0");
+  EXPECT_EQ(outside.exit_code, 2) << outside.out << outside.err;
+  EXPECT_NE(outside.err.find("tp fits in one node"), std::string::npos) << outside.err;
+  const testing::CliRun best = testing::RunTunepar("--store " + store + " launch-script " + study +
+                                                   " --core " + TUNEPAR_CORE);
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_NE(best.out.find("3 ranks per node"), std::string::npos) << best.out;
+
+  // calibrate --from the study: each run placed as its trial was.
+  const testing::CliRun fit = testing::RunTunepar("--json --store " + store + " calibrate --from " + study +
+                                                  " --hardware local-cpu --fit link_efficiency");
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  const nlohmann::json fitted = nlohmann::json::parse(fit.out);
+  ASSERT_FALSE(fitted["rows"].empty()) << fit.out;
+  for (const auto& row : fitted["rows"]) EXPECT_EQ(row["ranks_per_node"].get<int>(), 3) << row.dump();
+}
+
+}  // namespace
+}  // namespace tunepar

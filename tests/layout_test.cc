@@ -1,4 +1,5 @@
-#include "search/layout.h"
+#include "base/layout.h"
+#include "base/knob_support.h"
 
 #include <gtest/gtest.h>
 
@@ -83,3 +84,47 @@ TEST(LayoutKey, RejectsMalformedKeys) {
 
 }  // namespace
 }  // namespace tunepar::search
+
+namespace tunepar {
+namespace {
+
+TEST(KnobSupport, RestrictsASpaceToWhatTheProgramRuns) {
+  SpaceSpec space;
+  space.seq_parallel = {false, true};
+  space.virtual_stages = {1, 2, 4};
+  space.flash_attention = {true, false};
+  const KnobSupport core{.seq_parallel = false, .interleaving = false, .flash_attention = false};
+  const SpaceSpec restricted = Restrict(space, core);
+  EXPECT_EQ(restricted.seq_parallel, std::vector<bool>{false});
+  EXPECT_EQ(restricted.virtual_stages, std::vector<int>{1});
+  EXPECT_EQ(restricted.flash_attention, std::vector<bool>{false});
+  EXPECT_EQ(Restrict(space, KnobSupport{}).virtual_stages, space.virtual_stages);  // all supported: unchanged
+  // Recorded in a study's settings as the pinned values, and read back.
+  EXPECT_EQ(PinnedKnobs(core), "sp0 vpp1 fa0");
+  EXPECT_EQ(PinnedKnobs(KnobSupport{}), "");
+  const KnobSupport flash_only{.seq_parallel = true, .interleaving = true, .flash_attention = false};
+  for (const KnobSupport& s : {core, KnobSupport{}, flash_only}) {
+    Result<KnobSupport> parsed = ParsePinnedKnobs(PinnedKnobs(s));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, s);
+  }
+  EXPECT_FALSE(ParsePinnedKnobs("sp0 tp8").ok());
+}
+
+TEST(KnobSupport, NamesWhatAProgramCannotRun) {
+  const KnobSupport core{.seq_parallel = false, .interleaving = false, .flash_attention = false};
+  Layout l;
+  l.tp = 2;
+  EXPECT_TRUE(CheckSupported(l, core, "tunepar-core").ok());
+  l.seq_parallel = true;
+  l.virtual_stages = 2;
+  const Status s = CheckSupported(l, core, "tunepar-core");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tunepar-core cannot run"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("sequence parallelism, interleaved stages"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("flash"), std::string::npos) << s.message();
+  EXPECT_TRUE(CheckSupported(l, KnobSupport{}, "a command").ok());
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -23,8 +23,8 @@ const Table1Row kTable1[] = {{1.7, 24, 2304, 24, 512},       {3.6, 32, 3072, 30,
                              {145.6, 96, 12288, 80, 2304},   {310.1, 128, 16384, 96, 2160},
                              {529.6, 128, 20480, 105, 2520}, {1008.0, 160, 25600, 128, 3072}};
 
-search::ModelShape Shape(const Table1Row& r) {
-  search::ModelShape m;
+ModelShape Shape(const Table1Row& r) {
+  ModelShape m;
   m.name = "row";
   m.layers = r.layers;
   m.hidden = r.hidden;
@@ -38,7 +38,7 @@ search::ModelShape Shape(const Table1Row& r) {
 
 TEST(Formulas, ParametersMatchNarayananEq2) {
   for (const Table1Row& r : kTable1) {
-    const search::ModelShape m = Shape(r);
+    const ModelShape m = Shape(r);
     const double L = m.layers, h = m.hidden, V = m.vocab, s = m.seq_len;
     const double eq2 = 12 * L * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * L * h));
     EXPECT_NEAR(m.Parameters(), eq2 + 2 * h, 1e-6 * eq2);  // + the final layer norm
@@ -49,7 +49,7 @@ TEST(Formulas, ParametersMatchNarayananEq2) {
 
 TEST(Formulas, FlopsMatchThePublishedEquations) {
   for (const Table1Row& r : kTable1) {
-    const search::ModelShape m = Shape(r);
+    const ModelShape m = Shape(r);
     const double B = m.global_batch, L = m.layers, h = m.hidden, V = m.vocab, s = m.seq_len;
     const double model = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));  // Korthikanti eq. 7
     const double full = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));   // Narayanan eq. 3
@@ -58,9 +58,9 @@ TEST(Formulas, FlopsMatchThePublishedEquations) {
     // three times that; we count the FLOPs that are executed.)
     const double selective = model + 4 * B * L * s * s * h;
     EXPECT_NEAR(ModelFlopsPerStep(m), model, 1e-9 * model);
-    EXPECT_NEAR(HardwareFlopsPerStep(m, search::Recompute::kFull), full, 1e-9 * full);
-    EXPECT_NEAR(HardwareFlopsPerStep(m, search::Recompute::kSelective), selective, 1e-9 * selective);
-    EXPECT_DOUBLE_EQ(HardwareFlopsPerStep(m, search::Recompute::kNone), ModelFlopsPerStep(m));
+    EXPECT_NEAR(HardwareFlopsPerStep(m, Recompute::kFull), full, 1e-9 * full);
+    EXPECT_NEAR(HardwareFlopsPerStep(m, Recompute::kSelective), selective, 1e-9 * selective);
+    EXPECT_DOUBLE_EQ(HardwareFlopsPerStep(m, Recompute::kNone), ModelFlopsPerStep(m));
     EXPECT_NEAR(RecomputeCountedFlops(m), full, 1e-9 * full);
     EXPECT_NEAR(ModelFormulaFlops(m), model, 1e-9 * model);
   }
@@ -68,21 +68,21 @@ TEST(Formulas, FlopsMatchThePublishedEquations) {
 
 class Physics : public ::testing::Test {
  protected:
-  search::ModelShape model_ = testing::PresetModel("gpt-175b");  // 96 layers, h 12288, batch 1536
+  ModelShape model_ = testing::PresetModel("gpt-175b");  // 96 layers, h 12288, batch 1536
   HardwareProfile hw_ = testing::PresetHardware("frontier-mi250x");
 
-  search::Layout Layout(int tp, int pp, int dp, int mbs = 1) const {
-    search::Layout l;
+  tunepar::Layout Layout(int tp, int pp, int dp, int mbs = 1) const {
+    tunepar::Layout l;
     l.tp = tp;
     l.pp = pp;
     l.dp = dp;
     l.micro_batch = mbs;
     l.num_micro_batches = model_.global_batch / (mbs * dp);
-    l.precision = search::Precision::kBf16;
+    l.precision = Precision::kBf16;
     return l;
   }
-  Prediction P(const search::Layout& l) const { return P(l, hw_); }
-  Prediction P(const search::Layout& l, const HardwareProfile& hw) const {
+  Prediction P(const tunepar::Layout& l) const { return P(l, hw_); }
+  Prediction P(const tunepar::Layout& l, const HardwareProfile& hw) const {
     Result<PerformanceModel> m = PerformanceModel::Create(model_, hw);
     EXPECT_TRUE(m.ok()) << m.status().message();
     EXPECT_TRUE(m->CheckLayout(l).ok()) << m->CheckLayout(l).message();
@@ -91,7 +91,7 @@ class Physics : public ::testing::Test {
 };
 
 TEST_F(Physics, PartsAddUpAndFiguresAgree) {
-  const search::Layout l = Layout(4, 16, 16);
+  const tunepar::Layout l = Layout(4, 16, 16);
   const Prediction p = P(l);
   const TimeBreakdown& t = p.time;
   EXPECT_NEAR(t.compute + t.tp_comm + t.pp_p2p + t.bubble + t.dp_comm_exposed + t.optimizer, p.step_time_s,
@@ -128,7 +128,7 @@ TEST_F(Physics, MoreMicroBatchesShrinkTheBubbleShare) {
   }
   // And the bubble is (p - 1) / m of the time in micro-batch slots (up to the once-per-step
   // embedding synchronisation counted with the point-to-point time).
-  const search::Layout l = Layout(4, 16, 16);
+  const tunepar::Layout l = Layout(4, 16, 16);
   const Prediction p = P(l);
   const double slots = p.time.compute + p.time.tp_comm + p.time.pp_p2p;
   EXPECT_NEAR(p.time.bubble, 15.0 / l.num_micro_batches * slots, 0.02 * p.time.bubble);
@@ -136,13 +136,13 @@ TEST_F(Physics, MoreMicroBatchesShrinkTheBubbleShare) {
 
 TEST_F(Physics, DataParallelCommunicationGrowsWithTheGradientsPerGpu) {
   // Same tp (so the same members per node), half the pipeline depth: twice the gradients per GPU.
-  const search::Layout deep = Layout(4, 16, 16), shallow = Layout(4, 8, 32);
+  const tunepar::Layout deep = Layout(4, 16, 16), shallow = Layout(4, 8, 32);
   EXPECT_GT(P(shallow).time.dp_comm_exposed, 1.5 * P(deep).time.dp_comm_exposed);
   EXPECT_EQ(P(Layout(8, 96, 1)).time.dp_comm_exposed, 0.0);
 }
 
 TEST_F(Physics, ZeroOneCutsOptimizerMemoryByDp) {
-  search::Layout a = Layout(4, 16, 16), b = a;
+  tunepar::Layout a = Layout(4, 16, 16), b = a;
   b.zero = 1;
   const Prediction pa = P(a), pb = P(b);
   EXPECT_NEAR(pb.memory.optimizer_states * b.dp, pa.memory.optimizer_states,
@@ -152,9 +152,9 @@ TEST_F(Physics, ZeroOneCutsOptimizerMemoryByDp) {
 }
 
 TEST_F(Physics, FullRecomputationCutsActivationsAndAddsOneForwardPass) {
-  search::Layout none = Layout(4, 16, 16), full = none, selective = none;
-  full.recompute = search::Recompute::kFull;
-  selective.recompute = search::Recompute::kSelective;
+  tunepar::Layout none = Layout(4, 16, 16), full = none, selective = none;
+  full.recompute = Recompute::kFull;
+  selective.recompute = Recompute::kSelective;
   const Prediction pn = P(none), pf = P(full), ps = P(selective);
   EXPECT_LT(pf.memory.activations, ps.memory.activations);
   EXPECT_LT(ps.memory.activations, pn.memory.activations);
@@ -168,7 +168,7 @@ TEST_F(Physics, FullRecomputationCutsActivationsAndAddsOneForwardPass) {
 }
 
 TEST_F(Physics, InterleavingShrinksTheBubbleAndAddsPointToPoint) {
-  search::Layout plain = Layout(4, 16, 16), interleaved = plain;
+  tunepar::Layout plain = Layout(4, 16, 16), interleaved = plain;
   interleaved.virtual_stages = 2;  // 96 layers over 16 stages x 2 chunks
   const Prediction a = P(plain), b = P(interleaved);
   EXPECT_NEAR(b.time.bubble / a.time.bubble, 0.5, 0.05);
@@ -185,7 +185,7 @@ HardwareProfile HalfNodes(HardwareProfile hw) {
 
 TEST_F(Physics, TensorParallelismAcrossNodesCostsMoreThanInside) {
   // tp 8 inside one 8-GPU node versus across two 4-GPU nodes.
-  const search::Layout l = Layout(8, 8, 16);
+  const tunepar::Layout l = Layout(8, 8, 16);
   const HardwareProfile dgx = testing::PresetHardware("dgx-a100");
   EXPECT_GT(P(l, HalfNodes(dgx)).time.tp_comm, 2 * P(l, dgx).time.tp_comm);  // NVLink >> NIC share
   // On MI250X the slowest Infinity Fabric pair is as slow as the NIC share: crossing costs the
@@ -203,7 +203,7 @@ TEST_F(Physics, PipelineAcrossNodesUsesTheNetwork) {
   HardwareProfile small_nodes = hw_;
   small_nodes.gpus_per_node = 2;
   small_nodes.nics_per_node.value = 1;
-  const search::Layout l = Layout(2, 48, 2);
+  const tunepar::Layout l = Layout(2, 48, 2);
   EXPECT_GT(P(l, small_nodes).time.pp_p2p, 2 * P(l).time.pp_p2p);
 }
 
@@ -212,12 +212,12 @@ TEST_F(Physics, SmallMicroBatchesAndThinShardsRunFurtherFromPeak) {
   EXPECT_GT(P(Layout(4, 16, 16, 1)).time.compute, P(Layout(4, 16, 16, 8)).time.compute);
   // Compute per GPU at tp 8 is more than 1/8 of tp 1's: thinner GEMMs.
   HardwareProfile hw = hw_;
-  const search::ModelShape small = testing::PresetModel("gpt-1.3b");
-  search::Layout l1;
+  const ModelShape small = testing::PresetModel("gpt-1.3b");
+  tunepar::Layout l1;
   l1.dp = 1;
   l1.micro_batch = 1;
   l1.num_micro_batches = small.global_batch;
-  search::Layout l8 = l1;
+  tunepar::Layout l8 = l1;
   l8.tp = 8;
   Result<PerformanceModel> m = PerformanceModel::Create(small, hw);
   ASSERT_TRUE(m.ok());
@@ -225,22 +225,22 @@ TEST_F(Physics, SmallMicroBatchesAndThinShardsRunFurtherFromPeak) {
 }
 
 TEST_F(Physics, SequenceParallelismSavesActivationsAndElementWiseTime) {
-  search::Layout a = Layout(8, 12, 8), b = a;
+  tunepar::Layout a = Layout(8, 12, 8), b = a;
   b.seq_parallel = true;
   EXPECT_LT(P(b).memory.activations, P(a).memory.activations);
   EXPECT_LT(P(b).time.compute, P(a).time.compute);
 }
 
 TEST_F(Physics, FlashAttentionDropsTheScoreMatrices) {
-  search::Layout a = Layout(4, 16, 16, 4), b = a;
+  tunepar::Layout a = Layout(4, 16, 16, 4), b = a;
   b.flash_attention = true;
   EXPECT_LT(P(b).memory.activations, P(a).memory.activations);
 }
 
 TEST_F(Physics, PrecisionChangesPeakAndBytes) {
-  search::Layout bf16 = Layout(8, 16, 8), fp32 = bf16, fp16 = bf16;
-  fp32.precision = search::Precision::kFp32;
-  fp16.precision = search::Precision::kFp16;
+  tunepar::Layout bf16 = Layout(8, 16, 8), fp32 = bf16, fp16 = bf16;
+  fp32.precision = Precision::kFp32;
+  fp16.precision = Precision::kFp16;
   const Prediction b = P(bf16), f = P(fp32), h = P(fp16);
   EXPECT_GT(f.step_time_s, 3 * b.step_time_s);  // 47.9 vs 191.5 TFLOP/s peaks
   EXPECT_GT(f.memory.activations, 1.9 * b.memory.activations);
@@ -248,11 +248,11 @@ TEST_F(Physics, PrecisionChangesPeakAndBytes) {
 }
 
 TEST_F(Physics, KnownInfeasibleLayoutsDoNotFit) {
-  const search::ModelShape t = testing::PresetModel("gpt-1t");
+  const ModelShape t = testing::PresetModel("gpt-1t");
   for (const char* hw_name : {"dgx-a100", "frontier-mi250x", "dgx-h100"}) {
     Result<PerformanceModel> m = PerformanceModel::Create(t, testing::PresetHardware(hw_name));
     ASSERT_TRUE(m.ok());
-    search::Layout l;
+    tunepar::Layout l;
     l.dp = 3072;
     l.num_micro_batches = 1;
     EXPECT_FALSE(m->Predict(l).fits) << hw_name;
@@ -263,7 +263,7 @@ TEST_F(Physics, KnownInfeasibleLayoutsDoNotFit) {
 TEST_F(Physics, RejectsIllegalLayoutsWithAReason) {
   Result<PerformanceModel> m = PerformanceModel::Create(model_, hw_);
   ASSERT_TRUE(m.ok());
-  search::Layout l = Layout(4, 16, 16);
+  tunepar::Layout l = Layout(4, 16, 16);
   l.tp = 5;
   EXPECT_NE(m->CheckLayout(l).message().find("does not divide 96 heads"), std::string::npos);
   l = Layout(4, 16, 16);
@@ -273,7 +273,7 @@ TEST_F(Physics, RejectsIllegalLayoutsWithAReason) {
   l.virtual_stages = 4;  // 96 / (16 x 4) is not whole
   EXPECT_NE(m->CheckLayout(l).message().find("layers"), std::string::npos);
   l = Layout(4, 16, 16);
-  l.precision = search::Precision::kFp32;
+  l.precision = Precision::kFp32;
   l.flash_attention = true;
   EXPECT_FALSE(m->CheckLayout(l).ok());
 }
@@ -282,14 +282,14 @@ TEST_F(Physics, RejectsIllegalLayoutsWithAReason) {
 class SharedDevices : public ::testing::Test {
  protected:
   Prediction P(const std::string& key, int ranks_per_node) const {
-    Result<search::Layout> l = search::ParseLayoutKey(key);
+    Result<Layout> l = ParseLayoutKey(key);
     EXPECT_TRUE(l.ok()) << key;
     PerformanceModel m = *PerformanceModel::Create(model_, hw_);
     m.set_ranks_per_node(ranks_per_node);
     EXPECT_TRUE(m.CheckLayout(*l).ok()) << key;
     return m.Predict(*l);
   }
-  search::ModelShape model_ = testing::PresetModel("small");
+  ModelShape model_ = testing::PresetModel("small");
   HardwareProfile hw_ = testing::PresetHardware("local-cpu");  // 2 devices per node
 };
 
@@ -330,7 +330,7 @@ TEST_F(SharedDevices, RanksOnOneNodeCommunicateOverTheNodesLinks) {
   PerformanceModel two_nodes = *PerformanceModel::Create(model_, slow_network);
   PerformanceModel one_node = *PerformanceModel::Create(model_, slow_network);
   one_node.set_ranks_per_node(4);
-  const search::Layout l = *search::ParseLayoutKey("tp2-pp1-dp2-mbs1-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
+  const tunepar::Layout l = *ParseLayoutKey("tp2-pp1-dp2-mbs1-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
   EXPECT_GT(two_nodes.Predict(l).time.dp_comm_exposed, 10 * one_node.Predict(l).time.dp_comm_exposed);
 }
 
@@ -353,15 +353,15 @@ TEST(Calibration, RecoversKnownParameters) {
   (*truth)[EfficiencyKey::kLinkEfficiency] = 0.55;
   std::vector<MeasuredRun> runs;
   for (const char* name : {"gpt-22b", "gpt-175b"}) {
-    const search::ModelShape m = testing::PresetModel(name);
+    const ModelShape m = testing::PresetModel(name);
     for (int tp : {1, 2, 4, 8}) {
-      search::Layout l;
+      tunepar::Layout l;
       l.tp = tp;
       l.pp = 8;
       l.dp = 4;
       l.micro_batch = 2;
       l.num_micro_batches = m.global_batch / 8;
-      l.recompute = search::Recompute::kFull;
+      l.recompute = Recompute::kFull;
       runs.push_back({name, m, l, PerformanceModel(m, hw, *truth).Predict(l).step_time_s, "synthetic"});
     }
   }

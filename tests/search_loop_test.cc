@@ -273,3 +273,42 @@ TEST(SearchLoop, ProgressLinesAndTheFinalSummary) {
 
 }  // namespace
 }  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+// A store written by the previous version (schema 1: tests/data/v1-store/n0.sql) resumes under
+// the same study id: its finished trials are not run again, the trial its tuner left running is
+// re-run first, and the shard moves to the current schema.
+TEST(SearchLoop, AStoreFromSchemaOneResumesUnderTheSameStudyId) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::string data = std::string(TUNEPAR_SOURCE_DIR) + "/tests/data/";
+  std::filesystem::create_directories(store + "/shards");
+  ASSERT_EQ(std::system(("sqlite3 " + store + "/shards/n0.sqlite < " + data + "v1-store/n0.sql").c_str()), 0);
+  const testing::CliRun run = RunTunepar(
+      "--store " + store + " search --world 2 --model " + data + "v1-store/model.toml --space " + data +
+      "v1-store/space.toml --hardware " + data +
+      "test-cpu.toml --backend command --command 'echo tps: $(( {mbs} * 100 + {tp} * 10 ))' --metric-regex "
+      "'tps: ([0-9]+)' --metric higher --budget 5 --seed 7 --acquisition ucb --node-id n0");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("study tiny-w2-9398e629 (resumed; 3 finished trials so far)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("trial n0/4 was left running by a stopped tuner"), std::string::npos) << run.out;
+  const std::vector<Trial> trials = Trials(store, "tiny-w2-9398e629");
+  ASSERT_EQ(trials.size(), 5u);
+  std::set<std::string> layouts;
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "ok") << t.number << " " << t.message;
+    layouts.insert(t.layout);
+  }
+  EXPECT_EQ(layouts.size(), 5u);  // nothing measured twice
+  EXPECT_EQ(trials[3].number, 4);
+  EXPECT_EQ(trials[3].attempt, 2);
+  EXPECT_EQ(trials[3].layout, "tp1-pp1-dp2-mbs2-nmb2-fp16-zero1-rcnone-sp0-vpp1-fa1");
+  const testing::CliRun version =
+      testing::RunCommand("sqlite3 " + store + "/shards/n0.sqlite 'PRAGMA user_version'");
+  EXPECT_EQ(version.out, "2\n");
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -237,3 +237,83 @@ TEST(Space, EnumerationIsDeterministic) {
 
 }  // namespace
 }  // namespace tunepar::search
+
+namespace tunepar::search {
+namespace {
+
+// Every combination of the knob values a space lists, whether legal or not.
+std::vector<Layout> AllCandidates(int world, const ModelShape& m, const SpaceSpec& s) {
+  std::vector<Layout> out;
+  for (int tp : s.tp.For(world)) {
+    for (int pp : s.pp.For(world)) {
+      for (int mbs : s.micro_batch) {
+        for (int vpp : s.virtual_stages) {
+          for (Precision precision : s.precision) {
+            for (bool flash : s.flash_attention) {
+              for (int zero : s.zero) {
+                for (Recompute recompute : s.recompute) {
+                  for (bool sp : s.seq_parallel) {
+                    Layout l;
+                    l.tp = tp;
+                    l.pp = pp;
+                    l.dp = std::max(1, world / (tp * pp));
+                    l.micro_batch = mbs;
+                    l.num_micro_batches = std::max<int>(1, m.global_batch / std::max(1, mbs * l.dp));
+                    l.virtual_stages = vpp;
+                    l.precision = precision;
+                    l.flash_attention = flash;
+                    l.zero = zero;
+                    l.recompute = recompute;
+                    l.seq_parallel = sp;
+                    out.push_back(l);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// CheckLegal and EnumerateSpace are one notion of a legal layout: a candidate passes the check
+// exactly when the enumeration lists it, and a failure names the constraint it was counted under.
+TEST(Space, CheckLegalAgreesWithTheEnumeration) {
+  ModelShape m = SmallModel();
+  SpaceSpec s;
+  s.name = "wide";
+  s.micro_batch = {1, 2, 4, 8};
+  s.precision = {Precision::kFp32, Precision::kBf16};
+  s.zero = {0, 1};
+  s.recompute = {Recompute::kNone, Recompute::kFull};
+  s.seq_parallel = {false, true};
+  s.virtual_stages = {1, 2};
+  s.flash_attention = {false, true};
+  for (int world : {1, 6, 16}) {
+    const SpaceQuery query{world, 4, &m, &s};
+    const SpaceEnumeration e = Enumerate(world, m, s, 4);
+    std::set<std::string> legal;
+    for (const Layout& l : e.legal) legal.insert(LayoutKey(l));
+    std::array<int64_t, kNumConstraints> named{};
+    for (const Layout& l : AllCandidates(world, m, s)) {
+      const Status status = CheckLegal(query, l);
+      EXPECT_EQ(status.ok(), legal.count(LayoutKey(l)) == 1) << LayoutKey(l) << ": " << status.message();
+      for (int c = 0; c < kNumConstraints && !status.ok(); ++c) {
+        if (status.message().find(ConstraintId(static_cast<Constraint>(c))) != std::string::npos) ++named[c];
+      }
+    }
+    for (int c = 0; c < kNumConstraints; ++c)
+      EXPECT_EQ(named[c], e.excluded[c]) << "world " << world << " " << ConstraintId(static_cast<Constraint>(c));
+  }
+  // A value the space does not list is named as such.
+  Layout odd;
+  odd.micro_batch = 3;
+  odd.num_micro_batches = 5;
+  const Status status = CheckLegal({1, 4, &m, &s}, odd);
+  EXPECT_NE(status.message().find("micro_batch 3 is not among its values"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace tunepar::search

@@ -46,9 +46,9 @@ TrialRecord Trial(const std::string& study_id, const std::string& node, int64_t 
   t.layout.dp = 64 / (2 * t.layout.tp);
   t.layout.micro_batch = static_cast<int>(number);
   t.layout.num_micro_batches = 3;
-  t.layout.recompute = search::Recompute::kSelective;
-  t.status = number % 3 == 0 ? search::TrialStatus::kOom : search::TrialStatus::kOk;
-  if (t.status == search::TrialStatus::kOk) {
+  t.layout.recompute = Recompute::kSelective;
+  t.status = number % 3 == 0 ? TrialStatus::kOom : TrialStatus::kOk;
+  if (t.status == TrialStatus::kOk) {
     t.step_time_s = 1.0 + number;
     t.tokens_per_s = 1000.0 / (1.0 + number);
   }
@@ -97,10 +97,10 @@ TEST(Store, WritesPublishesAndReadsBack) {
   EXPECT_EQ(view->shards, std::vector<std::string>{SnapshotPath(store, "n0")});
 
   // Upserting a trial replaces it (a running trial that finished).
-  trials[1].status = search::TrialStatus::kTimeout;
+  trials[1].status = TrialStatus::kTimeout;
   ASSERT_TRUE(w->PutTrials({trials[1]}).ok());
   ASSERT_TRUE(w->Publish().ok());
-  EXPECT_EQ(ReadStore(store)->trials[1].status, search::TrialStatus::kTimeout);
+  EXPECT_EQ(ReadStore(store)->trials[1].status, TrialStatus::kTimeout);
 }
 
 TEST(Store, TwoNodesWriteConcurrentlyFromSeparateProcesses) {
@@ -310,6 +310,90 @@ TEST(Store, MissingStoreReadsAsEmpty) {
   ASSERT_TRUE(view.ok());
   EXPECT_FALSE(view->exists);
   EXPECT_TRUE(view->studies.empty());
+}
+
+}  // namespace
+}  // namespace tunepar::store
+
+namespace tunepar::store {
+namespace {
+
+// Facts that travelled as JSON are typed columns now; every one survives the round trip.
+TEST(Store, TypedTrialAndStudyFactsRoundTrip) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  auto w = OpenWriter(store, "n0");
+  StudyRecord s = Study();
+  s.seed = 17;
+  s.acquisition = "ucb";
+  s.pinned_knobs = "sp0 vpp1 fa0";
+  TrialRecord t = Trial(s.id, "n0", 1);
+  t.sliced = true;
+  t.metric_kind = "higher";
+  t.metric_value = 410.5;
+  t.ranks_per_node = 3;
+  t.process_group = 4242;
+  TrialRecord unplaced = Trial(s.id, "n0", 2);
+  ASSERT_TRUE(w->PutStudy(s).ok());
+  ASSERT_TRUE(w->PutTrials({t, unplaced}).ok());
+  ASSERT_TRUE(w->Publish().ok());
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  ASSERT_EQ(view->studies.size(), 1u);
+  EXPECT_EQ(view->studies[0], s);
+  ASSERT_EQ(view->trials.size(), 2u);
+  EXPECT_EQ(view->trials[0], t);
+  EXPECT_EQ(view->trials[1], unplaced);
+  EXPECT_FALSE(view->trials[1].ranks_per_node.has_value());
+}
+
+// A shard written by tunepar at schema 1 (tests/data/v1-store/n0.sql): read through a migrated
+// copy, its JSON facts typed, and the file itself left as it was.
+TEST(Store, SchemaOneShardIsReadWithItsJsonFactsTyped) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  fs::create_directories(ShardsDir(store));
+  const std::string shard = SnapshotPath(store, "n0");
+  ASSERT_EQ(std::system(("sqlite3 " + shard + " < " + std::string(TUNEPAR_SOURCE_DIR) +
+                         "/tests/data/v1-store/n0.sql").c_str()),
+            0);
+  const std::string before = testing::ReadFile(shard);
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  ASSERT_TRUE(view->warnings.empty()) << view->warnings.front();
+  ASSERT_EQ(view->studies.size(), 2u);
+  const StudyRecord& command = view->studies[0].backend == "command" ? view->studies[0] : view->studies[1];
+  const StudyRecord& local = view->studies[0].backend == "local" ? view->studies[0] : view->studies[1];
+  EXPECT_EQ(command.seed, 7);
+  EXPECT_EQ(command.acquisition, "ucb");
+  EXPECT_EQ(command.pinned_knobs, "");
+  EXPECT_EQ(local.seed, 0);
+  EXPECT_EQ(local.acquisition, "logei");
+  EXPECT_EQ(local.pinned_knobs, "sp0 vpp1 fa0");
+  int metrics = 0, slices = 0, running = 0;
+  for (const TrialRecord& t : view->trials) {
+    EXPECT_EQ(t.details.find("\"metric\""), std::string::npos) << t.details;
+    EXPECT_EQ(t.details.find("\"pgid\""), std::string::npos) << t.details;
+    if (t.study_id == command.id && t.status == TrialStatus::kOk) {
+      EXPECT_EQ(t.metric_kind, "higher");
+      EXPECT_EQ(t.metric_value, 410.0);
+      EXPECT_EQ(t.ranks_per_node, 0);
+      ++metrics;
+    }
+    if (t.status == TrialStatus::kRunning) {
+      EXPECT_EQ(t.process_group, 4242);
+      ++running;
+    }
+    if (t.study_id == local.id) {
+      EXPECT_TRUE(t.sliced) << t.details;
+      EXPECT_FALSE(t.ranks_per_node.has_value());  // a local slice's placement was not recorded
+      ++slices;
+    }
+  }
+  EXPECT_EQ(metrics, 3);
+  EXPECT_EQ(slices, 2);
+  EXPECT_EQ(running, 1);
+  EXPECT_EQ(testing::ReadFile(shard), before);
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ std::string PresetText(const std::string& kind, const std::string& name) {
   return text->text;
 }
 
-search::ModelShape PresetModel(const std::string& name) {
-  Result<search::ModelShape> m = search::ParseModelShape(PresetText("models", name), name);
+ModelShape PresetModel(const std::string& name) {
+  Result<ModelShape> m = ParseModelShape(PresetText("models", name), name);
   if (!m.ok()) throw std::runtime_error(m.status().message());
   return *m;
 }
@@ -49,8 +49,8 @@ runner::HardwareProfile PresetHardware(const std::string& name) {
   return *h;
 }
 
-search::SpaceSpec PresetSpace(const std::string& name) {
-  Result<search::SpaceSpec> s = search::ParseSpaceSpec(PresetText("spaces", name), name);
+SpaceSpec PresetSpace(const std::string& name) {
+  Result<SpaceSpec> s = ParseSpaceSpec(PresetText("spaces", name), name);
   if (!s.ok()) throw std::runtime_error(s.status().message());
   return *s;
 }

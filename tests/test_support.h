@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/hardware_profile.h"
-#include "search/model_shape.h"
-#include "search/space_spec.h"
+#include "base/model_shape.h"
+#include "base/space_spec.h"
 
 namespace tunepar::testing {
 
@@ -32,9 +32,9 @@ class TempDir {
   std::string path_;
 };
 
-search::ModelShape PresetModel(const std::string& name);
+ModelShape PresetModel(const std::string& name);
 runner::HardwareProfile PresetHardware(const std::string& name);
-search::SpaceSpec PresetSpace(const std::string& name);
+SpaceSpec PresetSpace(const std::string& name);
 std::string PresetText(const std::string& kind, const std::string& name);
 
 void WriteFile(const std::string& path, const std::string& text);

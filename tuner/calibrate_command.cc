@@ -16,6 +16,7 @@
 #include "store/store_reader.h"
 #include "tuner/calibration_sweep.h"
 #include "tuner/commands.h"
+#include "tuner/study_context.h"
 #include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
 
@@ -51,9 +52,9 @@ Result<std::vector<runner::EfficiencyKey>> ParseFitList(const std::string& list)
   return keys;
 }
 
-// Measured runs from a study: its ok trials that a measuring backend ran.
-Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_dir,
-                                                       const std::string& name) {
+// Measured runs from a study: its ok trials that a measuring backend ran, each placed as its
+// trial was (ranks per node, from the trial; else as most of the study's trials were).
+Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_dir, const std::string& name) {
   Result<store::StoreView> view = store::ReadStore(store_dir);
   if (!view.ok()) return view.status();
   for (const std::string& w : view->warnings) spdlog::warn("{}", w);
@@ -62,21 +63,23 @@ Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_
     return NotFound(
         fmt::format("--from '{}' is neither a readable file nor a study in store '{}'", name, store_dir));
   }
-  Result<search::ModelShape> model =
-      search::ParseModelShape(study->model_toml, "study " + study->name + " model");
-  if (!model.ok()) return model.status();
-  std::vector<runner::MeasuredRun> runs;
+  std::vector<store::TrialRecord> trials;
   for (const store::TrialRecord& t : view->trials) {
-    if (t.study_id != study->id || t.status != search::TrialStatus::kOk || t.backend == "model" ||
-        !t.step_time_s)
-      continue;
-    runs.push_back({fmt::format("{}/{}", t.node_id, t.number), *model, t.layout, *t.step_time_s,
-                    fmt::format("study {} trial {}/{}", study->name, t.node_id, t.number), "model"});
+    if (t.study_id == study->id) trials.push_back(t);
+  }
+  const int placement = PlacementOfTrials(trials);
+  Result<StudyContext> context = MakeStudyContext(*study, placement);
+  if (!context.ok()) return context.status();
+  std::vector<runner::MeasuredRun> runs;
+  for (const store::TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kOk || t.backend == "model" || !t.step_time_s) continue;
+    runs.push_back({fmt::format("{}/{}", t.node_id, t.number), context->problem.model, t.layout, *t.step_time_s,
+                    fmt::format("study {} trial {}/{}", study->name, t.node_id, t.number), "model",
+                    t.ranks_per_node.value_or(placement)});
   }
   if (runs.empty()) {
     return InvalidArgument(fmt::format(
-        "study '{}' has no measured ok trials to fit (model-backend predictions cannot calibrate the model)",
-        name));
+        "study '{}' has no measured ok trials to fit (model-backend predictions cannot calibrate the model)", name));
   }
   return runs;
 }
@@ -120,135 +123,133 @@ Result<Agreement> AgreementOf(const std::vector<runner::RowFit>& rows) {
   return a;
 }
 
-std::string LayoutText(const search::Layout& l) {
+std::string LayoutText(const Layout& l) {
   return fmt::format("tp{} pp{} dp{} mbs{}{}", l.tp, l.pp, l.dp, l.micro_batch,
                      l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : "");
 }
 
-Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
-  Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
-  if (!hw_text.ok()) return hw_text.status();
-  Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
-  if (!profile.ok()) return profile.status();
-
+// The measured runs to fit: a sweep measured now, a CSV file, or a study's trials; `data_name`
+// says which, for the profile's record.
+Result<std::vector<runner::MeasuredRun>> ReadRuns(const GlobalOptions& global, const CalibrateOptions& o,
+                                                  std::string* data_name) {
+  if (o.from.empty() == o.sweep.backend.empty())
+    return InvalidArgument("give --from FILE|STUDY (measured runs) or --backend local|slurm (measure a sweep)");
   std::error_code ec;
-  Result<std::vector<runner::MeasuredRun>> runs = InvalidArgument("no runs");
-  std::string data_name = o.from;
-  if (o.from.empty() == o.sweep.backend.empty()) {
-    return InvalidArgument(
-        "give --from FILE|STUDY (measured runs) or --backend local|slurm (measure a sweep)");
-  }
   if (!o.sweep.backend.empty()) {
     SweepOptions sweep = o.sweep;
     sweep.hardware = o.hardware;
-    runs = RunCalibrationSweep(global, sweep);
-    data_name =
-        fmt::format("tunepar-core {} sweep of {} at world {}", sweep.backend, sweep.model, sweep.world);
-  } else if (std::filesystem::is_regular_file(o.from, ec)) {
+    *data_name = fmt::format("tunepar-core {} sweep of {} at world {}", sweep.backend, sweep.model, sweep.world);
+    return RunCalibrationSweep(global, sweep);
+  }
+  if (std::filesystem::is_regular_file(o.from, ec)) {
     std::ifstream in(o.from, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    runs = runner::ParseMeasuredRuns(text.str(), o.from);
-    data_name = std::filesystem::path(o.from).filename().string();
-  } else {
-    runs = RunsFromStudy(global.store, o.from);
-    data_name = "study " + o.from;
+    *data_name = std::filesystem::path(o.from).filename().string();
+    return runner::ParseMeasuredRuns(text.str(), o.from);
   }
-  if (!runs.ok()) return runs.status();
+  *data_name = "study " + o.from;
+  return RunsFromStudy(global.store, o.from);
+}
 
-  runner::CalibrationOptions options;
-  options.restarts = o.restarts;
-  if (o.fit.empty()) {
-    options.free = runner::DefaultFitSet(*runs, *profile);
-  } else {
-    Result<std::vector<runner::EfficiencyKey>> keys = ParseFitList(o.fit);
-    if (!keys.ok()) return keys.status();
-    options.free = *keys;
-  }
-  Result<runner::CalibrationResult> fit = runner::Calibrate(*runs, *profile, options);
+// The fit, with how well it ranks and predicts the runs in sample and out of sample (2-fold:
+// each half predicted by a fit to the other, when there are at least 8 runs).
+struct Fit {
+  runner::CalibrationResult result;
+  Result<Agreement> in_sample = InvalidArgument("not computed");
+  Result<Agreement> cross = InvalidArgument("not computed");
+};
+
+Result<Fit> FitRuns(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& profile,
+                    const runner::CalibrationOptions& options) {
+  Result<runner::CalibrationResult> fit = runner::Calibrate(runs, profile, options);
   if (!fit.ok()) return fit.status();
-  Result<Agreement> in_sample = AgreementOf(fit->rows);
-  // Out of sample: two folds, each fitted on the other.
+  Fit f{std::move(*fit)};
+  f.in_sample = AgreementOf(f.result.rows);
+  if (runs.size() < 8) return f;
   std::vector<runner::RowFit> held_out;
-  if (runs->size() >= 8) {
-    for (int fold = 0; fold < 2; ++fold) {
-      std::vector<runner::MeasuredRun> train, test;
-      for (size_t i = 0; i < runs->size(); ++i)
-        ((static_cast<int>(i) % 2 == fold) ? test : train).push_back((*runs)[i]);
-      Result<runner::CalibrationResult> part = runner::Calibrate(train, *profile, options);
-      if (!part.ok()) return part.status();
-      Result<std::vector<runner::RowFit>> rows = runner::EvaluateRuns(test, *profile, part->efficiency);
-      if (!rows.ok()) return rows.status();
-      held_out.insert(held_out.end(), rows->begin(), rows->end());
-    }
+  for (int fold = 0; fold < 2; ++fold) {
+    std::vector<runner::MeasuredRun> train, test;
+    for (size_t i = 0; i < runs.size(); ++i) ((static_cast<int>(i) % 2 == fold) ? test : train).push_back(runs[i]);
+    Result<runner::CalibrationResult> part = runner::Calibrate(train, profile, options);
+    if (!part.ok()) return part.status();
+    Result<std::vector<runner::RowFit>> rows = runner::EvaluateRuns(test, profile, part->efficiency);
+    if (!rows.ok()) return rows.status();
+    held_out.insert(held_out.end(), rows->begin(), rows->end());
   }
-  Result<Agreement> cross = held_out.empty() ? Result<Agreement>(InvalidArgument("")) : AgreementOf(held_out);
+  f.cross = AgreementOf(held_out);
+  return f;
+}
 
-  std::string written;
-  if (!o.output.empty()) {
-    std::string text =
-        runner::WriteCalibratedProfile(hw_text->text, *profile, *fit, data_name, UtcNow().substr(0, 10));
-    if (!o.name.empty()) {
-      const size_t at = text.find("\nname = ");
-      const size_t end = at == std::string::npos ? at : text.find('\n', at + 1);
-      if (at != std::string::npos) text.replace(at, end - at, fmt::format("\nname = \"{}\"", o.name));
-    }
-    // The written file must load as a profile before it replaces anything.
-    Result<runner::HardwareProfile> check = runner::ParseHardwareProfile(text, o.output);
-    if (!check.ok())
-      return InternalError("the calibrated profile does not parse: " + check.status().message());
-    const std::string tmp = o.output + ".tmp";
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out || (std::filesystem::rename(tmp, o.output, ec), ec)) {
-      std::filesystem::remove(tmp, ec);
-      return InvalidArgument(fmt::format("cannot write '{}'", o.output));
-    }
-    written = o.output;
+// Writes the calibrated profile to `output` (atomically, and only once it parses as a profile).
+Status WriteProfile(const CalibrateOptions& o, const std::string& original_text, const runner::HardwareProfile& profile,
+                    const Fit& fit, const std::string& data_name) {
+  std::string text =
+      runner::WriteCalibratedProfile(original_text, profile, fit.result, data_name, UtcNow().substr(0, 10));
+  if (!o.name.empty()) {
+    const size_t at = text.find("\nname = ");
+    const size_t end = at == std::string::npos ? at : text.find('\n', at + 1);
+    if (at != std::string::npos) text.replace(at, end - at, fmt::format("\nname = \"{}\"", o.name));
   }
+  Result<runner::HardwareProfile> check = runner::ParseHardwareProfile(text, o.output);
+  if (!check.ok()) return InternalError("the calibrated profile does not parse: " + check.status().message());
+  const std::string tmp = o.output + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  std::error_code ec;
+  if (!out || (std::filesystem::rename(tmp, o.output, ec), ec)) {
+    std::filesystem::remove(tmp, ec);
+    return InvalidArgument(fmt::format("cannot write '{}'", o.output));
+  }
+  return Status::Ok();
+}
 
+std::vector<std::string> FittedNames(const runner::CalibrationResult& fit) {
   std::vector<std::string> names;
-  for (runner::EfficiencyKey k : fit->fitted)
-    names.emplace_back(runner::EfficiencyParameters()[static_cast<int>(k)].name);
-  if (global.json) {
-    nlohmann::json j = {{"data", data_name},
-                        {"hardware", profile->name},
-                        {"fitted", names},
-                        {"mean_abs_error", fit->mean_abs_error},
-                        {"max_abs_error", fit->max_abs_error},
-                        {"spearman", in_sample.ok() ? in_sample->spearman : 0.0},
-                        {"median_abs_error", in_sample.ok() ? in_sample->median_abs_error : 0.0},
-                        {"written", written}};
-    if (in_sample.ok() && in_sample->shapes > 0) {
-      j["spearman_within_shapes"] = in_sample->spearman_within_shapes;
-      j["shapes"] = in_sample->shapes;
-    }
-    nlohmann::json params = nlohmann::json::object();
-    for (const auto& p : runner::EfficiencyParameters()) params[std::string(p.name)] = fit->efficiency[p.key];
-    j["efficiency"] = params;
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t i = 0; i < fit->rows.size(); ++i) {
-      const runner::RowFit& r = fit->rows[i];
-      rows.push_back({{"label", r.label},
-                      {"layout", search::LayoutKey(r.layout)},
-                      {"measured_step_s", r.measured_step_s},
-                      {"predicted_step_s", r.predicted_step_s},
-                      {"error", r.error},
-                      {"memory_gb", r.memory_gb},
-                      {"fits", r.fits}});
-    }
-    j["rows"] = rows;
-    if (cross.ok()) {
-      j["cross_validated"] = {{"spearman", cross->spearman}, {"median_abs_error", cross->median_abs_error}};
-      if (cross->shapes > 0) j["cross_validated"]["spearman_within_shapes"] = cross->spearman_within_shapes;
-    }
-    fmt::print("{}\n", j.dump(2));
-    return Status::Ok();
-  }
+  for (runner::EfficiencyKey k : fit.fitted) names.emplace_back(runner::EfficiencyParameters()[static_cast<int>(k)].name);
+  return names;
+}
 
-  fmt::print("Calibrating {} on {} ({} runs); fitting {}\n\n", profile->name, data_name, runs->size(),
-             fmt::join(names, ", "));
+nlohmann::json AgreementJson(const Agreement& a) {
+  nlohmann::json j = {{"spearman", a.spearman}, {"median_abs_error", a.median_abs_error}};
+  if (a.shapes > 0) j["spearman_within_shapes"] = a.spearman_within_shapes;
+  return j;
+}
+
+void PrintJson(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& profile, const Fit& fit,
+               const std::string& data_name, const std::string& written) {
+  const runner::CalibrationResult& r = fit.result;
+  nlohmann::json j = {{"data", data_name},        {"hardware", profile.name},
+                      {"fitted", FittedNames(r)}, {"mean_abs_error", r.mean_abs_error},
+                      {"max_abs_error", r.max_abs_error}, {"written", written}};
+  j["spearman"] = fit.in_sample.ok() ? fit.in_sample->spearman : 0.0;
+  j["median_abs_error"] = fit.in_sample.ok() ? fit.in_sample->median_abs_error : 0.0;
+  if (fit.in_sample.ok() && fit.in_sample->shapes > 0) {
+    j["spearman_within_shapes"] = fit.in_sample->spearman_within_shapes;
+    j["shapes"] = fit.in_sample->shapes;
+  }
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& p : runner::EfficiencyParameters()) params[std::string(p.name)] = r.efficiency[p.key];
+  j["efficiency"] = params;
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const runner::RowFit& row = r.rows[i];
+    rows.push_back({{"label", row.label},
+                    {"layout", LayoutKey(row.layout)},
+                    {"ranks_per_node", std::max(runs[i].ranks_per_node, profile.gpus_per_node)},
+                    {"measured_step_s", row.measured_step_s},
+                    {"predicted_step_s", row.predicted_step_s},
+                    {"error", row.error},
+                    {"memory_gb", row.memory_gb},
+                    {"fits", row.fits}});
+  }
+  j["rows"] = rows;
+  if (fit.cross.ok()) j["cross_validated"] = AgreementJson(*fit.cross);
+  fmt::print("{}\n", j.dump(2));
+}
+
+void PrintRows(const std::vector<runner::MeasuredRun>& runs, const runner::CalibrationResult& fit) {
   TextTable t;
   using A = TextTable::Align;
   t.AddColumn("run", A::kLeft);
@@ -260,46 +261,80 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   t.AddColumn("TFLOP/s pred");
   t.AddColumn("error");
   t.AddColumn("mem GB");
-  for (size_t i = 0; i < fit->rows.size(); ++i) {
-    const runner::RowFit& r = fit->rows[i];
-    const runner::MeasuredRun& run = (*runs)[i];
-    const double flops = run.FlopsPerStep() / r.layout.World() / 1e12;
+  for (size_t i = 0; i < fit.rows.size(); ++i) {
+    const runner::RowFit& r = fit.rows[i];
+    const double flops = runs[i].FlopsPerStep() / r.layout.World() / 1e12;
     t.AddRow({r.label, std::to_string(r.layout.World()), LayoutText(r.layout), Fixed(r.measured_step_s, 3),
-              Fixed(r.predicted_step_s, 3), Fixed(flops / r.measured_step_s, 1),
-              Fixed(flops / r.predicted_step_s, 1), fmt::format("{:+.1f}%", 100 * r.error),
-              fmt::format("{:.1f}{}", r.memory_gb, r.fits ? "" : " OOM")});
+              Fixed(r.predicted_step_s, 3), Fixed(flops / r.measured_step_s, 1), Fixed(flops / r.predicted_step_s, 1),
+              fmt::format("{:+.1f}%", 100 * r.error), fmt::format("{:.1f}{}", r.memory_gb, r.fits ? "" : " OOM")});
   }
   fmt::print("{}", t.Render());
-  fmt::print("\nstep-time error: mean |error| {:.2f}%, worst {:.2f}%\n", 100 * fit->mean_abs_error,
-             100 * fit->max_abs_error);
-  if (in_sample.ok()) {
+}
+
+void PrintAgreement(const Fit& fit) {
+  if (fit.in_sample.ok()) {
     fmt::print("predicted vs measured step time: Spearman rank correlation {:.3f}, median |error| {:.1f}%\n",
-               in_sample->spearman, 100 * in_sample->median_abs_error);
-    if (in_sample->shapes > 0) {
+               fit.in_sample->spearman, 100 * fit.in_sample->median_abs_error);
+    if (fit.in_sample->shapes > 0) {
       fmt::print("  ranking layouts within each model shape: mean Spearman {:.3f} over {} shapes\n",
-                 in_sample->spearman_within_shapes, in_sample->shapes);
+                 fit.in_sample->spearman_within_shapes, fit.in_sample->shapes);
     }
   }
-  if (cross.ok()) {
-    fmt::print(
-        "out of sample (2-fold: each half predicted by a fit to the other): Spearman {:.3f}, median "
-        "|error| {:.1f}%\n",
-        cross->spearman, 100 * cross->median_abs_error);
-    if (cross->shapes > 0) {
-      fmt::print("  ranking layouts within each model shape: mean Spearman {:.3f} over {} shapes\n",
-                 cross->spearman_within_shapes, cross->shapes);
-    }
-  }
+  if (!fit.cross.ok()) return;
   fmt::print(
-      "(TFLOP/s by each run's own formula; error = predicted / measured step time - 1)\n\nParameters:\n");
+      "out of sample (2-fold: each half predicted by a fit to the other): Spearman {:.3f}, median |error| {:.1f}%\n",
+      fit.cross->spearman, 100 * fit.cross->median_abs_error);
+  if (fit.cross->shapes > 0) {
+    fmt::print("  ranking layouts within each model shape: mean Spearman {:.3f} over {} shapes\n",
+               fit.cross->spearman_within_shapes, fit.cross->shapes);
+  }
+}
+
+void PrintText(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& profile, const Fit& fit,
+               const std::string& data_name, const std::string& written) {
+  const runner::CalibrationResult& r = fit.result;
+  fmt::print("Calibrating {} on {} ({} runs); fitting {}\n\n", profile.name, data_name, runs.size(),
+             fmt::join(FittedNames(r), ", "));
+  PrintRows(runs, r);
+  fmt::print("\nstep-time error: mean |error| {:.2f}%, worst {:.2f}%\n", 100 * r.mean_abs_error,
+             100 * r.max_abs_error);
+  PrintAgreement(fit);
+  fmt::print("(TFLOP/s by each run's own formula; error = predicted / measured step time - 1)\n\nParameters:\n");
   for (const auto& p : runner::EfficiencyParameters()) {
-    const bool fitted = std::find(fit->fitted.begin(), fit->fitted.end(), p.key) != fit->fitted.end();
-    fmt::print("  {:<22} {:>10.4g}  {}\n", p.name, fit->efficiency[p.key], fitted ? "fitted" : "kept");
+    const bool fitted = std::find(r.fitted.begin(), r.fitted.end(), p.key) != r.fitted.end();
+    fmt::print("  {:<22} {:>10.4g}  {}\n", p.name, r.efficiency[p.key], fitted ? "fitted" : "kept");
   }
   if (written.empty()) {
     fmt::print("\n(use -o FILE.toml to write the calibrated profile)\n");
   } else {
     fmt::print("\nwrote {}\n", written);
+  }
+}
+
+Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
+  Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
+  if (!hw_text.ok()) return hw_text.status();
+  Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
+  if (!profile.ok()) return profile.status();
+  std::string data_name;
+  Result<std::vector<runner::MeasuredRun>> runs = ReadRuns(global, o, &data_name);
+  if (!runs.ok()) return runs.status();
+  runner::CalibrationOptions options;
+  options.restarts = o.restarts;
+  if (o.fit.empty()) {
+    options.free = runner::DefaultFitSet(*runs, *profile);
+  } else {
+    Result<std::vector<runner::EfficiencyKey>> keys = ParseFitList(o.fit);
+    if (!keys.ok()) return keys.status();
+    options.free = *keys;
+  }
+  Result<Fit> fit = FitRuns(*runs, *profile, options);
+  if (!fit.ok()) return fit.status();
+  if (!o.output.empty()) TUNEPAR_RETURN_IF_ERROR(WriteProfile(o, hw_text->text, *profile, *fit, data_name));
+  if (global.json) {
+    PrintJson(*runs, *profile, *fit, data_name, o.output);
+  } else {
+    PrintText(*runs, *profile, *fit, data_name, o.output);
   }
   return Status::Ok();
 }

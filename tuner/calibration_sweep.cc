@@ -26,20 +26,20 @@ namespace {
 // knob early (each next group is the one whose tp, pp and mbs values have been used least so
 // far), taken round-robin; within a group a fixed pseudo-random order, so precision,
 // recomputation and ZeRO vary too.
-std::vector<search::Layout> SpreadLayouts(const std::vector<search::Layout>& legal, int count) {
-  std::map<std::tuple<int, int, int>, std::vector<search::Layout>> groups;
-  for (const search::Layout& l : legal) groups[{l.tp, l.pp, l.micro_batch}].push_back(l);
+std::vector<Layout> SpreadLayouts(const std::vector<Layout>& legal, int count) {
+  std::map<std::tuple<int, int, int>, std::vector<Layout>> groups;
+  for (const Layout& l : legal) groups[{l.tp, l.pp, l.micro_batch}].push_back(l);
   for (auto& [key, members] : groups) {
-    auto order = [](const search::Layout& l) {
-      return std::hash<std::string>{}("sweep:" + search::LayoutKey(l));
+    auto order = [](const Layout& l) {
+      return std::hash<std::string>{}("sweep:" + LayoutKey(l));
     };
     std::sort(members.begin(), members.end(),
-              [&](const search::Layout& a, const search::Layout& b) { return order(a) < order(b); });
+              [&](const Layout& a, const Layout& b) { return order(a) < order(b); });
   }
-  std::vector<const std::vector<search::Layout>*> order;
+  std::vector<const std::vector<Layout>*> order;
   {
     std::map<int, int> tp_uses, pp_uses, mbs_uses;
-    std::map<std::tuple<int, int, int>, const std::vector<search::Layout>*> left;
+    std::map<std::tuple<int, int, int>, const std::vector<Layout>*> left;
     for (const auto& [key, members] : groups) left[key] = &members;
     while (!left.empty()) {
       auto best = left.begin();
@@ -60,10 +60,10 @@ std::vector<search::Layout> SpreadLayouts(const std::vector<search::Layout>& leg
       left.erase(best);
     }
   }
-  std::vector<search::Layout> chosen;
+  std::vector<Layout> chosen;
   for (size_t round = 0; static_cast<int>(chosen.size()) < count; ++round) {
     bool any = false;
-    for (const std::vector<search::Layout>* members : order) {
+    for (const std::vector<Layout>* members : order) {
       if (round < members->size() && static_cast<int>(chosen.size()) < count) {
         chosen.push_back((*members)[round]);
         any = true;
@@ -81,34 +81,34 @@ std::string MeasuredRunsCsv(const std::vector<runner::MeasuredRun>& runs) {
       "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,precision,"
       "recompute,zero,seq_parallel,flash_attention,ranks_per_node,source,step_time_s\n";
   for (const runner::MeasuredRun& r : runs) {
-    const search::Layout& l = r.layout;
+    const Layout& l = r.layout;
     s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g}\n", r.label,
                      r.model.layers, r.model.hidden, r.model.heads, r.model.seq_len, r.model.vocab,
                      r.model.global_batch, l.World(), l.tp, l.pp, l.micro_batch, l.virtual_stages,
-                     search::ToString(l.precision), search::ToString(l.recompute), l.zero,
+                     ToString(l.precision), ToString(l.recompute), l.zero,
                      l.seq_parallel ? 1 : 0, l.flash_attention ? 1 : 0, r.ranks_per_node, r.source,
                      r.step_time_s);
   }
   return s;
 }
 
-std::vector<search::ModelShape> ShapeVariants(const search::ModelShape& m, int count) {
-  std::vector<search::ModelShape> shapes = {m};
+std::vector<ModelShape> ShapeVariants(const ModelShape& m, int count) {
+  std::vector<ModelShape> shapes = {m};
   auto add = [&](const std::string& suffix, auto change) {
-    search::ModelShape v = m;
+    ModelShape v = m;
     change(v);
     v.name = m.name + suffix;
     shapes.push_back(v);
   };
-  add("-batch" + std::to_string(2 * m.global_batch), [](search::ModelShape& v) { v.global_batch *= 2; });
+  add("-batch" + std::to_string(2 * m.global_batch), [](ModelShape& v) { v.global_batch *= 2; });
   if (m.hidden % 2 == 0 && m.heads % 2 == 0 && (m.ffn_hidden == 0 || m.ffn_hidden % 2 == 0)) {
-    add("-hidden" + std::to_string(m.hidden / 2), [](search::ModelShape& v) {
+    add("-hidden" + std::to_string(m.hidden / 2), [](ModelShape& v) {
       v.hidden /= 2;
       v.heads /= 2;  // the same head size: the attention shapes change with the sequence only
       v.ffn_hidden /= 2;
     });
   }
-  add("-seq" + std::to_string(2 * m.seq_len), [](search::ModelShape& v) { v.seq_len *= 2; });
+  add("-seq" + std::to_string(2 * m.seq_len), [](ModelShape& v) { v.seq_len *= 2; });
   shapes.resize(std::min<size_t>(shapes.size(), static_cast<size_t>(std::max(1, count))));
   return shapes;
 }
@@ -121,22 +121,20 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
   Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
-  problem->space.seq_parallel = {false};
-  problem->space.virtual_stages = {1};
-  problem->space.flash_attention = {false};
   Result<runner::CoreBackendOptions> core =
       ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
                          problem->hardware, o.world, o.timeout_s);
   if (!core.ok()) return core.status();
+  problem->space = Restrict(problem->space, runner::CoreBackend(*core, problem->model, problem->hardware).SupportedKnobs());
 
   // Each shape gets its share of the layouts; the runs alternate between shapes, so a drift in
   // the machine's speed touches every shape alike.
   struct Planned {
-    search::ModelShape model;
-    search::Layout layout;
+    ModelShape model;
+    Layout layout;
   };
-  const std::vector<search::ModelShape> shapes = ShapeVariants(problem->model, o.shapes);
-  std::vector<std::vector<search::Layout>> per_shape;
+  const std::vector<ModelShape> shapes = ShapeVariants(problem->model, o.shapes);
+  std::vector<std::vector<Layout>> per_shape;
   size_t legal = 0;
   for (size_t k = 0; k < shapes.size(); ++k) {
     Problem shaped = *problem;
@@ -174,8 +172,8 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
   }
   std::vector<runner::MeasuredRun> runs;
   for (size_t i = 0; i < plan.size(); ++i) {
-    const search::Layout& l = plan[i].layout;
-    const search::ModelShape& model = plan[i].model;
+    const Layout& l = plan[i].layout;
+    const ModelShape& model = plan[i].model;
     runner::CoreBackend backend(*core, model, problem->hardware);
     const fs::path trial_dir = dir / std::to_string(i + 1);
     fs::create_directories(trial_dir, ec);
@@ -187,10 +185,10 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
     context.gpus_per_node = problem->hardware.gpus_per_node;
     context.model = &model;
     const runner::TrialResult r = backend.Evaluate(l, context);
-    const bool ok = r.status == search::TrialStatus::kOk && r.metrics.step_time_s;
+    const bool ok = r.status == TrialStatus::kOk && r.metrics.step_time_s;
     if (!global.json) {
-      fmt::print("run {:>2}/{}  {:<16} {:<56} {:>7}  {}\n", i + 1, plan.size(), model.name, search::LayoutKey(l),
-                 search::ToString(r.status),
+      fmt::print("run {:>2}/{}  {:<16} {:<56} {:>7}  {}\n", i + 1, plan.size(), model.name, LayoutKey(l),
+                 ToString(r.status),
                  ok ? fmt::format("{:.4f} s/step", *r.metrics.step_time_s) : r.message);
       std::fflush(stdout);
     }

@@ -33,7 +33,7 @@ inline constexpr int kMaxSweepShapes = 4;
 
 // The model as given, then with twice the global batch, half the hidden size (and heads), and
 // twice the sequence length: the first `count` of these (a variant that cannot be made is skipped).
-std::vector<search::ModelShape> ShapeVariants(const search::ModelShape& model, int count);
+std::vector<ModelShape> ShapeVariants(const ModelShape& model, int count);
 
 // Runs the sweep (progress on stdout unless --json); the ok runs, in order. Failed runs (OOM,
 // crash, timeout) are reported and left out of the fit.

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "search/toml_fields.h"
+#include "base/toml_fields.h"
 
 namespace tunepar {
 
@@ -16,9 +16,9 @@ Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::
   if (!in) return ConfigError(fmt::format("cannot read command config '{}'", path));
   std::stringstream text;
   text << in.rdbuf();
-  Result<toml::table> doc = search::ParseToml(text.str(), path);
+  Result<toml::table> doc = ParseToml(text.str(), path);
   if (!doc.ok()) return doc.status();
-  search::TomlFields f(*doc, path);
+  TomlFields f(*doc, path);
   TUNEPAR_RETURN_IF_ERROR(f.String("command", &o->command, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("metric", metric, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("metric_regex", &o->metric_regex, false));

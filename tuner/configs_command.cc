@@ -4,8 +4,8 @@
 
 #include "base/presets.h"
 #include "runner/hardware_profile.h"
-#include "search/model_shape.h"
-#include "search/space_spec.h"
+#include "base/model_shape.h"
+#include "base/space_spec.h"
 #include "tuner/commands.h"
 #include "tuner/text_table.h"
 
@@ -20,7 +20,7 @@ std::string ListText(const std::vector<int>& v) {
 template <typename T>
 std::string NamesText(const std::vector<T>& v) {
   std::vector<std::string> names;
-  for (const T& x : v) names.emplace_back(search::ToString(x));
+  for (const T& x : v) names.emplace_back(ToString(x));
   return fmt::format("{}", fmt::join(names, ","));
 }
 
@@ -30,7 +30,7 @@ std::string BoolsText(const std::vector<bool>& v) {
   return fmt::format("{}", fmt::join(names, ","));
 }
 
-std::string Sizes(const search::SizeCandidates& c) {
+std::string Sizes(const SizeCandidates& c) {
   return c.divisors_of_world ? "divisors" : ListText(c.values);
 }
 
@@ -46,7 +46,7 @@ Status RunConfigs(const GlobalOptions& global) {
     const std::string origin = fmt::format("preset {}", p.name);
     std::string summary, description;
     if (p.kind == "models") {
-      Result<search::ModelShape> m = search::ParseModelShape(p.text, origin);
+      Result<ModelShape> m = ParseModelShape(p.text, origin);
       if (!m.ok()) return m.status();
       summary = fmt::format("{} params: L {} h {} a {} s {} V {} batch {}", HumanCount(m->Parameters()),
                             m->layers, m->hidden, m->heads, m->seq_len, m->vocab, m->global_batch);
@@ -61,7 +61,7 @@ Status RunConfigs(const GlobalOptions& global) {
       description = h->description;
       hardware.AddRow({h->name, summary, description});
     } else {
-      Result<search::SpaceSpec> s = search::ParseSpaceSpec(p.text, origin);
+      Result<SpaceSpec> s = ParseSpaceSpec(p.text, origin);
       if (!s.ok()) return s.status();
       summary = fmt::format("tp {} pp {} mbs {} prec {} zero {} rc {} sp {} vpp {} flash {}", Sizes(s->tp),
                             Sizes(s->pp), ListText(s->micro_batch), NamesText(s->precision),

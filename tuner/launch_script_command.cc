@@ -11,6 +11,7 @@
 
 #include "base/provenance.h"
 #include "runner/command_backend.h"
+#include "runner/core/supported_knobs.h"
 #include "runner/core_backend.h"
 #include "runner/launch_environment.h"
 #include "runner/launch_script.h"
@@ -20,6 +21,7 @@
 #include "tuner/commands.h"
 #include "tuner/core_backend_config.h"
 #include "tuner/problem.h"
+#include "tuner/study_context.h"
 #include "tuner/study_lookup.h"
 #include "tuner/trial_records.h"
 
@@ -41,140 +43,63 @@ struct LaunchScriptOptions {
 };
 
 struct Chosen {
-  search::ModelShape model;
+  ModelShape model;
   runner::HardwareProfile hardware;
-  search::Layout layout;
+  Layout layout;
   std::string origin;  // why this layout
 };
 
-Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
-  Result<store::StoreView> view = store::ReadStore(global.store);
-  if (!view.ok()) return view.status();
-  std::string name = o.study;
-  if (name.empty()) {
-    if (view->studies.size() != 1) {
-      return InvalidArgument(
-          view->studies.empty()
-              ? fmt::format("store '{}' has no study: name one, or give --layout with "
-                            "--model and --hardware",
-                            global.store)
-              : fmt::format("store '{}' has {} studies: name one", global.store, view->studies.size()));
-    }
-    name = view->studies.front().name;
-  }
-  Result<store::StudyRecord> study = FindStudy(*view, global.store, name);
-  if (!study.ok()) return study.status();
-  Chosen c;
-  Result<search::ModelShape> model = search::ParseModelShape(study->model_toml, "study model");
-  if (!model.ok()) return model.status();
-  Result<runner::HardwareProfile> hw = runner::ParseHardwareProfile(study->hardware_toml, "study hardware");
-  if (!hw.ok()) return hw.status();
-  c.model = *model;
-  c.hardware = *hw;
-  if (!o.layout_key.empty()) {
-    Result<search::Layout> l = search::ParseLayoutKey(o.layout_key);
-    if (!l.ok()) return l.status().WithContext("--layout");
-    c.layout = *l;
-    c.origin = fmt::format("layout given for study {}", study->name);
-    return c;
-  }
-  const store::TrialRecord* best = nullptr;
-  for (const store::TrialRecord& t : view->trials) {
-    if (t.study_id != study->id || !ObjectiveOf(t)) continue;
-    if (best == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*best)) best = &t;
-  }
-  if (best == nullptr)
-    return InvalidArgument(fmt::format("study {} has no successful trial yet", study->name));
-  c.layout = best->layout;
-  c.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s{}", study->name,
-                         study->backend, best->node_id, best->number, best->tokens_per_s.value_or(0),
-                         study->backend == "model" ? " predicted" : " measured");
-  return c;
+Result<store::StudyRecord> OnlyStudy(const GlobalOptions& global, const store::StoreView& view) {
+  if (view.studies.size() == 1) return view.studies.front();
+  return InvalidArgument(view.studies.empty()
+                             ? fmt::format("store '{}' has no study: name one, or give --layout with --model and "
+                                           "--hardware",
+                                           global.store)
+                             : fmt::format("store '{}' has {} studies: name one", global.store, view.studies.size()));
 }
 
-Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o) {
-  Chosen c;
-  if (!o.study.empty() || o.layout_key.empty()) {
-    Result<Chosen> chosen = ChooseFromStudy(global, o);
-    if (!chosen.ok()) return chosen.status();
-    c = std::move(*chosen);
-  } else {
-    Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
-    if (!problem.ok()) return problem.status();
-    Result<search::Layout> l = search::ParseLayoutKey(o.layout_key);
-    if (!l.ok()) return l.status().WithContext("--layout");
-    c = {problem->model, problem->hardware, *l, "layout given"};
-  }
-  TUNEPAR_RETURN_IF_ERROR(CheckWorld(c.layout.World(), c.hardware));
-  Result<runner::PerformanceModel> pm = runner::PerformanceModel::Create(c.model, c.hardware);
-  if (!pm.ok()) return pm.status();
-  TUNEPAR_RETURN_IF_ERROR(pm->CheckLayout(c.layout));
-  const runner::Prediction prediction = pm->Predict(c.layout);
-
-  runner::LaunchScriptRequest r;
-  r.model = c.model;
-  r.hardware = c.hardware;
-  r.layout = c.layout;
-  r.time = o.time;
-  r.partition = o.partition;
-  r.account = o.account;
-  r.job_name = o.job_name.empty() ? "tunepar-" + c.model.name : o.job_name;
-  std::string template_command = o.training_command;
-  if (template_command.empty() && !o.command_config.empty()) {
-    CommandFlags flags;
-    flags.config_file = o.command_config;
-    flags.metric_regex = "(x)";  // only the command is used here
-    Result<runner::CommandBackendOptions> config = ResolveCommandOptions(flags);
-    if (!config.ok()) return config.status();
-    template_command = config->command;
-  }
-  if (!template_command.empty()) {
-    runner::TrialContext context;
-    context.trial_id = "launch";
-    context.trial_dir = "$job_dir";
-    context.world = c.layout.World();
-    context.gpus_per_node = c.hardware.gpus_per_node;
-    context.model = &c.model;
-    Result<std::string> expanded = runner::ExpandCommand(template_command, c.layout, context);
-    if (!expanded.ok()) return expanded.status();
-    r.training_command = *expanded;
-    // A command config for the command backend launches the job itself (srun ... python ...);
-    // here the script's srun does, with the profile's masks: keep the per-rank program.
-    for (const char* launcher : {"srun ", "mpirun "}) {
-      if (r.training_command.rfind(launcher, 0) != 0) continue;
-      size_t program = std::string::npos;
-      for (const char* p : {" python", " torchrun", " bash ", " ./", " /"})
-        program = std::min(program, r.training_command.find(p));
-      if (program == std::string::npos) {
-        return InvalidArgument(
-            fmt::format("the command starts its own {}launcher; give --training-command with the "
-                        "program every rank runs",
-                        launcher));
-      }
-      r.training_command = r.training_command.substr(program + 1);
-    }
-  } else {
-    if (c.layout.seq_parallel || c.layout.flash_attention || c.layout.virtual_stages != 1) {
+// A command config for the command backend launches the job itself (srun ... python ...); the
+// script's srun does here, with the profile's masks: keep the program every rank runs.
+Result<std::string> WithoutLauncher(std::string command) {
+  for (const char* launcher : {"srun ", "mpirun "}) {
+    if (command.rfind(launcher, 0) != 0) continue;
+    size_t program = std::string::npos;
+    for (const char* p : {" python", " torchrun", " bash ", " ./", " /"}) program = std::min(program, command.find(p));
+    if (program == std::string::npos) {
       return InvalidArgument(fmt::format(
-          "tunepar-core cannot run {} (sequence parallelism, flash attention or interleaving): give "
-          "--command-config configs/commands/megatron-deepspeed.toml or --training-command",
-          search::LayoutKey(c.layout)));
+          "the command starts its own {}launcher; give --training-command with the program every rank runs", launcher));
     }
-    Result<std::string> core = FindCoreBinary(o.core);
-    if (!core.ok()) return core.status();
-    r.model_toml = runner::ModelToml(c.model);
-    r.training_command = fmt::format(
-        "{} --model \"$TUNEPAR_MODEL\" --layout {} --steps {} --warmup 5 --memory-cap {:.0f} -o "
-        "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
-        runner::ShellQuote(*core), search::LayoutKey(c.layout), o.core_steps, c.hardware.MemoryBytes());
+    command = command.substr(program + 1);
   }
-  r.header = fmt::format(
-      "# Launch script written by tunepar {} ({}) on {}.\n# Layout {}: {}.\n# Model {} ({} parameters) on {} "
-      "({} x {}).\n# The performance model predicts {:.3f} s/step, {:.0f} tokens/s, {:.1f} GB per device.\n",
-      Version(), GitRevision(), UtcNow(), search::LayoutKey(c.layout), c.origin, c.model.name,
-      static_cast<int64_t>(c.model.Parameters()), c.hardware.name, c.hardware.gpus_per_node,
-      c.hardware.device_name, prediction.step_time_s, prediction.tokens_per_s, prediction.memory_bytes / 1e9);
-  const std::string script = runner::LaunchScript(r);
+  return command;
+}
+
+Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& c, runner::LaunchScriptRequest* r) {
+  if (Status supported = CheckSupported(c.layout, core::kSupportedKnobs, "tunepar-core"); !supported.ok()) {
+    return InvalidArgument(supported.message() +
+                           "; give --command-config configs/commands/megatron-deepspeed.toml or --training-command");
+  }
+  Result<std::string> core = FindCoreBinary(o.core);
+  if (!core.ok()) return core.status();
+  r->model_toml = runner::ModelToml(c.model);
+  r->training_command = fmt::format(
+      "{} --model \"$TUNEPAR_MODEL\" --layout {} --steps {} --warmup 5 --memory-cap {:.0f} -o "
+      "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
+      runner::ShellQuote(*core), LayoutKey(c.layout), o.core_steps, c.hardware.MemoryBytes());
+  return Status::Ok();
+}
+
+std::string ScriptHeader(const Chosen& c, const runner::Prediction& prediction) {
+  return fmt::format(
+      "# Launch script written by tunepar {} ({}) on {}.\n# Layout {}: {}.\n# Model {} ({} parameters) on {} ({} x "
+      "{}).\n# The performance model predicts {:.3f} s/step, {:.0f} tokens/s, {:.1f} GB per device (one rank per "
+      "device, as this script places them).\n",
+      Version(), GitRevision(), UtcNow(), LayoutKey(c.layout), c.origin, c.model.name,
+      static_cast<int64_t>(c.model.Parameters()), c.hardware.name, c.hardware.gpus_per_node, c.hardware.device_name,
+      prediction.step_time_s, prediction.tokens_per_s, prediction.memory_bytes / 1e9);
+}
+
+Status WriteScript(const LaunchScriptOptions& o, const Chosen& c, const std::string& script) {
   if (o.output.empty()) {
     fmt::print("{}", script);
     return Status::Ok();
@@ -185,10 +110,103 @@ Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o
     if (!out) return InvalidArgument(fmt::format("cannot write '{}'", o.output));
   }
   chmod(o.output.c_str(), 0755);
-  fmt::print(stderr, "wrote {}: {} on {} nodes; submit with: sbatch {}\n", o.output,
-             search::LayoutKey(c.layout),
+  fmt::print(stderr, "wrote {}: {} on {} nodes; submit with: sbatch {}\n", o.output, LayoutKey(c.layout),
              (c.layout.World() + c.hardware.gpus_per_node - 1) / c.hardware.gpus_per_node, o.output);
   return Status::Ok();
+}
+
+// The layout given (it must be legal in the study's space, as the study's backend restricts
+// it), or the study's best trial, with where it ran.
+Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  Result<store::StoreView> view = store::ReadStore(global.store);
+  if (!view.ok()) return view.status();
+  Result<store::StudyRecord> study = o.study.empty() ? OnlyStudy(global, *view) : FindStudy(*view, global.store, o.study);
+  if (!study.ok()) return study.status();
+  std::vector<store::TrialRecord> trials;
+  for (const store::TrialRecord& t : view->trials) {
+    if (t.study_id == study->id) trials.push_back(t);
+  }
+  Result<StudyContext> context = MakeStudyContext(*study, PlacementOfTrials(trials));
+  if (!context.ok()) return context.status();
+  Chosen c{context->problem.model, context->problem.hardware, {}, ""};
+  if (!o.layout_key.empty()) {
+    Result<Layout> l = ParseLayoutKey(o.layout_key);
+    if (!l.ok()) return l.status().WithContext("--layout");
+    TUNEPAR_RETURN_IF_ERROR(search::CheckLegal(context->Query(), *l).WithContext("study " + study->name));
+    c.layout = *l;
+    c.origin = fmt::format("layout given for study {}", study->name);
+    return c;
+  }
+  const store::TrialRecord* best = nullptr;
+  for (const store::TrialRecord& t : trials) {
+    if (ObjectiveOf(t) && (best == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*best))) best = &t;
+  }
+  if (best == nullptr) return InvalidArgument(fmt::format("study {} has no successful trial yet", study->name));
+  c.layout = best->layout;
+  c.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", study->name,
+                         study->backend, best->node_id, best->number, best->tokens_per_s.value_or(0),
+                         study->backend == "model" ? "predicted"
+                                                   : fmt::format("measured with {} ranks per node",
+                                                                 context->PlacedRanksPerNode()));
+  return c;
+}
+
+Result<Chosen> ChooseLayout(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  if (!o.study.empty() || o.layout_key.empty()) return ChooseFromStudy(global, o);
+  Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
+  if (!problem.ok()) return problem.status();
+  Result<Layout> l = ParseLayoutKey(o.layout_key);
+  if (!l.ok()) return l.status().WithContext("--layout");
+  return Chosen{problem->model, problem->hardware, *l, "layout given"};
+}
+
+// The command every rank runs: the template (given, or a command config's) with the layout's
+// values, without a launcher of its own; else tunepar-core, when it can run the layout.
+Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& c, runner::LaunchScriptRequest* r) {
+  std::string template_command = o.training_command;
+  if (template_command.empty() && !o.command_config.empty()) {
+    CommandFlags flags;
+    flags.config_file = o.command_config;
+    flags.metric_regex = "(x)";  // only the command is used here
+    Result<runner::CommandBackendOptions> config = ResolveCommandOptions(flags);
+    if (!config.ok()) return config.status();
+    template_command = config->command;
+  }
+  if (template_command.empty()) return SetCoreCommand(o, c, r);
+  runner::TrialContext context;
+  context.trial_id = "launch";
+  context.trial_dir = "$job_dir";
+  context.world = c.layout.World();
+  context.gpus_per_node = c.hardware.gpus_per_node;
+  context.model = &c.model;
+  Result<std::string> expanded = runner::ExpandCommand(template_command, c.layout, context);
+  if (!expanded.ok()) return expanded.status();
+  Result<std::string> program = WithoutLauncher(*expanded);
+  if (!program.ok()) return program.status();
+  r->training_command = *program;
+  return Status::Ok();
+}
+
+Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  Result<Chosen> chosen = ChooseLayout(global, o);
+  if (!chosen.ok()) return chosen.status();
+  const Chosen& c = *chosen;
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(c.layout.World(), c.hardware));
+  // The script places one rank per device: so does the prediction it quotes.
+  Result<runner::PerformanceModel> pm = runner::PerformanceModel::Create(c.model, c.hardware);
+  if (!pm.ok()) return pm.status();
+  TUNEPAR_RETURN_IF_ERROR(pm->CheckLayout(c.layout));
+  runner::LaunchScriptRequest r;
+  r.model = c.model;
+  r.hardware = c.hardware;
+  r.layout = c.layout;
+  r.time = o.time;
+  r.partition = o.partition;
+  r.account = o.account;
+  r.job_name = o.job_name.empty() ? "tunepar-" + c.model.name : o.job_name;
+  TUNEPAR_RETURN_IF_ERROR(SetTrainingCommand(o, c, &r));
+  r.header = ScriptHeader(c, pm->Predict(c.layout));
+  return WriteScript(o, c, runner::LaunchScript(r));
 }
 
 }  // namespace

@@ -30,10 +30,10 @@ Status Positive(const char* flag, int64_t value) {
   return Status::Ok();
 }
 
-Result<search::Layout> LayoutFromOptions(const PredictOptions& o, int world,
-                                         const search::ModelShape& model) {
+Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
+                                         const ModelShape& model) {
   if (!o.layout_key.empty()) {
-    Result<search::Layout> l = search::ParseLayoutKey(o.layout_key);
+    Result<Layout> l = ParseLayoutKey(o.layout_key);
     if (!l.ok()) return l.status();
     if (l->World() != world)
       return InvalidArgument(
@@ -48,7 +48,7 @@ Result<search::Layout> LayoutFromOptions(const PredictOptions& o, int world,
     return InvalidArgument(fmt::format("--zero must be 0 or 1, got {}", o.zero));
   if (world % (o.tp * o.pp) != 0)
     return InvalidArgument(fmt::format("--tp {} x --pp {} does not divide --world {}", o.tp, o.pp, world));
-  search::Layout l;
+  Layout l;
   l.tp = static_cast<int>(o.tp);
   l.pp = static_cast<int>(o.pp);
   l.dp = world / (l.tp * l.pp);
@@ -58,9 +58,9 @@ Result<search::Layout> LayoutFromOptions(const PredictOptions& o, int world,
                                        model.global_batch, l.micro_batch, l.dp));
   }
   l.num_micro_batches = model.global_batch / (l.micro_batch * l.dp);
-  Result<search::Precision> precision = search::ParsePrecision(o.precision);
+  Result<Precision> precision = ParsePrecision(o.precision);
   if (!precision.ok()) return precision.status().WithContext("--precision");
-  Result<search::Recompute> recompute = search::ParseRecompute(o.recompute);
+  Result<Recompute> recompute = ParseRecompute(o.recompute);
   if (!recompute.ok()) return recompute.status().WithContext("--recompute");
   l.precision = *precision;
   l.recompute = *recompute;
@@ -84,7 +84,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
     problem->model.global_batch = static_cast<int>(o.gbs);
   }
   const int world = static_cast<int>(o.problem.world);
-  Result<search::Layout> layout = LayoutFromOptions(o, world, problem->model);
+  Result<Layout> layout = LayoutFromOptions(o, world, problem->model);
   if (!layout.ok()) return layout.status();
   Result<runner::PerformanceModel> model =
       runner::PerformanceModel::Create(problem->model, problem->hardware);
@@ -94,7 +94,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
 
   if (global.json) {
     nlohmann::json j = nlohmann::json::parse(runner::PredictionJson(p));
-    j["layout"] = search::LayoutKey(*layout);
+    j["layout"] = LayoutKey(*layout);
     j["world"] = world;
     j["model"] = problem->model.name;
     j["hardware"] = problem->hardware.name;
@@ -107,13 +107,13 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   fmt::print("tunepar predict: {} ({} parameters) on {}, world {}, global batch {}\n", problem->model.name,
              HumanCount(problem->model.Parameters()), problem->hardware.name, world,
              problem->model.global_batch);
-  fmt::print("layout {}\n\n", search::LayoutKey(*layout));
+  fmt::print("layout {}\n\n", LayoutKey(*layout));
   fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {:.1f}   MFU {:.1f}%\n", Seconds(p.step_time_s),
              WithCommas(static_cast<int64_t>(p.tokens_per_s)), p.tflops_per_gpu, 100 * p.mfu);
   fmt::print(
       "(model FLOPs 72 B L s h^2 (1 + s/6h + V/12hL) per step, recomputation not counted; MFU against the\n"
       " {} dense peak of {:g} TFLOP/s)\n\n",
-      search::ToString(layout->precision), problem->hardware.PeakFlops(layout->precision) / 1e12);
+      ToString(layout->precision), problem->hardware.PeakFlops(layout->precision) / 1e12);
   TextTable time;
   time.AddColumn("time per step", TextTable::Align::kLeft);
   time.AddColumn("seconds");

@@ -5,23 +5,27 @@
 namespace tunepar {
 
 Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space) {
-  Problem p;
   Result<ConfigText> m = ResolveConfig("models", model);
   if (!m.ok()) return m.status();
   Result<ConfigText> h = ResolveConfig("hardware", hardware);
   if (!h.ok()) return h.status();
   Result<ConfigText> s = ResolveConfig("spaces", space);
   if (!s.ok()) return s.status();
-  p.model_text = std::move(*m);
-  p.hardware_text = std::move(*h);
-  p.space_text = std::move(*s);
+  return ParseProblem(std::move(*m), std::move(*h), std::move(*s));
+}
 
-  Result<search::ModelShape> shape = search::ParseModelShape(p.model_text.text, p.model_text.origin);
+Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText space) {
+  Problem p;
+  p.model_text = std::move(model);
+  p.hardware_text = std::move(hardware);
+  p.space_text = std::move(space);
+
+  Result<ModelShape> shape = ParseModelShape(p.model_text.text, p.model_text.origin);
   if (!shape.ok()) return shape.status();
   Result<runner::HardwareProfile> profile =
       runner::ParseHardwareProfile(p.hardware_text.text, p.hardware_text.origin);
   if (!profile.ok()) return profile.status();
-  Result<search::SpaceSpec> spec = search::ParseSpaceSpec(p.space_text.text, p.space_text.origin);
+  Result<SpaceSpec> spec = ParseSpaceSpec(p.space_text.text, p.space_text.origin);
   if (!spec.ok()) return spec.status();
   p.model = std::move(*shape);
   p.hardware = std::move(*profile);

@@ -6,21 +6,24 @@
 
 #include "base/status.h"
 #include "runner/hardware_profile.h"
-#include "search/model_shape.h"
+#include "base/model_shape.h"
 #include "search/space.h"
-#include "search/space_spec.h"
+#include "base/space_spec.h"
 #include "base/presets.h"
 
 namespace tunepar {
 
 struct Problem {
   ConfigText model_text, hardware_text, space_text;
-  search::ModelShape model;
+  ModelShape model;
   runner::HardwareProfile hardware;
-  search::SpaceSpec space;
+  SpaceSpec space;
 };
 
 Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space);
+
+// Parses and validates the three configs (as LoadProblem, from texts already at hand).
+Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText space);
 
 // Checks the world size against the hardware: positive, and whole nodes once it spans more
 // than one node (tensor-parallel groups are placed innermost, within a node).

@@ -3,6 +3,8 @@
 // user's program; `local`, `slurm`: tunepar-core through mpirun or srun) a Bayesian search
 // proposes the trials. Without --backend: `slurm` inside an allocation, else `model`. Either
 // way every trial is recorded in this node's shard, and a study found in the store is resumed.
+#include <memory>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -38,84 +40,102 @@ struct SearchOptions {
   CoreFlags core;
 };
 
-Status RunSearch(const GlobalOptions& global, SearchOptions o) {
-  if (o.bayes.budget < 1)
-    return InvalidArgument(fmt::format("--budget must be at least 1, got {}", o.bayes.budget));
-  if (o.bayes.batch < 1)
-    return InvalidArgument(fmt::format("--batch must be at least 1, got {}", o.bayes.batch));
+Status CheckSearchOptions(const SearchOptions& o) {
+  if (o.bayes.budget < 1) return InvalidArgument(fmt::format("--budget must be at least 1, got {}", o.bayes.budget));
+  if (o.bayes.batch < 1) return InvalidArgument(fmt::format("--batch must be at least 1, got {}", o.bayes.batch));
   if (o.seed < 0) return InvalidArgument(fmt::format("--seed must be non-negative, got {}", o.seed));
   if (o.early_stop_gain < 0 || o.early_stop_probability <= 0 || o.early_stop_probability >= 1)
     return InvalidArgument("--early-stop GAIN needs GAIN >= 0 and --early-stop-probability in (0, 1)");
-  o.bayes.seed = static_cast<uint64_t>(o.seed);
-  o.bayes.top = o.top;
-  o.bayes.acquisition = o.acquisition == "ucb" ? search::AcquisitionKind::kUpperConfidenceBound
-                                               : search::AcquisitionKind::kLogExpectedImprovement;
-  if (o.early_stop_gain > 0) o.bayes.early_stop = std::make_pair(o.early_stop_gain, o.early_stop_probability);
+  return Status::Ok();
+}
 
+// The backend that measures (command, local or slurm), set up from the flags; checks that need
+// the problem but touch nothing on disk come first, so bad input leaves the store alone.
+Result<std::unique_ptr<runner::Backend>> MeasuringBackend(const SearchOptions& o) {
+  if (o.backend == "command") {
+    Result<runner::CommandBackendOptions> command = ResolveCommandOptions(o.command);
+    if (!command.ok()) return command.status();
+    return std::unique_ptr<runner::Backend>(std::make_unique<runner::CommandBackend>(std::move(*command)));
+  }
+  Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
+  if (!problem.ok()) return problem.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
+  Result<runner::CoreBackendOptions> core =
+      ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
+                         problem->hardware, static_cast<int>(o.problem.world), o.command.timeout_s);
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<runner::Backend>(
+      std::make_unique<runner::CoreBackend>(std::move(*core), problem->model, problem->hardware));
+}
+
+// What decides the proposals is part of the study (resuming with another seed or command would
+// not continue the same search); where the core runs (the allocation) is not, so a study can
+// continue in another allocation. Canonical JSON: the study id hashes it.
+std::string BackendSettingsJson(const SearchOptions& o, const StudySettings& settings, const runner::Backend* backend) {
+  nlohmann::json j = {{"performance_model", runner::kPerformanceModelId}};
+  if (const auto* command = dynamic_cast<const runner::CommandBackend*>(backend)) {
+    j["command"] = command->options().command;
+    j["metric"] = runner::ToString(command->options().metric);
+    j["metric_regex"] = command->options().metric_regex;
+    j["metric_json"] = command->options().metric_json;
+  }
+  if (dynamic_cast<const runner::CoreBackend*>(backend) != nullptr) {
+    j["core"] = {{"steps", o.core.steps},
+                 {"warmup", o.core.warmup},
+                 {"slice", o.core.slice},
+                 {"knobs", PinnedKnobs(backend->SupportedKnobs())}};
+  }
+  if (backend != nullptr) {
+    j["seed"] = settings.seed;
+    j["acquisition"] = settings.acquisition;
+  }
+  return j.dump();
+}
+
+SessionRequest MakeSessionRequest(const SearchOptions& o, const runner::Backend* backend) {
+  SessionRequest r{o.problem.model, o.problem.hardware, o.problem.space, o.problem.world, {}, o.study,
+                   o.node_id,       o.work_dir,         o.new_study,     o.resume_only};
+  r.settings.backend = o.backend;
+  // The model backend's exhaustive search has no proposals to seed or choose.
+  r.settings.seed = backend != nullptr ? o.seed : 0;
+  r.settings.acquisition = backend != nullptr ? o.acquisition : "logei";
+  r.settings.backend_settings = BackendSettingsJson(o, r.settings, backend);
+  if (backend != nullptr) {
+    r.support = backend->SupportedKnobs();
+    r.ranks_per_node = backend->RanksPerNode(static_cast<int>(o.problem.world));
+  }
+  return r;
+}
+
+BayesianSearchOptions BayesOptions(const SearchOptions& o) {
+  BayesianSearchOptions b = o.bayes;
+  b.top = o.top;
+  if (o.early_stop_gain > 0) b.early_stop = std::make_pair(o.early_stop_gain, o.early_stop_probability);
+  return b;
+}
+
+Status RunSearch(const GlobalOptions& global, SearchOptions o) {
+  TUNEPAR_RETURN_IF_ERROR(CheckSearchOptions(o));
   if (o.backend == "auto") {
     std::string why;
     o.backend = AutomaticBackend(&why);
     if (!global.json) fmt::print("{}\n", why);
   }
-  const bool core_backend = o.backend == "local" || o.backend == "slurm";
-  SessionRequest request{o.problem.model, o.problem.hardware, o.problem.space, o.problem.world, {}, o.study,
-                         o.node_id,       o.work_dir,         o.new_study,     o.resume_only};
-  request.settings.backend = o.backend;
-  request.core_knobs_only = core_backend;
-  nlohmann::json settings = {{"performance_model", runner::kPerformanceModelId}};
-  std::optional<runner::CommandBackendOptions> command;
-  if (o.backend == "command") {
-    Result<runner::CommandBackendOptions> resolved = ResolveCommandOptions(o.command);
-    if (!resolved.ok()) return resolved.status();
-    command = std::move(*resolved);
-    // What decides the proposals is part of the study: resuming with another seed or command
-    // would not continue the same search.
-    settings["command"] = command->command;
-    settings["metric"] = runner::ToString(command->metric);
-    settings["metric_regex"] = command->metric_regex;
-    settings["metric_json"] = command->metric_json;
-    settings["seed"] = o.seed;
-    settings["acquisition"] = o.acquisition;
+  std::unique_ptr<runner::Backend> backend;
+  if (o.backend != "model") {
+    Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(o);
+    if (!made.ok()) return made.status();
+    backend = std::move(*made);
   }
-  if (core_backend) {
-    // The core's knobs and what a measurement is; where it runs (the allocation) is not part
-    // of the study, so a study can continue in another allocation.
-    settings["core"] = {{"steps", o.core.steps},
-                        {"warmup", o.core.warmup},
-                        {"slice", o.core.slice},
-                        {"knobs", "sp0 vpp1 fa0"}};
-    settings["seed"] = o.seed;
-    settings["acquisition"] = o.acquisition;
-  }
-  request.settings.backend_settings = settings.dump();
-
-  // Checks that need the problem but touch nothing on disk come first: bad input leaves the
-  // store alone.
-  std::optional<runner::CoreBackendOptions> core;
-  if (core_backend) {
-    Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
-    if (!problem.ok()) return problem.status();
-    TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
-    Result<runner::CoreBackendOptions> resolved =
-        ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
-                           problem->hardware, static_cast<int>(o.problem.world), o.command.timeout_s);
-    if (!resolved.ok()) return resolved.status();
-    core = std::move(*resolved);
-  }
-
-  Result<StudySession> session = OpenStudySession(global, request);
+  Result<StudySession> session = OpenStudySession(global, MakeSessionRequest(o, backend.get()));
   if (!session.ok()) return session.status();
-  if (o.backend == "model") return RunExhaustiveSearch(global, *session, o.top);
-  if (core_backend) {
-    runner::CoreBackend backend(*core, session->problem.model, session->problem.hardware);
-    if (!global.json && core->slice != runner::SliceMode::kNever) {
-      fmt::print("slice trials: {} (a trial holds at most {} ranks here)\n", runner::ToString(core->slice),
-                 core->capacity);
-    }
-    return RunBayesianSearch(global, *session, backend, o.bayes);
+  if (backend == nullptr) return RunExhaustiveSearch(global, *session, o.top);
+  if (const auto* core = dynamic_cast<const runner::CoreBackend*>(backend.get());
+      core != nullptr && !global.json && core->options().slice != runner::SliceMode::kNever) {
+    fmt::print("slice trials: {} (a trial holds at most {} ranks here)\n", runner::ToString(core->options().slice),
+               core->options().capacity);
   }
-  runner::CommandBackend backend(*command);
-  return RunBayesianSearch(global, *session, backend, o.bayes);
+  return RunBayesianSearch(global, *session, *backend, BayesOptions(o));
 }
 
 }  // namespace

@@ -16,12 +16,12 @@ namespace tunepar {
 // Every legal layout not yet in the study, predicted and recorded in one transaction.
 Status RunExhaustiveSearch(const GlobalOptions& global, StudySession& session, int top);
 
+// How long and how a Bayesian search runs (what it proposes, from the seed and the acquisition,
+// is the study's: StudyContext::proposer_options).
 struct BayesianSearchOptions {
   int budget = 20;           // finished trials in the study (all nodes)
   double time_budget_s = 0;  // 0: none
   int batch = 1;             // trials proposed, and run, at a time
-  search::AcquisitionKind acquisition = search::AcquisitionKind::kLogExpectedImprovement;
-  uint64_t seed = 0;
   std::optional<std::pair<double, double>> early_stop;  // (gain, probability)
   double lease_s = 120;                                 // a running trial's lease, renewed every lease/4
   int failures_to_abort = 3;  // this many identical failures and no success end the run

@@ -61,12 +61,12 @@ Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
     j["encoded_dimensions"] = dims;
     if (o.list) {
       nlohmann::json keys = nlohmann::json::array();
-      for (const search::Layout& l : e->legal) keys.push_back(search::LayoutKey(l));
+      for (const Layout& l : e->legal) keys.push_back(LayoutKey(l));
       j["layouts"] = keys;
     }
     fmt::print("{}\n", j.dump(2));
   } else if (o.list) {
-    for (const search::Layout& l : e->legal) fmt::print("{}\n", search::LayoutKey(l));
+    for (const Layout& l : e->legal) fmt::print("{}\n", LayoutKey(l));
   } else {
     const int nodes = (query.world + query.gpus_per_node - 1) / query.gpus_per_node;
     fmt::print("Space '{}' for model {} on {}, world {} ({} node{} x {} GPUs)\n", problem->space.name,

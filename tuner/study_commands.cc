@@ -82,9 +82,9 @@ Status RunList(const GlobalOptions& global) {
     const auto ranked = RankByThroughput(trials);
     int64_t ok = 0, failed = 0;
     for (const store::TrialRecord& r : trials) {
-      if (r.status == search::TrialStatus::kOk)
+      if (r.status == TrialStatus::kOk)
         ++ok;
-      else if (search::IsFinished(r.status))
+      else if (IsFinished(r.status))
         ++failed;
     }
     t.AddRow({s.name, s.model_name, s.hardware_name, std::to_string(s.world), s.backend,
@@ -180,13 +180,13 @@ Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
         "peak_memory_bytes,predicted_step_time_s,predicted_tokens_per_s,predicted_memory_bytes,backend,hosts,"
         "started_at,finished_at,message\n";
     for (const store::TrialRecord& t : trials) {
-      const search::Layout& l = t.layout;
+      const Layout& l = t.layout;
       text += fmt::format(
           "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-          CsvField(study->name), CsvField(t.node_id), t.number, search::LayoutKey(l), l.tp, l.pp, l.dp,
-          l.micro_batch, l.num_micro_batches, search::ToString(l.precision), l.zero,
-          search::ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0,
-          search::ToString(t.status), t.attempt, CsvNumber(t.step_time_s), CsvNumber(t.tokens_per_s),
+          CsvField(study->name), CsvField(t.node_id), t.number, LayoutKey(l), l.tp, l.pp, l.dp,
+          l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero,
+          ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0,
+          ToString(t.status), t.attempt, CsvNumber(t.step_time_s), CsvNumber(t.tokens_per_s),
           CsvNumber(t.tflops_per_gpu), CsvNumber(t.peak_memory_bytes), CsvNumber(t.predicted_step_time_s),
           CsvNumber(t.predicted_tokens_per_s), CsvNumber(t.predicted_memory_bytes), CsvField(t.backend),
           CsvField(t.hosts), t.started_at, t.finished_at, CsvField(t.message));

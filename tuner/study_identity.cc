@@ -72,6 +72,9 @@ store::StudyRecord MakeStudyRecord(const Problem& p, const StudySettings& s, std
   r.backend_settings = s.backend_settings;
   r.created_at = UtcNow();
   r.created_by = std::move(node_id);
+  r.seed = s.seed;
+  r.acquisition = s.acquisition;
+  r.pinned_knobs = s.pinned_knobs;
   return r;
 }
 

@@ -17,6 +17,10 @@ struct StudySettings {
   std::string backend = "model";
   std::string backend_settings = "{}";  // JSON object, canonical (sorted keys)
   std::string salt;  // "" normally; "2", "3", ... for a fresh study of the same inputs (--new)
+  // What the proposals depend on (backend_settings holds them too, for the id).
+  int64_t seed = 0;
+  std::string acquisition = "logei";
+  std::string pinned_knobs;  // knob values the backend cannot run (PinnedKnobs), e.g. "sp0 vpp1 fa0"
 };
 
 // TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number

@@ -1,5 +1,8 @@
 #include "tuner/study_session.h"
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -8,97 +11,160 @@
 
 namespace tunepar {
 
+namespace {
+
+// The study these inputs make (not yet stored), and its context: every check on the inputs,
+// before anything touches the disk, so that bad input leaves the store alone.
+struct Proposed {
+  Problem problem;
+  StudySettings settings;
+  store::StudyRecord study;
+};
+
+Result<Proposed> ProposeStudy(const SessionRequest& r) {
+  Proposed p;
+  Result<Problem> problem = LoadProblem(r.model, r.hardware, r.space);
+  if (!problem.ok()) return problem.status();
+  p.problem = std::move(*problem);
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(r.world, p.problem.hardware));
+  p.settings = r.settings;
+  p.settings.world = static_cast<int>(r.world);
+  p.settings.pinned_knobs = PinnedKnobs(r.support);
+  const std::string id = StudyId(p.problem, p.settings);
+  const std::string name = r.study.empty() ? DefaultStudyName(p.problem, p.settings, id) : r.study;
+  p.study = MakeStudyRecord(p.problem, p.settings, id, name, "");
+  Result<StudyContext> context = MakeStudyContext(p.study, r.ranks_per_node);
+  if (!context.ok()) return context.status();
+  return p;
+}
+
+Status CheckResumable(const GlobalOptions& global, const SessionRequest& r) {
+  if (!r.resume_only) return Status::Ok();
+  Result<store::StoreView> existing = store::ReadStore(global.store, {"-", ""});
+  if (!existing.ok()) return existing.status();
+  if (!existing->exists) {
+    return NotFound(fmt::format("no study to resume: store '{}' does not exist (drop --resume-only to start one)",
+                                global.store));
+  }
+  return Status::Ok();
+}
+
+const store::StudyRecord* FindById(const std::vector<store::StudyRecord>& studies, const std::string& id) {
+  auto it = std::find_if(studies.begin(), studies.end(), [&](const store::StudyRecord& s) { return s.id == id; });
+  return it == studies.end() ? nullptr : &*it;
+}
+
+const store::StudyRecord* FindByName(const std::vector<store::StudyRecord>& studies, const std::string& name) {
+  auto it =
+      std::find_if(studies.begin(), studies.end(), [&](const store::StudyRecord& s) { return s.name == name; });
+  return it == studies.end() ? nullptr : &*it;
+}
+
+// The stored study these inputs are (resumed), or the new one to store; `resumed` says which.
+Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const SessionRequest& r, Proposed p,
+                                       const std::vector<store::StudyRecord>& studies,
+                                       const std::string& node_id, bool* resumed) {
+  if (r.new_study) {
+    for (int salt = 2; FindById(studies, StudyId(p.problem, p.settings)) != nullptr; ++salt)
+      p.settings.salt = std::to_string(salt);
+  }
+  const std::string id = StudyId(p.problem, p.settings);
+  const std::string name = r.study.empty() ? DefaultStudyName(p.problem, p.settings, id) : r.study;
+  if (const store::StudyRecord* existing = FindById(studies, id)) {
+    if (r.new_study) return InternalError("--new produced an existing study id");
+    if (!r.study.empty() && r.study != existing->name)
+      spdlog::info("these inputs are study '{}'; resuming it (not '{}')", existing->name, r.study);
+    *resumed = true;
+    return *existing;
+  }
+  if (const store::StudyRecord* clash = FindByName(studies, name); clash != nullptr && (!r.study.empty() || r.new_study)) {
+    return InvalidArgument(fmt::format(
+        "study '{}' already exists with a different model, hardware, space, world or search settings; choose "
+        "another --study name",
+        clash->name));
+  }
+  if (r.resume_only) {
+    return NotFound(
+        fmt::format("no study '{}' to resume in store '{}' (drop --resume-only to start it)", name, global.store));
+  }
+  *resumed = false;
+  return MakeStudyRecord(p.problem, p.settings, id, name, node_id);
+}
+
+}  // namespace
+
+void Upsert(std::vector<store::TrialRecord>& trials, const store::TrialRecord& r) {
+  auto it = std::find_if(trials.begin(), trials.end(), [&](const store::TrialRecord& t) {
+    return t.node_id == r.node_id && t.number == r.number;
+  });
+  if (it != trials.end()) {
+    *it = r;
+    return;
+  }
+  trials.insert(std::upper_bound(trials.begin(), trials.end(), r,
+                                 [](const store::TrialRecord& a, const store::TrialRecord& b) {
+                                   return std::tie(a.node_id, a.number) < std::tie(b.node_id, b.number);
+                                 }),
+                r);
+}
+
 Status StudySession::Refresh() {
-  Result<store::StoreView> view = writer->ReadMerged(study.id);
+  Result<store::StoreView> view = writer->ReadMerged(study().id);
   if (!view.ok()) return view.status();
   for (const std::string& w : view->warnings) spdlog::warn("{}", w);
   trials = std::move(view->trials);
   return Status::Ok();
 }
 
-Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionRequest r) {
-  StudySession s;
-  Result<Problem> problem = LoadProblem(r.model, r.hardware, r.space);
-  if (!problem.ok()) return problem.status();
-  s.problem = std::move(*problem);
-  if (r.core_knobs_only) {
-    s.problem.space.seq_parallel = {false};
-    s.problem.space.virtual_stages = {1};
-    s.problem.space.flash_attention = {false};
+Status StudySession::Record(const std::vector<store::TrialRecord>& records) {
+  if (records.empty()) return Status::Ok();
+  TUNEPAR_RETURN_IF_ERROR(writer->PutTrials(records));
+  TUNEPAR_RETURN_IF_ERROR(writer->Publish());
+  if (records.size() < 16) {
+    for (const store::TrialRecord& r : records) Upsert(trials, r);
+    return Status::Ok();
   }
-  TUNEPAR_RETURN_IF_ERROR(CheckWorld(r.world, s.problem.hardware));
-  s.world = static_cast<int>(r.world);
-  const search::SpaceQuery query = MakeSpaceQuery(s.problem, s.world);
-  Result<search::SpaceEnumeration> space = search::EnumerateSpace(query);
-  if (!space.ok()) return space.status();
-  if (space->legal.empty()) return Status(StatusCode::kNoLegalLayout, search::ExplainEmpty(query, *space));
-  s.space = std::move(*space);
-  // The preceding checks touch nothing on disk: bad input leaves the store alone.
-  if (r.resume_only) {
-    Result<store::StoreView> existing = store::ReadStore(global.store, {"-", ""});
-    if (!existing.ok()) return existing.status();
-    if (!existing->exists) {
-      return NotFound(fmt::format(
-          "no study to resume: store '{}' does not exist (drop --resume-only to start one)", global.store));
+  // Many at once (a whole space predicted): replace by key, append the rest, sort once.
+  std::map<std::pair<std::string, int64_t>, size_t> at;
+  for (size_t i = 0; i < trials.size(); ++i) at[{trials[i].node_id, trials[i].number}] = i;
+  for (const store::TrialRecord& r : records) {
+    auto it = at.find({r.node_id, r.number});
+    if (it != at.end()) {
+      trials[it->second] = r;
+    } else {
+      at[{r.node_id, r.number}] = trials.size();
+      trials.push_back(r);
     }
   }
+  std::stable_sort(trials.begin(), trials.end(), [](const store::TrialRecord& a, const store::TrialRecord& b) {
+    return std::tie(a.node_id, a.number) < std::tie(b.node_id, b.number);
+  });
+  return Status::Ok();
+}
 
+Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionRequest r) {
+  Result<Proposed> proposed = ProposeStudy(r);
+  if (!proposed.ok()) return proposed.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckResumable(global, r));
+
+  StudySession s;
   const std::string node_id = r.node_id.empty() ? store::DefaultNodeId() : r.node_id;
-  Result<std::unique_ptr<store::ShardWriter>> writer =
-      store::ShardWriter::Open({global.store, node_id, r.work_dir});
+  Result<std::unique_ptr<store::ShardWriter>> writer = store::ShardWriter::Open({global.store, node_id, r.work_dir});
   if (!writer.ok()) return writer.status();
   s.writer = std::move(*writer);
   Result<store::StoreView> all = s.writer->ReadMerged("-");  // studies only
   if (!all.ok()) return all.status();
   for (const std::string& w : all->warnings) spdlog::warn("{}", w);
-
-  r.settings.world = s.world;
-  auto find_id = [&](const std::string& id) -> const store::StudyRecord* {
-    for (const store::StudyRecord& st : all->studies) {
-      if (st.id == id) return &st;
-    }
-    return nullptr;
-  };
-  auto find_name = [&](const std::string& name) -> const store::StudyRecord* {
-    for (const store::StudyRecord& st : all->studies) {
-      if (st.name == name) return &st;
-    }
-    return nullptr;
-  };
-  if (r.new_study) {
-    for (int salt = 2; find_id(StudyId(s.problem, r.settings)) != nullptr; ++salt)
-      r.settings.salt = std::to_string(salt);
-  }
-  s.settings = r.settings;
-  const std::string id = StudyId(s.problem, s.settings);
-  std::string name = r.study.empty() ? DefaultStudyName(s.problem, s.settings, id) : r.study;
-  if (const store::StudyRecord* existing = find_id(id)) {
-    if (r.new_study) return InternalError("--new produced an existing study id");
-    s.resumed = true;
-    s.study = *existing;
-    if (!r.study.empty() && r.study != existing->name) {
-      spdlog::info("these inputs are study '{}'; resuming it (not '{}')", existing->name, r.study);
-    }
-  } else {
-    if (const store::StudyRecord* clash = find_name(name)) {
-      if (!r.study.empty() || r.new_study) {
-        return InvalidArgument(
-            fmt::format("study '{}' already exists with a different model, hardware, space, world or search "
-                        "settings; choose "
-                        "another --study name",
-                        clash->name));
-      }
-    }
-    if (r.resume_only) {
-      return NotFound(fmt::format("no study '{}' to resume in store '{}' (drop --resume-only to start it)",
-                                  name, global.store));
-    }
-    s.study = MakeStudyRecord(s.problem, s.settings, id, name, node_id);
-  }
-  TUNEPAR_RETURN_IF_ERROR(s.writer->PutStudy(s.study));
+  Result<store::StudyRecord> study =
+      ChooseStudy(global, r, std::move(*proposed), all->studies, node_id, &s.resumed);
+  if (!study.ok()) return study.status();
+  TUNEPAR_RETURN_IF_ERROR(s.writer->PutStudy(*study));
   // Published at once: the node is part of the study from now on (readers see its shard even
   // when the other nodes leave it nothing to run).
   TUNEPAR_RETURN_IF_ERROR(s.writer->Publish());
+  Result<StudyContext> context = MakeStudyContext(*study, r.ranks_per_node);
+  if (!context.ok()) return context.status();
+  s.context = std::move(*context);
   TUNEPAR_RETURN_IF_ERROR(s.Refresh());
   return s;
 }

@@ -1,16 +1,17 @@
-// A search's study, opened in the store: the problem, its legal space, the study's identity and
-// record, this node's shard, and every trial of the study so far (all nodes).
+// A search's study, opened in the store: its context (problem, legal space, model, proposer
+// options; study_context.h), whether it was resumed, this node's shard, and every trial of the
+// study so far (all nodes).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/knob_support.h"
 #include "base/status.h"
-#include "search/space.h"
 #include "store/shard_writer.h"
 #include "tuner/commands.h"
-#include "tuner/problem.h"
+#include "tuner/study_context.h"
 #include "tuner/study_identity.h"
 
 namespace tunepar {
@@ -18,32 +19,34 @@ namespace tunepar {
 struct SessionRequest {
   std::string model, hardware, space;
   int64_t world = 0;
-  StudySettings settings;  // world is filled in from `world`
+  StudySettings settings;  // world and pinned_knobs are filled in from `world` and `support`
   std::string study;       // the name asked for; "" = the default name
   std::string node_id;     // "" = DefaultNodeId()
   std::string work_dir;
   bool new_study = false;    // --new: a fresh study even if one with these inputs exists
   bool resume_only = false;  // --resume-only: the study must exist
-  // The built-in core's knobs only (measuring with tunepar-core): no sequence parallelism,
-  // interleaved stages or flash attention, which it does not implement.
-  bool core_knobs_only = false;
+  KnobSupport support;       // what the backend's program can run (Backend::SupportedKnobs)
+  int ranks_per_node = 0;    // where the backend places the ranks (Backend::RanksPerNode)
 };
 
 struct StudySession {
-  Problem problem;
-  int world = 0;
-  search::SpaceEnumeration space;
-  StudySettings settings;
-  store::StudyRecord study;
+  StudyContext context;
   bool resumed = false;
   std::unique_ptr<store::ShardWriter> writer;
   std::vector<store::TrialRecord> trials;  // of this study, every node, ordered by (node, number)
 
+  const store::StudyRecord& study() const { return context.study; }
   const std::string& node_id() const { return writer->node_id(); }
   // Re-reads the trials (other nodes' published shards and this node's live one).
   Status Refresh();
+  // Writes `records` to this node's shard in one transaction, publishes the shard, and puts
+  // them into `trials` (replacing the rows with the same node and number).
+  Status Record(const std::vector<store::TrialRecord>& records);
 };
 
 Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionRequest request);
+
+// Replaces the record with the same (node, number), or adds it; keeps (node, number) order.
+void Upsert(std::vector<store::TrialRecord>& trials, const store::TrialRecord& record);
 
 }  // namespace tunepar

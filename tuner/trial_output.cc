@@ -13,8 +13,8 @@ std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store:
   std::vector<const store::TrialRecord*> ok;
   std::set<std::string> seen;
   for (const store::TrialRecord& t : trials) {
-    if (t.status != search::TrialStatus::kOk || !t.tokens_per_s) continue;
-    if (!seen.insert(search::LayoutKey(t.layout)).second) continue;
+    if (t.status != TrialStatus::kOk || !t.tokens_per_s) continue;
+    if (!seen.insert(LayoutKey(t.layout)).second) continue;
     ok.push_back(&t);
   }
   std::stable_sort(ok.begin(), ok.end(), [](const store::TrialRecord* a, const store::TrialRecord* b) {
@@ -23,10 +23,10 @@ std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store:
   return ok;
 }
 
-bool Sliced(const store::TrialRecord& r) {
-  if (r.details.find("\"slice\"") == std::string::npos) return false;
-  const nlohmann::json d = nlohmann::json::parse(r.details, nullptr, false);
-  return d.is_object() && d.contains("slice");
+std::string ThroughputText(const store::TrialRecord& t) {
+  if (t.tokens_per_s) return fmt::format("{} tok/s", WithCommas(std::llround(*t.tokens_per_s)));
+  if (!t.metric_kind.empty() && t.metric_value) return fmt::format("{} {:g}", t.metric_kind, *t.metric_value);
+  return "-";
 }
 
 TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool with_status) {
@@ -49,20 +49,20 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
   t.AddColumn("TFLOP/s/GPU");
   t.AddColumn("mem GB");
   const bool any_sliced = !with_status && std::any_of(trials.begin(), trials.end(),
-                                                      [](const store::TrialRecord* r) { return Sliced(*r); });
+                                                      [](const store::TrialRecord* r) { return r->sliced; });
   if (any_sliced) t.AddColumn("measured", A::kLeft);
   int rank = 0;
   for (const store::TrialRecord* r : trials) {
-    const search::Layout& l = r->layout;
+    const Layout& l = r->layout;
     std::vector<std::string> row = {std::to_string(++rank)};
     if (with_status) {
       row.push_back(fmt::format("{}/{}", r->node_id, r->number));
-      row.push_back(std::string(search::ToString(r->status)) + (Sliced(*r) ? " (sliced)" : ""));
+      row.push_back(std::string(ToString(r->status)) + (r->sliced ? " (sliced)" : ""));
     }
     for (int v : {l.tp, l.pp, l.dp, l.micro_batch, l.num_micro_batches}) row.push_back(std::to_string(v));
-    row.emplace_back(search::ToString(l.precision));
+    row.emplace_back(ToString(l.precision));
     row.push_back(std::to_string(l.zero));
-    row.emplace_back(search::ToString(l.recompute));
+    row.emplace_back(ToString(l.recompute));
     row.emplace_back(l.seq_parallel ? "on" : "off");
     row.push_back(std::to_string(l.virtual_stages));
     row.emplace_back(l.flash_attention ? "on" : "off");
@@ -70,7 +70,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     row.push_back(r->tokens_per_s ? WithCommas(static_cast<int64_t>(std::llround(*r->tokens_per_s))) : "-");
     row.push_back(Fixed(r->tflops_per_gpu.value_or(NAN), 1));
     row.push_back(Fixed(r->peak_memory_bytes.value_or(NAN) / 1e9, 1));
-    if (any_sliced) row.emplace_back(Sliced(*r) ? "slice + model" : "whole");
+    if (any_sliced) row.emplace_back(r->sliced ? "slice + model" : "whole");
     t.AddRow(std::move(row));
   }
   return t;
@@ -78,7 +78,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
 
 std::map<std::string, int64_t> CountByStatus(const std::vector<store::TrialRecord>& trials) {
   std::map<std::string, int64_t> counts;
-  for (const store::TrialRecord& t : trials) ++counts[std::string(search::ToString(t.status))];
+  for (const store::TrialRecord& t : trials) ++counts[std::string(ToString(t.status))];
   return counts;
 }
 
@@ -91,23 +91,23 @@ nlohmann::json OptionalJson(const std::optional<double>& v) {
 }  // namespace
 
 nlohmann::json TrialJson(const store::TrialRecord& t) {
-  const search::Layout& l = t.layout;
+  const Layout& l = t.layout;
   nlohmann::json details = nlohmann::json::parse(t.details, nullptr, false);
   return {{"node_id", t.node_id},
           {"number", t.number},
-          {"layout", search::LayoutKey(l)},
+          {"layout", LayoutKey(l)},
           {"tp", l.tp},
           {"pp", l.pp},
           {"dp", l.dp},
           {"micro_batch", l.micro_batch},
           {"num_micro_batches", l.num_micro_batches},
-          {"precision", search::ToString(l.precision)},
+          {"precision", ToString(l.precision)},
           {"zero", l.zero},
-          {"recompute", search::ToString(l.recompute)},
+          {"recompute", ToString(l.recompute)},
           {"seq_parallel", l.seq_parallel},
           {"virtual_stages", l.virtual_stages},
           {"flash_attention", l.flash_attention},
-          {"status", search::ToString(t.status)},
+          {"status", ToString(t.status)},
           {"attempt", t.attempt},
           {"step_time_s", OptionalJson(t.step_time_s)},
           {"tokens_per_s", OptionalJson(t.tokens_per_s)},
@@ -116,6 +116,10 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
           {"predicted_step_time_s", OptionalJson(t.predicted_step_time_s)},
           {"predicted_tokens_per_s", OptionalJson(t.predicted_tokens_per_s)},
           {"predicted_memory_bytes", OptionalJson(t.predicted_memory_bytes)},
+          {"metric", t.metric_kind.empty() ? nlohmann::json()
+                                            : nlohmann::json{{"kind", t.metric_kind}, {"value", OptionalJson(t.metric_value)}}},
+          {"sliced", t.sliced},
+          {"ranks_per_node", t.ranks_per_node ? nlohmann::json(*t.ranks_per_node) : nlohmann::json()},
           {"details", details.is_discarded() ? nlohmann::json(t.details) : details},
           {"message", t.message},
           {"log_path", t.log_path},
@@ -124,6 +128,7 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
           {"tunepar_version", t.tunepar_version},
           {"git_revision", t.git_revision},
           {"host", t.host},
+          {"process_group", t.process_group},
           {"started_at", t.started_at},
           {"finished_at", t.finished_at}};
 }

@@ -16,12 +16,13 @@ namespace tunepar {
 // Finished ok trials, best throughput first, one per layout key (the first one finished).
 std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store::TrialRecord>& trials);
 
-// A slice trial measured part of the world (fewer DP replicas; runner/core_backend.h): its step
-// time is part measurement, part model.
-bool Sliced(const store::TrialRecord& trial);
+// "12,345 tok/s", or the custom metric as the program printed it ("higher 410"); "-" when the
+// trial has neither.
+std::string ThroughputText(const store::TrialRecord& trial);
 
 // Columns: rank, the layout knobs, step time, tokens/s, TFLOP/s per GPU, memory; plus the
-// status and trial id when `with_status` (a slice trial's status reads "ok (sliced)"), else a
+// status and trial id when `with_status` (a slice trial, measured on part of the world and
+// completed by the model, reads "ok (sliced)"), else a
 // "measured" column (whole or slice + model) when some trial is a slice.
 TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool with_status);
 

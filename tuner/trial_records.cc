@@ -2,40 +2,46 @@
 
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include "base/provenance.h"
-#include "tuner/trial_output.h"
 
 namespace tunepar {
 
-store::TrialRecord ToRecord(const std::string& study_id, const std::string& node_id, int64_t number,
-                            const search::Layout& layout, const runner::TrialResult& r,
-                            const runner::Prediction& predicted) {
+store::TrialRecord NewTrialRecord(const TrialIdentity& id, const runner::Prediction& predicted,
+                                  int ranks_per_node) {
   store::TrialRecord t;
-  t.study_id = study_id;
-  t.node_id = node_id;
-  t.number = number;
-  t.layout = layout;
+  t.study_id = id.study_id;
+  t.node_id = id.node_id;
+  t.number = id.number;
+  t.attempt = id.attempt;
+  t.layout = id.layout;
+  t.status = TrialStatus::kQueued;
+  t.predicted_step_time_s = predicted.step_time_s;
+  t.predicted_tokens_per_s = predicted.tokens_per_s;
+  t.predicted_memory_bytes = predicted.memory_bytes;
+  t.ranks_per_node = ranks_per_node;
+  t.tunepar_version = std::string(Version());
+  t.git_revision = std::string(GitRevision());
+  t.host = HostName();
+  t.pid = getpid();
+  return t;
+}
+
+store::TrialRecord WithResult(store::TrialRecord t, const runner::TrialResult& r) {
   t.status = r.status;
   t.step_time_s = r.metrics.step_time_s;
   t.tokens_per_s = r.metrics.tokens_per_s;
   t.tflops_per_gpu = r.metrics.tflops_per_gpu;
   t.peak_memory_bytes = r.metrics.peak_memory_bytes;
   t.objective = r.objective;
-  t.predicted_step_time_s = predicted.step_time_s;
-  t.predicted_tokens_per_s = predicted.tokens_per_s;
-  t.predicted_memory_bytes = predicted.memory_bytes;
   t.details = r.details_json.empty() ? "{}" : r.details_json;
+  t.sliced = r.sliced;
+  t.metric_kind = r.metric ? r.metric->kind : "";
+  t.metric_value = r.metric ? std::optional<double>(r.metric->value) : std::nullopt;
   t.message = r.message;
-  t.log_path = r.log_path;
+  if (!r.log_path.empty()) t.log_path = r.log_path;
   t.backend = r.backend;
   t.hosts = r.hosts;
-  t.tunepar_version = std::string(Version());
-  t.git_revision = std::string(GitRevision());
-  t.host = HostName();
-  t.pid = getpid();
-  t.started_at = r.started_at;
+  if (t.started_at.empty()) t.started_at = r.started_at;  // a trial that ran keeps when it was started
   t.finished_at = r.finished_at;
   t.heartbeat_at = r.finished_at;
   t.lease_expires_at = r.finished_at;
@@ -43,7 +49,7 @@ store::TrialRecord ToRecord(const std::string& study_id, const std::string& node
 }
 
 std::optional<double> ObjectiveOf(const store::TrialRecord& t) {
-  if (t.status != search::TrialStatus::kOk) return std::nullopt;
+  if (t.status != TrialStatus::kOk) return std::nullopt;
   if (t.objective) return t.objective;
   return t.step_time_s;
 }
@@ -51,8 +57,8 @@ std::optional<double> ObjectiveOf(const store::TrialRecord& t) {
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials) {
   std::vector<search::Outcome> history;
   for (const store::TrialRecord& t : trials) {
-    if (!search::IsFinished(t.status) && t.status != search::TrialStatus::kRunning) continue;
-    history.push_back({t.layout, t.status, ObjectiveOf(t), Sliced(t)});
+    if (!IsFinished(t.status) && t.status != TrialStatus::kRunning) continue;
+    history.push_back({t.layout, t.status, ObjectiveOf(t), t.sliced});
   }
   return history;
 }

@@ -1,7 +1,9 @@
-// Trials between the backends, the store and the search: a TrialResult becomes a stored
-// TrialRecord; stored records become the search's history.
+// Trials between the backends, the store and the search: a trial's record is made in one place
+// (its identity, the model's prediction, the placement and this tuner's provenance) and takes
+// the backend's result there; stored records become the search's history.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,11 +14,24 @@
 
 namespace tunepar {
 
-// The record of a finished trial: the backend's result, the performance model's prediction of
-// the same layout, and this process's provenance.
-store::TrialRecord ToRecord(const std::string& study_id, const std::string& node_id, int64_t number,
-                            const search::Layout& layout, const runner::TrialResult& result,
-                            const runner::Prediction& predicted);
+// Which trial a record is: its study, node, number and attempt, and the layout.
+struct TrialIdentity {
+  std::string study_id;
+  std::string node_id;
+  int64_t number = 0;
+  int attempt = 1;
+  Layout layout;
+};
+
+// A new record of a trial that has not run yet (status queued): its identity, the performance
+// model's prediction of the layout, the placement the prediction assumed (ranks per node, 0:
+// one per device) and this process's provenance.
+store::TrialRecord NewTrialRecord(const TrialIdentity& identity, const runner::Prediction& predicted,
+                                  int ranks_per_node);
+
+// The record once the backend's result is in: status, metrics, details, message, log, where it
+// ran and when.
+store::TrialRecord WithResult(store::TrialRecord record, const runner::TrialResult& result);
 
 // What the search minimised for a trial (its step time unless a custom metric), if it ran.
 std::optional<double> ObjectiveOf(const store::TrialRecord& trial);

@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 
+#include "base/flops.h"
 #include "runner/core/core_options.h"
 #include "runner/core/core_result.h"
 #include "runner/core/gradient_check.h"
 #include "runner/core/ops.h"
 #include "runner/core/trainer.h"
 #include "runner/core/waiting.h"
-#include "runner/performance_model.h"
 
 namespace tunepar::core {
 namespace {
@@ -45,9 +45,9 @@ double Median(std::vector<double> v) {
 }
 
 nlohmann::json Describe(const CoreOptions& o, int world) {
-  const search::ModelShape& m = o.model;
-  const search::Layout& l = o.layout;
-  const int gb = l.micro_batch * l.num_micro_batches * l.dp;
+  const ModelShape& m = o.model;
+  const Layout& l = o.layout;
+  const int64_t gb = l.GlobalBatch();
   return {{"tool", "tunepar-core"},
           {"model",
            {{"name", m.name},
@@ -57,13 +57,13 @@ nlohmann::json Describe(const CoreOptions& o, int world) {
             {"heads", m.heads},
             {"seq_len", m.seq_len},
             {"vocab", m.vocab},
-            {"ffn_hidden", m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden},
+            {"ffn_hidden", m.MlpWidth()},
             {"tied_embeddings", m.tied_embeddings},
             {"parameters", m.Parameters()}}},
-          {"layout", search::LayoutKey(l)},
+          {"layout", LayoutKey(l)},
           {"world", world},
           {"global_batch", gb},
-          {"tokens_per_step", static_cast<int64_t>(gb) * m.seq_len}};
+          {"tokens_per_step", gb * m.seq_len}};
 }
 
 void WriteDump(const std::string& dir, const std::string& name,
@@ -74,7 +74,7 @@ void WriteDump(const std::string& dir, const std::string& name,
 }
 
 int Run(const CoreOptions& o, const ProcessGrid& grid) {
-  const search::Layout& l = o.layout;
+  const Layout& l = o.layout;
   nlohmann::json result = Describe(o, grid.world_size);
   if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
 
@@ -99,10 +99,10 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
   TrainingOptions t;
   t.micro_batch = l.micro_batch;
   t.num_micro_batches = l.num_micro_batches;
-  t.precision = l.precision == search::Precision::kFp32 ? 0 : l.precision == search::Precision::kFp16 ? 1 : 2;
+  t.precision = l.precision == Precision::kFp32 ? 0 : l.precision == Precision::kFp16 ? 1 : 2;
   t.zero1 = l.zero == 1;
-  t.recompute = l.recompute == search::Recompute::kNone        ? 0
-                : l.recompute == search::Recompute::kSelective ? 1
+  t.recompute = l.recompute == Recompute::kNone        ? 0
+                : l.recompute == Recompute::kSelective ? 1
                                                                : 2;
   t.lr = o.lr;
   t.seed = o.seed;
@@ -190,14 +190,13 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
   result["steps"] = measured;
   result["warmup"] = o.warmup;
   const double step_time = measured > 0 ? Median(step_times) : 0;
-  search::ModelShape shape = o.model;
+  ModelShape shape = o.model;
   shape.global_batch = result["global_batch"].get<int>();
   result["step_time_s"] = step_time;
   result["step_times_s"] = step_times;
   result["tokens_per_s"] = step_time > 0 ? result["tokens_per_step"].get<double>() / step_time : 0.0;
-  result["model_flops_per_step"] = runner::ModelFlopsPerStep(shape);
-  result["tflops_per_gpu"] =
-      step_time > 0 ? runner::ModelFlopsPerStep(shape) / step_time / grid.world_size / 1e12 : 0.0;
+  result["model_flops_per_step"] = ModelFlopsPerStep(shape);
+  result["tflops_per_gpu"] = step_time > 0 ? ModelTflopsPerGpu(shape, step_time, grid.world_size) : 0.0;
   result["loss"] = losses;
   result["loss_floor"] = data.EntropyRate();
   result["grad_norm"] = norms;
@@ -220,7 +219,7 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
     std::cerr << fmt::format(
         "tunepar-core: {} {} on {} rank(s): {:.4f} s/step, {:.0f} tokens/s, {:.3f} TFLOP/s/GPU, "
         "loss {:.3f} -> {:.3f}, peak {:.1f} MB/rank\n",
-        o.model.name, search::LayoutKey(l), grid.world_size, step_time, result["tokens_per_s"].get<double>(),
+        o.model.name, LayoutKey(l), grid.world_size, step_time, result["tokens_per_s"].get<double>(),
         result["tflops_per_gpu"].get<double>(), losses.empty() ? 0.0 : losses.front(),
         losses.empty() ? 0.0 : losses.back(), memory["peak_bytes"].get<double>() / 1e6);
   }

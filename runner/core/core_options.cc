@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/presets.h"
-#include "runner/hardware_profile.h"
+#include "base/device_memory.h"
+#include "runner/core/supported_knobs.h"
 
 namespace tunepar::core {
 
@@ -44,7 +45,7 @@ Result<double> ParseBytes(const std::string& text) {
 }
 
 // A trial file: {"layout": "<key>"} or the layout's fields, plus optional run settings.
-Status ReadTrialFile(const std::string& path, search::Layout& layout, bool& have_layout, CoreOptions& o) {
+Status ReadTrialFile(const std::string& path, Layout& layout, bool& have_layout, CoreOptions& o) {
   std::ifstream in(path);
   if (!in) return InvalidArgument(fmt::format("--trial {}: cannot read the file", path));
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
@@ -52,7 +53,7 @@ Status ReadTrialFile(const std::string& path, search::Layout& layout, bool& have
     return InvalidArgument(fmt::format("--trial {}: not a JSON object", path));
   try {
     if (j.contains("layout")) {
-      Result<search::Layout> l = search::ParseLayoutKey(j["layout"].get<std::string>());
+      Result<Layout> l = ParseLayoutKey(j["layout"].get<std::string>());
       if (!l.ok()) return l.status().WithContext("--trial " + path);
       layout = *l;
       have_layout = true;
@@ -127,7 +128,7 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
 
   Result<ConfigText> model_text = ResolveConfig("models", model);
   if (!model_text.ok()) return model_text.status();
-  Result<search::ModelShape> shape = search::ParseModelShape(model_text->text, model_text->origin);
+  Result<ModelShape> shape = ParseModelShape(model_text->text, model_text->origin);
   if (!shape.ok()) return shape.status();
   o.model = *shape;
   o.model_origin = model_text->origin;
@@ -139,16 +140,16 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
   } else if (!o.hardware.empty()) {
     Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
     if (!hw_text.ok()) return hw_text.status();
-    Result<runner::HardwareProfile> hw = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
-    if (!hw.ok()) return hw.status();
-    o.memory_cap_bytes = hw->MemoryBytes();
+    Result<double> memory = DeviceMemoryBytes(hw_text->text, hw_text->origin);
+    if (!memory.ok()) return memory.status();
+    o.memory_cap_bytes = *memory;
   }
 
-  search::Layout& l = o.layout;
+  Layout& l = o.layout;
   bool have_layout = false;
   if (!trial.empty()) TUNEPAR_RETURN_IF_ERROR(ReadTrialFile(trial, l, have_layout, o));
   if (!layout_key.empty()) {
-    Result<search::Layout> parsed = search::ParseLayoutKey(layout_key);
+    Result<Layout> parsed = ParseLayoutKey(layout_key);
     if (!parsed.ok()) return parsed.status().WithContext("--layout");
     l = *parsed;
     have_layout = true;
@@ -157,10 +158,10 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
     l.tp = tp;
     l.pp = pp;
     l.dp = dp > 0 ? dp : (tp * pp > 0 ? world_size / (tp * pp) : 0);
-    Result<search::Precision> p = search::ParsePrecision(precision);
+    Result<Precision> p = ParsePrecision(precision);
     if (!p.ok()) return p.status().WithContext("--precision");
     l.precision = *p;
-    Result<search::Recompute> r = search::ParseRecompute(recompute);
+    Result<Recompute> r = ParseRecompute(recompute);
     if (!r.ok()) return r.status().WithContext("--recompute");
     l.recompute = *r;
     l.zero = zero;
@@ -189,18 +190,13 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
     return InvalidArgument(fmt::format("--fault {}: expected crash, hang, oom or none", fault));
 
   // What the core can run.
-  const search::ModelShape& m = o.model;
-  const int F = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  const ModelShape& m = o.model;
+  const int F = m.MlpWidth();
   if (l.tp * l.pp * l.dp != world_size) {
-    return InvalidArgument(fmt::format("layout {} needs {} ranks, the job has {}", search::LayoutKey(l),
+    return InvalidArgument(fmt::format("layout {} needs {} ranks, the job has {}", LayoutKey(l),
                                        l.tp * l.pp * l.dp, world_size));
   }
-  if (l.seq_parallel || l.flash_attention || l.virtual_stages != 1) {
-    return InvalidArgument(
-        fmt::format("layout {}: tunepar-core implements neither sequence parallelism, flash attention nor "
-                    "interleaved stages (sp0, fa0, vpp1 only)",
-                    search::LayoutKey(l)));
-  }
+  TUNEPAR_RETURN_IF_ERROR(CheckSupported(l, kSupportedKnobs, "tunepar-core"));
   if (l.zero != 0 && l.zero != 1) return InvalidArgument(fmt::format("--zero {}: 0 or 1", l.zero));
   if (m.heads % l.tp != 0 || m.hidden % l.tp != 0 || F % l.tp != 0 || m.vocab % l.tp != 0) {
     return InvalidArgument(
@@ -214,7 +210,7 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
   if (o.wait != "auto" && o.wait != "spin" && o.wait != "sleep")
     return InvalidArgument(fmt::format("--wait {}: auto, spin or sleep", o.wait));
   if (o.gradient_check > 0 && world_size != 1) return InvalidArgument("--gradient-check runs on one rank");
-  if (o.gradient_check > 0 && l.precision != search::Precision::kFp32)
+  if (o.gradient_check > 0 && l.precision != Precision::kFp32)
     return InvalidArgument("--gradient-check needs --precision fp32");
   return o;
 }

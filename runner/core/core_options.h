@@ -8,17 +8,17 @@
 #include <vector>
 
 #include "base/status.h"
-#include "search/layout.h"
-#include "search/model_shape.h"
+#include "base/layout.h"
+#include "base/model_shape.h"
 
 namespace tunepar::core {
 
 enum class Fault { kNone, kCrash, kHang, kOom };
 
 struct CoreOptions {
-  search::ModelShape model;
+  ModelShape model;
   std::string model_origin;
-  search::Layout layout;        // dp from the world size when not given
+  Layout layout;        // dp from the world size when not given
   std::string hardware;         // preset or file: its memory_gb caps each rank ("" none)
   double memory_cap_bytes = 0;  // --memory-cap, else the hardware's, else 0 (no cap)
   int steps = 5;                // measured steps

@@ -4,7 +4,7 @@
 
 namespace tunepar::core {
 
-ModelDims DimsOf(const search::ModelShape& s) {
+ModelDims DimsOf(const ModelShape& s) {
   return {s.layers,         s.hidden, s.heads,
           s.seq_len,        s.vocab,  s.ffn_hidden > 0 ? s.ffn_hidden : 4 * s.hidden,
           s.tied_embeddings};

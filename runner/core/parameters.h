@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "search/model_shape.h"
+#include "base/model_shape.h"
 
 namespace tunepar::core {
 
@@ -22,7 +22,7 @@ struct ModelDims {
   int L = 0, C = 0, NH = 0, T = 0, V = 0, F = 0;
   bool tied = true;  // the LM head is the token embedding
 };
-ModelDims DimsOf(const search::ModelShape& shape);
+ModelDims DimsOf(const ModelShape& shape);
 
 // What this rank holds of the model.
 struct Shard {

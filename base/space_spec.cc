@@ -1,13 +1,13 @@
-#include "search/space_spec.h"
+#include "base/space_spec.h"
 
 #include <algorithm>
 #include <functional>
 
 #include <fmt/format.h>
 
-#include "search/toml_fields.h"
+#include "base/toml_fields.h"
 
-namespace tunepar::search {
+namespace tunepar {
 
 std::vector<int> SizeCandidates::For(int world) const {
   if (!divisors_of_world) return values;
@@ -134,4 +134,4 @@ Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view so
   return s;
 }
 
-}  // namespace tunepar::search
+}  // namespace tunepar

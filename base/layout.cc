@@ -1,11 +1,11 @@
-#include "search/layout.h"
+#include "base/layout.h"
 
 #include <charconv>
 #include <vector>
 
 #include <fmt/format.h>
 
-namespace tunepar::search {
+namespace tunepar {
 
 std::string_view ToString(Precision precision) {
   switch (precision) {
@@ -102,4 +102,4 @@ Result<Layout> ParseLayoutKey(std::string_view key) {
   return l;
 }
 
-}  // namespace tunepar::search
+}  // namespace tunepar

@@ -1,12 +1,13 @@
 // A layout: one point of the search space, i.e. one way to split a training job over GPUs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
 
-namespace tunepar::search {
+namespace tunepar {
 
 enum class Precision { kFp32, kFp16, kBf16 };
 enum class Recompute { kNone, kSelective, kFull };
@@ -30,6 +31,8 @@ struct Layout {
   bool flash_attention = false;
 
   int World() const { return tp * pp * dp; }
+  // Sequences per optimizer step: micro_batch x num_micro_batches x dp.
+  int64_t GlobalBatch() const { return static_cast<int64_t>(micro_batch) * num_micro_batches * dp; }
   bool operator==(const Layout&) const = default;
 };
 
@@ -40,4 +43,4 @@ struct Layout {
 std::string LayoutKey(const Layout& layout);
 Result<Layout> ParseLayoutKey(std::string_view key);
 
-}  // namespace tunepar::search
+}  // namespace tunepar

@@ -1,10 +1,10 @@
-#include "search/model_shape.h"
+#include "base/model_shape.h"
 
 #include <fmt/format.h>
 
-#include "search/toml_fields.h"
+#include "base/toml_fields.h"
 
-namespace tunepar::search {
+namespace tunepar {
 
 double ModelShape::Parameters() const {
   const double h = hidden, f = ffn_hidden, L = layers;
@@ -31,7 +31,7 @@ Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view 
   TUNEPAR_RETURN_IF_ERROR(f.Bool("tied_embeddings", &m.tied_embeddings, false));
   TUNEPAR_RETURN_IF_ERROR(f.RejectUnknownKeys());
   if (m.name.empty()) return f.Error("name", "must not be empty");
-  if (m.ffn_hidden == 0) m.ffn_hidden = 4 * m.hidden;
+  if (m.ffn_hidden == 0) m.ffn_hidden = DefaultMlpWidth(m.hidden);
   if (m.hidden % m.heads != 0) {
     return f.Error("heads", fmt::format("must divide hidden (hidden {} is not a multiple of {} heads)",
                                         m.hidden, m.heads));
@@ -39,4 +39,4 @@ Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view 
   return m;
 }
 
-}  // namespace tunepar::search
+}  // namespace tunepar

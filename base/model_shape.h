@@ -6,7 +6,10 @@
 
 #include "base/status.h"
 
-namespace tunepar::search {
+namespace tunepar {
+
+// The MLP width when a model does not give one: 4h.
+constexpr int DefaultMlpWidth(int hidden) { return 4 * hidden; }
 
 struct ModelShape {
   std::string name;
@@ -26,10 +29,14 @@ struct ModelShape {
   // 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)).
   double Parameters() const;
   int HeadDim() const { return hidden / heads; }
+  // The MLP width f: ffn_hidden, or the default for a shape built without one.
+  int MlpWidth() const { return ffn_hidden > 0 ? ffn_hidden : DefaultMlpWidth(hidden); }
+  // Tokens per optimizer step: B s.
+  double TokensPerStep() const { return static_cast<double>(global_batch) * seq_len; }
 };
 
 // Parses and validates a model TOML (keys: name, description, layers, hidden, heads, seq_len,
 // vocab, global_batch, ffn_hidden, tied_embeddings).
 Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source);
 
-}  // namespace tunepar::search
+}  // namespace tunepar

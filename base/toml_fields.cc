@@ -1,10 +1,10 @@
-#include "search/toml_fields.h"
+#include "base/toml_fields.h"
 
 #include <limits>
 
 #include <fmt/format.h>
 
-namespace tunepar::search {
+namespace tunepar {
 
 Result<toml::table> ParseToml(std::string_view text, std::string_view source) {
   try {
@@ -118,4 +118,4 @@ Status TomlFields::RejectUnknownKeys() const {
   return Status::Ok();
 }
 
-}  // namespace tunepar::search
+}  // namespace tunepar

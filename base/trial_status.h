@@ -5,7 +5,7 @@
 
 #include "base/status.h"
 
-namespace tunepar::search {
+namespace tunepar {
 
 enum class TrialStatus {
   kQueued,       // proposed, not started
@@ -23,4 +23,4 @@ Result<TrialStatus> ParseTrialStatus(std::string_view text);
 // A finished trial is never re-run: ok, oom, timeout, crash, invalid.
 bool IsFinished(TrialStatus status);
 
-}  // namespace tunepar::search
+}  // namespace tunepar

@@ -1,8 +1,8 @@
-#include "search/trial_status.h"
+#include "base/trial_status.h"
 
 #include <fmt/format.h>
 
-namespace tunepar::search {
+namespace tunepar {
 
 namespace {
 constexpr TrialStatus kAll[] = {TrialStatus::kQueued,  TrialStatus::kRunning,    TrialStatus::kOk,
@@ -42,4 +42,4 @@ bool IsFinished(TrialStatus status) {
   }
 }
 
-}  // namespace tunepar::search
+}  // namespace tunepar

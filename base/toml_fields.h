@@ -12,7 +12,7 @@
 
 #include "base/status.h"
 
-namespace tunepar::search {
+namespace tunepar {
 
 // Parses TOML text; `source` names where it came from (a path or "preset gpt-1t").
 Result<toml::table> ParseToml(std::string_view text, std::string_view source);
@@ -53,4 +53,4 @@ class TomlFields {
 
 std::string_view TomlTypeName(const toml::node& node);
 
-}  // namespace tunepar::search
+}  // namespace tunepar

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "search/layout.h"
+#include "base/layout.h"
 
-namespace tunepar::search {
+namespace tunepar {
 
 // Candidate values of a parallel size: an explicit list, or every divisor of the world size.
 struct SizeCandidates {
@@ -40,4 +40,4 @@ struct SpaceSpec {
 //   [constraints]  tp_cross_node = false
 Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source);
 
-}  // namespace tunepar::search
+}  // namespace tunepar

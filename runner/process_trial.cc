@@ -1,0 +1,83 @@
+#include "runner/process_trial.h"
+
+#include <fmt/format.h>
+
+#include "base/flops.h"
+#include "base/provenance.h"
+
+namespace tunepar::runner {
+
+ProcessTrial::ProcessTrial(ProcessTrialLimits limits, ProcessOptions process)
+    : limits_(std::move(limits)), process_(std::move(process)), started_at_(UtcNow()) {}
+
+Status ProcessTrial::Launch() {
+  start_ = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(process_);
+  if (!group.ok()) return group.status();
+  group_ = std::move(*group);
+  return Status::Ok();
+}
+
+std::optional<TrialResult> ProcessTrial::Poll() {
+  if (result_) return result_;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (elapsed > limits_.timeout_s) {
+    group_->Stop(limits_.stop_grace_s);
+    return Finish(TrialStatus::kTimeout, fmt::format("killed after the {:g} s timeout, with every {} of the trial",
+                                                     limits_.timeout_s, limits_.processes));
+  }
+  const std::optional<ExitInfo> exit = group_->Poll();
+  if (!exit) return std::nullopt;
+  return Classify(*exit);
+}
+
+TrialResult ProcessTrial::Interrupt() {
+  if (result_) return *result_;
+  group_->Stop(limits_.stop_grace_s);
+  return *Finish(TrialStatus::kInterrupted, "stopped by tunepar (signal or shutdown)");
+}
+
+std::optional<TrialResult> ProcessTrial::Finish(TrialStatus status, std::string message) {
+  TrialResult r;
+  r.status = status;
+  r.message = std::move(message);
+  r.backend = limits_.backend;
+  r.hosts = hosts_.empty() ? HostName() : hosts_;
+  r.log_path = process_.log_path;
+  r.started_at = started_at_;
+  r.finished_at = UtcNow();
+  r.metrics = metrics_;
+  r.objective = objective_;
+  r.metric = metric_;
+  r.sliced = sliced_;
+  r.details_json = details_.dump();
+  result_ = std::move(r);
+  return result_;
+}
+
+void ProcessTrial::MeasuredStepTime(const ModelShape& model, double step_time_s, int world) {
+  const TrialMetrics measured = MetricsOfStepTime(model, step_time_s, world);
+  metrics_.step_time_s = measured.step_time_s;
+  metrics_.tokens_per_s = measured.tokens_per_s;
+  metrics_.tflops_per_gpu = measured.tflops_per_gpu;
+}
+
+std::unique_ptr<RunningTrial> UnstartedTrial(std::string_view backend, TrialStatus status, std::string message) {
+  TrialResult r;
+  r.status = status;
+  r.message = std::move(message);
+  r.backend = std::string(backend);
+  r.hosts = HostName();
+  r.started_at = r.finished_at = UtcNow();
+  return std::make_unique<FinishedTrial>(std::move(r));
+}
+
+TrialMetrics MetricsOfStepTime(const ModelShape& model, double step_time_s, int world) {
+  TrialMetrics m;
+  m.step_time_s = step_time_s;
+  m.tokens_per_s = model.TokensPerStep() / step_time_s;
+  m.tflops_per_gpu = ModelTflopsPerGpu(model, step_time_s, world);
+  return m;
+}
+
+}  // namespace tunepar::runner

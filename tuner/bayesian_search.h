@@ -1,0 +1,89 @@
+// `tunepar search` on a backend that measures, in named steps: recover what a stopped tuner left
+// running, propose the next batch, start it (recorded running, with a lease), poll it until it
+// ends (heartbeats renew the leases), check whether to stop, and summarise. Each step is a
+// method that tests can call on their own; Run() is the loop over them.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runner/backend.h"
+#include "search/proposer.h"
+#include "tuner/progress.h"
+#include "tuner/searches.h"
+#include "tuner/study_session.h"
+#include "tuner/trial_records.h"
+
+namespace tunepar {
+
+// A trial of the current batch: its record as started (running) and the backend's handle.
+struct ActiveTrial {
+  store::TrialRecord record;
+  runner::Prediction predicted;
+  std::unique_ptr<runner::RunningTrial> trial;
+};
+
+class BayesianSearch {
+ public:
+  BayesianSearch(const GlobalOptions& global, StudySession& session, runner::Backend& backend,
+                 const BayesianSearchOptions& options);
+
+  // The whole search: recover, then propose, start and poll batches until a stop; the summary.
+  Status Run();
+
+  // This node's trials still marked running belong to a tuner that is gone (this process holds
+  // the node's shard exclusively): kills what they left and records them as interrupted.
+  Result<std::vector<store::TrialRecord>> RecoverInterrupted();
+  // Why the search must stop before another batch ("" to go on): a stop signal, the budget, or
+  // the time budget.
+  std::string CheckBudget() const;
+  // The next batch (at most the batch size, and what the budget leaves): this node's interrupted
+  // trials first, as new attempts, else the proposer's picks. Empty when every legal layout has
+  // been tried.
+  std::vector<TrialIdentity> ProposeNextBatch() const;
+  // Starts every trial of the batch, then records them all as running (with their leases).
+  Result<std::vector<ActiveTrial>> StartBatch(const std::vector<TrialIdentity>& batch);
+  // Polls the batch until every trial has ended, recording each one as it finishes and renewing
+  // the leases of the others; on a stop signal, interrupts them all. True when interrupted.
+  Result<bool> PollBatch(std::vector<ActiveTrial>& active);
+  // After a batch: kTrialsFailed when every trial of this run failed the same way and none in
+  // the study succeeded (the command or its setup is wrong); else why to stop early ("": go on).
+  Result<std::string> CheckStop() const;
+  // The final summary on stdout, as text or JSON.
+  void Summarise(const std::string& stop_reason) const;
+
+  // Finished trials of this run, in order.
+  const std::vector<store::TrialRecord>& finished_this_run() const { return this_run_; }
+
+ private:
+  std::string TrialId(int64_t number, int attempt) const;
+  std::string TrialDir(int64_t number) const;
+  store::TrialRecord RunningRecord(const TrialIdentity& id, const runner::Prediction& predicted,
+                                   const runner::RunningTrial& trial, const std::string& dir) const;
+  Status RecordFinished(const ActiveTrial& active, const runner::TrialResult& result);
+  Status RenewLeases(std::vector<ActiveTrial>& active);
+  void PrintHeader(const std::vector<store::TrialRecord>& recovered) const;
+  void PrintSummaryText(const std::string& stop_reason) const;
+  void PrintSummaryJson(const std::string& stop_reason) const;
+
+  const GlobalOptions& global_;
+  StudySession& session_;
+  const StudyContext& context_;
+  runner::Backend& backend_;
+  BayesianSearchOptions options_;
+  search::Proposer proposer_;
+  Progress progress_;
+  std::chrono::steady_clock::time_point run_start_;
+  std::vector<store::TrialRecord> this_run_;
+};
+
+// Finished trials among `trials`.
+int CountFinished(const std::vector<store::TrialRecord>& trials);
+// The trial with the best objective (nullptr when none ran ok).
+const store::TrialRecord* BestTrial(const std::vector<store::TrialRecord>& trials);
+
+}  // namespace tunepar

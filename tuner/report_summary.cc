@@ -1,0 +1,174 @@
+// `tunepar report STUDY`: the summary of a study.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tuner/report.h"
+#include "tuner/text_table.h"
+#include "tuner/trial_output.h"
+#include "tuner/trial_records.h"
+
+namespace tunepar {
+
+namespace {
+
+void AddCounts(const StudyContext& c, const StudyTrials& trials, Report* report) {
+  const store::StudyRecord& study = c.study;
+  const std::map<std::string, int64_t> counts = CountByStatus(trials.all);
+  report->text += fmt::format("Study {} (id {}): model {}, hardware {}, space {}, world {}, backend {}\n", study.name,
+                              study.id, study.model_name, study.hardware_name, study.space_name, study.world,
+                              study.backend);
+  std::string count_text;
+  for (const auto& [status, n] : counts)
+    count_text += fmt::format("{}{} {}", count_text.empty() ? "" : ", ", status, WithCommas(n));
+  report->text += fmt::format("trials {}: {}\n", WithCommas(static_cast<int64_t>(trials.all.size())),
+                              count_text.empty() ? "none" : count_text);
+  report->text += fmt::format("legal layouts {}; {} ranks per node, as the trials ran\n",
+                              WithCommas(static_cast<int64_t>(c.space.legal.size())), c.PlacedRanksPerNode());
+  report->json["study"] = study.name;
+  report->json["study_id"] = study.id;
+  report->json["trials"] = trials.all.size();
+  report->json["status_counts"] = counts;
+  report->json["legal_layouts"] = c.space.legal.size();
+  report->json["ranks_per_node"] = c.PlacedRanksPerNode();
+}
+
+TextTable BestTable(bool measured) {
+  TextTable t;
+  using A = TextTable::Align;
+  t.AddColumn("#");
+  t.AddColumn("trial", A::kLeft);
+  t.AddColumn("layout", A::kLeft);
+  if (measured) t.AddColumn("measured tok/s");
+  t.AddColumn("predicted tok/s");
+  if (measured) t.AddColumn("model error");
+  t.AddColumn(measured ? "measured mem GB" : "predicted mem GB");
+  return t;
+}
+
+std::vector<std::string> BestRow(int rank, const store::TrialRecord& r, bool measured) {
+  std::vector<std::string> row = {std::to_string(rank),
+                                  fmt::format("{}/{}{}", r.node_id, r.number, r.sliced ? " sliced" : ""),
+                                  LayoutKey(r.layout)};
+  if (measured) row.push_back(r.tokens_per_s ? WithCommas(std::llround(*r.tokens_per_s)) : "-");
+  row.push_back(r.predicted_tokens_per_s ? WithCommas(std::llround(*r.predicted_tokens_per_s)) : "-");
+  if (measured) {
+    row.push_back(r.tokens_per_s && r.predicted_tokens_per_s
+                      ? fmt::format("{:+.1f}%", 100 * (*r.predicted_tokens_per_s / *r.tokens_per_s - 1))
+                      : "-");
+  }
+  const std::optional<double> memory = measured ? r.peak_memory_bytes : r.predicted_memory_bytes;
+  row.push_back(memory ? fmt::format("{:.1f}", *memory / 1e9) : "-");
+  return row;
+}
+
+// The best layouts, measured against predicted.
+void AddBest(const StudyContext& c, const StudyTrials& trials, Report* report) {
+  if (trials.best.empty()) {
+    report->text += "No trial has finished ok yet: nothing measured to rank.\n";
+    return;
+  }
+  const bool measured = c.study.backend != "model";
+  TextTable t = BestTable(measured);
+  nlohmann::json rows = nlohmann::json::array();
+  int rank = 0;
+  for (const store::TrialRecord* r : trials.best) {
+    t.AddRow(BestRow(++rank, *r, measured));
+    rows.push_back(TrialJson(*r));
+  }
+  report->text += fmt::format("\nBest {} layouts{}:\n{}", trials.best.size(), measured ? " (measured)" : " (predicted)",
+                              t.Render());
+  if (std::any_of(trials.best.begin(), trials.best.end(), [](const store::TrialRecord* r) { return r->sliced; })) {
+    report->text +=
+        "(sliced: measured on fewer data-parallel replicas; the model added the full world's exposed "
+        "data-parallel communication)\n";
+  }
+  report->json["best"] = rows;
+}
+
+void AddBestSoFar(const StudyContext& c, const StudyTrials& trials, Report* report) {
+  if (c.study.backend == "model") return;
+  const Convergence convergence = ConvergenceOf(trials);
+  if (!convergence.improvements.empty()) {
+    report->text += fmt::format("\nBest so far (finished trial #, tok/s when the best improved): {}\n",
+                                convergence.improvements);
+  }
+}
+
+// The performance model's error on the measured ok trials.
+void AddModelError(const StudyTrials& trials, Report* report) {
+  std::vector<double> errors, predicted, measured;
+  for (const store::TrialRecord* r : trials.ok) {
+    if (r->backend == "model" || !r->tokens_per_s || !r->predicted_tokens_per_s) continue;
+    errors.push_back(*r->predicted_tokens_per_s / *r->tokens_per_s - 1);
+    predicted.push_back(*r->predicted_tokens_per_s);
+    measured.push_back(*r->tokens_per_s);
+  }
+  if (errors.empty()) return;
+  std::vector<double> abs_errors;
+  for (double e : errors) abs_errors.push_back(std::abs(e));
+  std::sort(abs_errors.begin(), abs_errors.end());
+  double mean = 0;
+  for (double e : errors) mean += e / errors.size();
+  const double median = abs_errors[abs_errors.size() / 2];
+  const double rho = errors.size() >= 2 ? search::SpearmanCorrelation(predicted, measured) : NAN;
+  report->text += fmt::format(
+      "Model against measurement over {} ok trials: median |error| {:.1f}%, mean {:+.1f}% (predicted tok/s / "
+      "measured - 1), rank correlation {}\n",
+      errors.size(), 100 * median, 100 * mean, std::isfinite(rho) ? fmt::format("{:.2f}", rho) : "-");
+  report->json["model_error"] = {{"trials", errors.size()},
+                                 {"median_abs", median},
+                                 {"mean", mean},
+                                 {"spearman", std::isfinite(rho) ? nlohmann::json(rho) : nlohmann::json()}};
+}
+
+}  // namespace
+
+Convergence ConvergenceOf(const StudyTrials& trials) {
+  Convergence c;
+  const store::TrialRecord* best_so_far = nullptr;
+  for (size_t i = 0; i < trials.finished.size(); ++i) {
+    const store::TrialRecord* t = trials.finished[i];
+    if (!ObjectiveOf(*t)) continue;
+    c.markers.emplace_back(i + 1, DisplayThroughput(*t));
+    if (best_so_far == nullptr || *ObjectiveOf(*t) < *ObjectiveOf(*best_so_far)) {
+      best_so_far = t;
+      c.improvements += fmt::format("{}#{} {}", c.improvements.empty() ? "" : ", ", i + 1,
+                                    WithCommas(std::llround(DisplayThroughput(*t))));
+    }
+    c.x.push_back(static_cast<double>(i + 1));
+    c.y.push_back(DisplayThroughput(*best_so_far));
+  }
+  return c;
+}
+
+double DisplayThroughput(const store::TrialRecord& r) {
+  return r.tokens_per_s ? *r.tokens_per_s : 1.0 / *ObjectiveOf(r);
+}
+
+StudyTrials ReadStudyTrials(std::vector<store::TrialRecord> all, int top) {
+  StudyTrials t;
+  t.all = std::move(all);
+  for (const store::TrialRecord& r : t.all) {
+    if (IsFinished(r.status)) t.finished.push_back(&r);
+    if (ObjectiveOf(r)) t.ok.push_back(&r);
+  }
+  std::stable_sort(t.finished.begin(), t.finished.end(), [](const store::TrialRecord* a, const store::TrialRecord* b) {
+    return std::tie(a->finished_at, a->node_id, a->number) < std::tie(b->finished_at, b->node_id, b->number);
+  });
+  t.best = t.ok;
+  std::sort(t.best.begin(), t.best.end(),
+            [](const store::TrialRecord* a, const store::TrialRecord* b) { return *ObjectiveOf(*a) < *ObjectiveOf(*b); });
+  if (static_cast<int>(t.best.size()) > top) t.best.resize(top);
+  return t;
+}
+
+void AddSummary(const StudyContext& context, const StudyTrials& trials, Report* report) {
+  AddCounts(context, trials, report);
+  AddBest(context, trials, report);
+  AddBestSoFar(context, trials, report);
+  AddModelError(trials, report);
+}
+
+}  // namespace tunepar
