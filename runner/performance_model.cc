@@ -127,20 +127,16 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
   return Status::Ok();
 }
 
-Prediction PerformanceModel::Predict(const Layout& l) const {
+// ---- One layer, one micro-batch, on one tensor-parallel rank.
+PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const {
   using K = EfficiencyKey;
   const ModelShape& m = model_;
   const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
   const double bv = BytesPerValue(l.precision);
-  const double h = m.hidden, f = m.ffn_hidden, s = m.seq_len, a = m.heads, V = m.vocab;
-  const double t = l.tp, p = l.pp, d = l.dp, v = l.virtual_stages, mb = l.num_micro_batches;
-  const double b = l.micro_batch, tokens = b * s, head_dim = h / a;
-  const double layers_per_stage = m.layers / p;
+  const double h = m.hidden, f = m.ffn_hidden, s = m.seq_len, a = m.heads;
+  const double t = l.tp, b = l.micro_batch, tokens = b * s, head_dim = h / a;
   const double overhead = eff_[K::kKernelOverheadUs] * 1e-6;
-
-  // ---- One layer, one micro-batch, on one tensor-parallel rank.
-  // GEMMs (M x N x K): QKV (T, 3h/t, h), attention output (T, h, h/t), MLP in (T, f/t, h), MLP out (T, h,
-  // f/t).
+  // GEMMs (M x N x K): QKV (T, 3h/t, h), attention output (T, h, h/t), MLP in (T, f/t, h), MLP out (T, h, f/t).
   const double gemm = GemmTime(tokens, 3 * h / t, h, peak) + GemmTime(tokens, h, h / t, peak) +
                       GemmTime(tokens, f / t, h, peak) + GemmTime(tokens, h, f / t, peak);
   // Attention core, 4 b s^2 h / t FLOPs: a fused flash kernel, or batched GEMMs (s x d x s).
@@ -161,109 +157,117 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   const double elementwise = (hidden_values + mlp_values) * bv / memory_bandwidth_;
   const double softmax = score_values * bv / memory_bandwidth_;
 
-  const double layer_forward = gemm + attention_forward + elementwise + softmax + overhead;
-  const double layer_backward = 2 * gemm + attention_backward + 2 * (elementwise + softmax) + 2 * overhead;
-  double layer_recompute = 0;
-  if (l.recompute == Recompute::kFull) layer_recompute = layer_forward;
-  if (l.recompute == Recompute::kSelective) layer_recompute = attention_forward + softmax;
-
+  LayerTime layer;
+  layer.forward = gemm + attention_forward + elementwise + softmax + overhead;
+  layer.backward = 2 * gemm + attention_backward + 2 * (elementwise + softmax) + 2 * overhead;
+  if (l.recompute == Recompute::kFull) layer.recompute = layer.forward;
+  if (l.recompute == Recompute::kSelective) layer.recompute = attention_forward + softmax;
   // Tensor-parallel collectives: two all-reduces (or all-gather + reduce-scatter with sequence
   // parallelism, the same volume) of T x h values forward, two backward, two more when the
   // forward pass is recomputed.
-  const LinkSpeed tp_link = GroupLink(l.tp, 1);
   const double collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
-  const double layer_tp = collectives * RingAllReduceTime(tokens * h * bv, l.tp, tp_link);
+  layer.tp_comm = collectives * RingAllReduceTime(tokens * h * bv, l.tp, GroupLink(l.tp, 1));
+  return layer;
+}
 
-  // ---- The LM head on the last stage: logits GEMM (T, V/t, h) forward and backward, and the
-  // fp32 cross-entropy over the vocabulary shard.
-  const double head = 3 * GemmTime(tokens, V / t, h, peak) +
-                      tokens * (V / t) * kCrossEntropyValuesPerLogit * 4.0 / memory_bandwidth_ +
-                      3 * tokens * h * bv / memory_bandwidth_;
-  const double head_tp = l.tp > 1 ? 3 * RingAllReduceTime(tokens * 4.0, l.tp, tp_link) : 0.0;
+// ---- The LM head on the last stage, per micro-batch: logits GEMM (T, V/t, h) forward and
+// backward, and the fp32 cross-entropy over the vocabulary shard.
+PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
+  const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
+  const double bv = BytesPerValue(l.precision);
+  const double h = model_.hidden, V = model_.vocab, t = l.tp;
+  const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
+  HeadTime head;
+  head.compute = 3 * GemmTime(tokens, V / t, h, peak) +
+                 tokens * (V / t) * kCrossEntropyValuesPerLogit * 4.0 / memory_bandwidth_ +
+                 3 * tokens * h * bv / memory_bandwidth_;
+  head.tp_comm = l.tp > 1 ? 3 * RingAllReduceTime(tokens * 4.0, l.tp, GroupLink(l.tp, 1)) : 0.0;
+  return head;
+}
 
-  // ---- Pipeline transfers: activations forward and gradients backward at every chunk
-  // boundary, v per micro-batch; T x h values, split over the TP ranks (Megatron's scatter/gather,
-  // or sequence-parallel shards). Stage neighbours are t * d ranks apart.
-  double p2p = 0;
-  if (l.pp > 1) {
-    const LinkSpeed pp_link = GroupLink(2, l.tp * l.dp);
-    const double bytes = tokens * h * bv / t;
-    p2p = 2 * v * (bytes / pp_link.bandwidth + pp_link.latency);
-  }
+// ---- Pipeline transfers per micro-batch: activations forward and gradients backward at every
+// chunk boundary, v per micro-batch; T x h values, split over the TP ranks (Megatron's
+// scatter/gather, or sequence-parallel shards). Stage neighbours are t * d ranks apart.
+double PerformanceModel::PipelineTransferTime(const Layout& l) const {
+  if (l.pp == 1) return 0;
+  const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
+  const LinkSpeed pp_link = GroupLink(2, l.tp * l.dp);
+  const double bytes = tokens * model_.hidden * BytesPerValue(l.precision) / l.tp;
+  return 2.0 * l.virtual_stages * (bytes / pp_link.bandwidth + pp_link.latency);
+}
 
-  // ---- The slowest stage's time per micro-batch slot, and the 1F1B schedule.
-  const double compute_mb = layers_per_stage * (layer_forward + layer_backward + layer_recompute) + head;
-  const double tp_mb = layers_per_stage * layer_tp + head_tp;
-  const double slot = compute_mb + tp_mb + p2p;
-  Prediction out;
-  out.time.compute = mb * compute_mb;
-  out.time.tp_comm = mb * tp_mb;
-  out.time.pp_p2p = mb * p2p;
-  out.time.bubble = (p - 1) / v * slot;
+// ---- Parameters per device of the first, the last and the most loaded stage.
+PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l) const {
+  const ModelShape& m = model_;
+  const double h = m.hidden, f = m.ffn_hidden, s = m.seq_len, V = m.vocab, t = l.tp;
+  const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
+  const double layer_params = (4 * h * h + 3 * h + 2 * h * f + f) / t + 5 * h;  // LN and output biases replicated
+  StageParameters stage;
+  stage.embedding = V * h / t;
+  stage.first = layers_per_stage * layer_params + stage.embedding + s * h;
+  stage.last = layers_per_stage * layer_params + 2 * h + (m.tied_embeddings && l.pp > 1 ? stage.embedding : 0.0) +
+               (m.tied_embeddings ? 0.0 : stage.embedding);
+  stage.most_loaded = l.pp == 1 ? layers_per_stage * layer_params + stage.embedding * (m.tied_embeddings ? 1 : 2) +
+                                      s * h + 2 * h
+                                : std::max(stage.first, stage.last);
+  return stage;
+}
 
-  // ---- Parameters of the most loaded stage (for DP traffic, the optimizer and memory).
-  const double layer_params =
-      (4 * h * h + 3 * h + 2 * h * f + f) / t + 5 * h;  // LN and output biases replicated
-  const double embedding = V * h / t;
-  const double first_stage = layers_per_stage * layer_params + embedding + s * h;
-  const double last_stage = layers_per_stage * layer_params + 2 * h +
-                            (m.tied_embeddings && l.pp > 1 ? embedding : 0.0) +
-                            (m.tied_embeddings ? 0.0 : embedding);
-  const double params =
-      l.pp == 1 ? layers_per_stage * layer_params + embedding * (m.tied_embeddings ? 1 : 2) + s * h + 2 * h
-                : std::max(first_stage, last_stage);
-  const double grad_bytes = GradientBytes(l.precision);
+// ---- Data parallelism: members are t ranks apart. The reduction of gradients can hide
+// behind the last micro-batch's backward pass (`hide` seconds); ZeRO-1 reduce-scatters instead
+// and then all-gathers the updated 16-bit weights, which nothing hides.
+double PerformanceModel::DataParallelExposedTime(const Layout& l, double params, double hide) const {
+  if (l.dp == 1) return 0;
+  const double d = l.dp, grad_bytes = GradientBytes(l.precision), bv = BytesPerValue(l.precision);
+  const LinkSpeed dp_link = GroupLink(l.dp, l.tp);
+  const double steps = CollectiveSteps(l.dp) * dp_link.latency;
+  if (l.zero != 1) return std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide);
+  const double reduce_scatter = (d - 1) / d * params * grad_bytes / dp_link.bandwidth + steps / 2;
+  const double all_gather = (d - 1) / d * params * bv / dp_link.bandwidth + steps / 2;
+  return std::max(0.0, reduce_scatter - hide) + all_gather;
+}
 
-  // ---- Data parallelism: members are t ranks apart. The reduction of gradients can hide
-  // behind the last micro-batch's backward pass; ZeRO-1 reduce-scatters instead and then
-  // all-gathers the updated 16-bit weights, which nothing hides.
-  double dp_exposed = 0;
-  if (l.dp > 1) {
-    const LinkSpeed dp_link = GroupLink(l.dp, l.tp);
-    const double hide = eff_[K::kDpOverlap] * layers_per_stage * (layer_backward + layer_recompute);
-    const double steps = CollectiveSteps(l.dp) * dp_link.latency;
-    if (l.zero == 1) {
-      const double reduce_scatter = (d - 1) / d * params * grad_bytes / dp_link.bandwidth + steps / 2;
-      const double all_gather = (d - 1) / d * params * bv / dp_link.bandwidth + steps / 2;
-      dp_exposed = std::max(0.0, reduce_scatter - hide) + all_gather;
-    } else {
-      dp_exposed = std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide);
-    }
-  }
-  out.time.dp_comm_exposed = dp_exposed;
-  // Tied embeddings with pp > 1: once per step the first and last stages sum their embedding
-  // gradients (a pipeline-level transfer, counted with the point-to-point time).
-  if (l.pp > 1 && m.tied_embeddings) {
-    const LinkSpeed ends = GroupLink(2, l.tp * l.dp * (l.pp - 1));
-    out.time.pp_p2p += RingAllReduceTime(embedding * grad_bytes, 2, ends);
-  }
+// ---- Tied embeddings with pp > 1: once per step the first and last stages sum their embedding
+// gradients (a pipeline-level transfer, counted with the point-to-point time).
+double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_params) const {
+  if (l.pp == 1 || !model_.tied_embeddings) return 0;
+  const LinkSpeed ends = GroupLink(2, l.tp * l.dp * (l.pp - 1));
+  return RingAllReduceTime(embedding_params * GradientBytes(l.precision), 2, ends);
+}
 
-  // ---- AdamW: per parameter it reads the gradient (twice, with the norm for clipping), reads
-  // and writes the fp32 master weight and both moments, and writes the 16-bit copy.
+// ---- AdamW: per parameter it reads the gradient (twice, with the norm for clipping), reads
+// and writes the fp32 master weight and both moments, and writes the 16-bit copy.
+double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
   const bool mixed = l.precision != Precision::kFp32;
-  const double optimizer_bytes = 2 * grad_bytes + 3 * 8.0 + (mixed ? bv : 0.0);
-  out.time.optimizer = params / (l.zero == 1 ? d : 1.0) * optimizer_bytes / memory_bandwidth_;
+  const double optimizer_bytes = 2 * GradientBytes(l.precision) + 3 * 8.0 + (mixed ? BytesPerValue(l.precision) : 0.0);
+  return params / (l.zero == 1 ? static_cast<double>(l.dp) : 1.0) * optimizer_bytes / memory_bandwidth_;
+}
 
-  const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
-                           out.time.dp_comm_exposed + out.time.optimizer;
-  if (ranks_per_node_ > gpus_per_node_) {
-    // Time-shared devices: the node's ranks' work (the LM head on one stage in p) over its devices.
-    const double work_per_rank = out.time.compute - mb * head * (p - 1) / p + out.time.tp_comm + out.time.pp_p2p +
-                                 out.time.dp_comm_exposed + out.time.optimizer;
-    const double shared = work_per_rank * ranks_per_node_ / gpus_per_node_;
-    out.time.device_sharing = std::max(0.0, shared - dedicated);
-  }
-  out.step_time_s = dedicated + out.time.device_sharing;
-  out.tokens_per_s = m.TokensPerStep() / out.step_time_s;
-  out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;
-  out.mfu = out.tflops_per_gpu * 1e12 / peak;
+// ---- Time-shared devices (more ranks than devices on a node): the node's ranks' work (the LM
+// head on one stage in p) over its devices, beyond the dedicated-device schedule.
+double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown& time, double head_per_mb,
+                                           double dedicated) const {
+  if (ranks_per_node_ <= gpus_per_node_) return 0;
+  const double p = l.pp, mb = l.num_micro_batches;
+  const double work_per_rank = time.compute - mb * head_per_mb * (p - 1) / p + time.tp_comm + time.pp_p2p +
+                               time.dp_comm_exposed + time.optimizer;
+  const double shared = work_per_rank * ranks_per_node_ / gpus_per_node_;
+  return std::max(0.0, shared - dedicated);
+}
 
-  // ---- Memory: the first stage (embedding, the most activations in flight) or the last
-  // (LM head, fp32 logits), whichever needs more; with one stage, both on one device.
-  // Activations per layer per micro-batch (Korthikanti et al. 2022), in 16-bit units of s b h.
+// ---- Memory: the first stage (embedding, the most activations in flight) or the last (LM head,
+// fp32 logits), whichever needs more; with one stage, both on one device. Activations per layer
+// per micro-batch (Korthikanti et al. 2022), in 16-bit units of s b h.
+MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters& stage) const {
+  using K = EfficiencyKey;
+  const ModelShape& m = model_;
+  const double bv = BytesPerValue(l.precision), grad_bytes = GradientBytes(l.precision);
+  const double h = m.hidden, s = m.seq_len, a = m.heads, V = m.vocab;
+  const double t = l.tp, p = l.pp, d = l.dp, v = l.virtual_stages, mb = l.num_micro_batches;
+  const double b = l.micro_batch, tokens = b * s, layers_per_stage = m.layers / p;
+  const bool mixed = l.precision != Precision::kFp32;
   const double scores = (l.flash_attention || l.recompute != Recompute::kNone) ? 0.0 : 5 * a * s / (h * t);
-  const double full_layer =
-      l.seq_parallel ? 34 / t + scores : (l.tp == 1 ? 34 + scores : 10 + 24 / t + scores);
+  const double full_layer = l.seq_parallel ? 34 / t + scores : (l.tp == 1 ? 34 + scores : 10 + 24 / t + scores);
   const double stored = l.recompute == Recompute::kFull ? (l.seq_parallel ? 2 / t : 2.0) : full_layer;
   // Full recomputation: the layer being recomputed holds its full activations meanwhile.
   const double working = l.recompute == Recompute::kFull
@@ -275,8 +279,7 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   // more with interleaving; the last stage holds one micro-batch, and the logits (16-bit and fp32).
   const double in_flight = std::min(p, mb) * (v > 1 ? 1.0 + (p - 1) / (p * v) : 1.0);
   const double logits = tokens * V / t * (4.0 + bv);
-  const double comm_buffers =
-      (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
+  const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
   auto stage_memory = [&](double stage_params, double activations) {
     MemoryBreakdown mem;
     mem.weights = stage_params * bv;
@@ -287,15 +290,42 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
     mem.runtime_overhead = eff_[K::kMemoryOverheadGb] * 1e9 + eff_[K::kMemoryFragmentation] * activations;
     return mem;
   };
-  if (l.pp == 1) {
-    out.memory = stage_memory(params, sbh * (stored * layers_per_stage + working) + logits);
-  } else {
-    const MemoryBreakdown first =
-        stage_memory(first_stage, sbh * (stored * layers_per_stage * in_flight + working));
-    const MemoryBreakdown last =
-        stage_memory(last_stage, sbh * (stored * layers_per_stage + working) + logits);
-    out.memory = first.Total() >= last.Total() ? first : last;
-  }
+  if (l.pp == 1) return stage_memory(stage.most_loaded, sbh * (stored * layers_per_stage + working) + logits);
+  const MemoryBreakdown first = stage_memory(stage.first, sbh * (stored * layers_per_stage * in_flight + working));
+  const MemoryBreakdown last = stage_memory(stage.last, sbh * (stored * layers_per_stage + working) + logits);
+  return first.Total() >= last.Total() ? first : last;
+}
+
+// The step: m slots of the slowest stage's per-micro-batch time plus the (p - 1) / v slots of
+// the bubble, the exposed data-parallel reduction, the optimizer, and the time ranks wait for
+// shared devices.
+Prediction PerformanceModel::Predict(const Layout& l) const {
+  const double p = l.pp, v = l.virtual_stages, mb = l.num_micro_batches;
+  const double layers_per_stage = model_.layers / p;
+  const LayerTime layer = LayerTimes(l);
+  const HeadTime head = HeadTimes(l);
+  const double p2p = PipelineTransferTime(l);
+  const double compute_mb = layers_per_stage * (layer.forward + layer.backward + layer.recompute) + head.compute;
+  const double tp_mb = layers_per_stage * layer.tp_comm + head.tp_comm;
+  const double slot = compute_mb + tp_mb + p2p;
+  Prediction out;
+  out.time.compute = mb * compute_mb;
+  out.time.tp_comm = mb * tp_mb;
+  out.time.pp_p2p = mb * p2p;
+  out.time.bubble = (p - 1) / v * slot;
+  const StageParameters stage = StageParams(l);
+  const double hide = eff_[EfficiencyKey::kDpOverlap] * layers_per_stage * (layer.backward + layer.recompute);
+  out.time.dp_comm_exposed = DataParallelExposedTime(l, stage.most_loaded, hide);
+  out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
+  out.time.optimizer = OptimizerTime(l, stage.most_loaded);
+  const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
+                           out.time.dp_comm_exposed + out.time.optimizer;
+  out.time.device_sharing = DeviceSharingTime(l, out.time, head.compute, dedicated);
+  out.step_time_s = dedicated + out.time.device_sharing;
+  out.tokens_per_s = model_.TokensPerStep() / out.step_time_s;
+  out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;
+  out.mfu = out.tflops_per_gpu * 1e12 / peak_[static_cast<int>(PeakIndex(l.precision))];
+  out.memory = Memory(l, stage);
   out.memory_bytes = out.memory.Total();
   out.fits = out.memory_bytes <= memory_bytes_;
   return out;

@@ -104,6 +104,26 @@ class PerformanceModel {
     double bandwidth;  // bytes/s per GPU, per direction
     double latency;    // s per step
   };
+  // The terms of a prediction (performance_model.cc says what each counts).
+  struct LayerTime {  // one layer, one micro-batch, one tensor-parallel rank, seconds
+    double forward = 0, backward = 0, recompute = 0, tp_comm = 0;
+  };
+  struct HeadTime {  // the LM head per micro-batch
+    double compute = 0, tp_comm = 0;
+  };
+  struct StageParameters {  // parameters per device
+    double first = 0, last = 0, most_loaded = 0, embedding = 0;
+  };
+  LayerTime LayerTimes(const Layout& layout) const;
+  HeadTime HeadTimes(const Layout& layout) const;
+  double PipelineTransferTime(const Layout& layout) const;
+  StageParameters StageParams(const Layout& layout) const;
+  double DataParallelExposedTime(const Layout& layout, double params, double hide) const;
+  double TiedEmbeddingTime(const Layout& layout, double embedding_params) const;
+  double OptimizerTime(const Layout& layout, double params) const;
+  double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,
+                           double dedicated) const;
+  MemoryBreakdown Memory(const Layout& layout, const StageParameters& stage) const;
   // The link a group of `size` ranks, `stride` ranks apart, runs its collectives over.
   LinkSpeed GroupLink(int size, int stride) const;
   double GemmTime(double m, double n, double k, double peak) const;

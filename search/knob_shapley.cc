@@ -69,32 +69,64 @@ uint64_t KnobShapley::Key(const Layout& l) const {
   return key;
 }
 
-KnobExplanation KnobShapley::Explain(int index, bool interactions, int max_exact_players) const {
-  KnobExplanation out;
-  const uint64_t x_key = keys_[index];
-  out.value = f_[index];
-  // Players: the knobs on which x or some background point differ.
+// The players: the knobs on which x or some background point differ.
+std::vector<const KnobShapley::Field*> KnobShapley::Players(uint64_t x_key, std::vector<Knob>* knobs) const {
   std::vector<const Field*> players;
   for (const Field& field : fields_) {
     bool varies = false;
     for (int z : background_) varies = varies || (keys_[z] & field.mask) != (x_key & field.mask);
     if (varies) {
       players.push_back(&field);
-      out.knobs.push_back(field.knob);
+      knobs->push_back(field.knob);
     }
   }
-  const int d = static_cast<int>(players.size());
-  double baseline = 0;
+  return players;
+}
+
+double KnobShapley::BackgroundMean() const {
+  double sum = 0;
   int defined = 0;
   for (int z : background_) {
     if (std::isfinite(f_[z])) {
-      baseline += f_[z];
+      sum += f_[z];
       ++defined;
     }
   }
-  out.baseline = defined > 0 ? baseline / defined : 0.0;
+  return defined > 0 ? sum / defined : 0.0;
+}
 
-  // Hybrid keys per background point, updated one field at a time along the Gray code.
+// The mean of f over the legal hybrids; with no legal hybrid, the mean over the legal layouts
+// that agree with x on the coalition's knobs (`mask`); `fallback` when there are none either.
+double KnobShapley::MeanOverHybrids(const std::vector<uint64_t>& hybrid, uint64_t mask, uint64_t x_key,
+                                    double fallback) const {
+  double sum = 0;
+  int count = 0;
+  for (uint64_t key : hybrid) {
+    auto it = index_.find(key);
+    if (it != index_.end() && std::isfinite(f_[it->second])) {
+      sum += f_[it->second];
+      ++count;
+    }
+  }
+  if (count > 0) return sum / count;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if ((keys_[i] & mask) == (x_key & mask) && std::isfinite(f_[i])) {
+      sum += f_[i];
+      ++count;
+    }
+  }
+  return count > 0 ? sum / count : fallback;
+}
+
+KnobExplanation KnobShapley::Explain(int index, bool interactions, int max_exact_players) const {
+  KnobExplanation out;
+  const uint64_t x_key = keys_[index];
+  out.value = f_[index];
+  const std::vector<const Field*> players = Players(x_key, &out.knobs);
+  const int d = static_cast<int>(players.size());
+  out.baseline = BackgroundMean();
+  // Hybrid keys per background point: x's values on the coalition's knobs, the point's on the
+  // rest; updated one field at a time along the Gray code when exact.
   std::vector<uint64_t> hybrid(background_.size());
   auto fields_of = [&](uint32_t coalition) {
     uint64_t m = 0;
@@ -103,31 +135,9 @@ KnobExplanation KnobShapley::Explain(int index, bool interactions, int max_exact
     }
     return m;
   };
-  auto mean_over_hybrids = [&](uint32_t coalition) {
-    double sum = 0;
-    int count = 0;
-    for (uint64_t key : hybrid) {
-      auto it = index_.find(key);
-      if (it != index_.end() && std::isfinite(f_[it->second])) {
-        sum += f_[it->second];
-        ++count;
-      }
-    }
-    if (count > 0) return sum / count;
-    // No legal hybrid: the mean over legal layouts that agree with x on the coalition's knobs.
-    const uint64_t m = fields_of(coalition);
-    for (size_t i = 0; i < keys_.size(); ++i) {
-      if ((keys_[i] & m) == (x_key & m) && std::isfinite(f_[i])) {
-        sum += f_[i];
-        ++count;
-      }
-    }
-    return count > 0 ? sum / count : out.value;
-  };
   const CoalitionValue gray_value = [&](uint32_t coalition, int flipped) {
     if (flipped < 0) {
       for (size_t b = 0; b < background_.size(); ++b) hybrid[b] = keys_[background_[b]];
-      // (the empty coalition: the background itself)
     } else {
       const uint64_t m = players[flipped]->mask;
       for (size_t b = 0; b < background_.size(); ++b) {
@@ -138,14 +148,14 @@ KnobExplanation KnobShapley::Explain(int index, bool interactions, int max_exact
     }
     if (coalition == 0) return out.baseline;  // by definition, whatever the background holds
     if (coalition == (d == 0 ? 0u : (1u << d) - 1)) return out.value;
-    return mean_over_hybrids(coalition);
+    return MeanOverHybrids(hybrid, fields_of(coalition), x_key, out.value);
   };
   const CoalitionValue direct_value = [&](uint32_t coalition, int) {
     const uint64_t m = fields_of(coalition);
     for (size_t b = 0; b < background_.size(); ++b) hybrid[b] = (keys_[background_[b]] & ~m) | (x_key & m);
     if (coalition == 0) return out.baseline;
     if (d < 32 && coalition == (1u << d) - 1) return out.value;
-    return mean_over_hybrids(coalition);
+    return MeanOverHybrids(hybrid, m, x_key, out.value);
   };
   ShapleyResult r;
   if (d <= max_exact_players) {

@@ -81,6 +81,9 @@ class KnobShapley {
   };
   uint64_t Code(Knob knob, const Layout& l) const;
   uint64_t Key(const Layout& l) const;
+  std::vector<const Field*> Players(uint64_t x_key, std::vector<Knob>* knobs) const;
+  double BackgroundMean() const;
+  double MeanOverHybrids(const std::vector<uint64_t>& hybrid, uint64_t mask, uint64_t x_key, double fallback) const;
 
   std::vector<Layout> legal_;
   std::vector<double> f_;

@@ -110,107 +110,127 @@ std::vector<double> Proposer::Feasibility(const FeasibilityModel& memory,
   return p;
 }
 
-Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
-  State s;
-  s.tried.assign(legal_.size(), 0);
-  std::map<int, std::pair<double, int>> sums;  // index -> (sum of log times, count); ordered: deterministic
-  std::map<int, int> sliced;                    // index -> how many of those were sliced
+// What a history says, per legal layout: which were tried, the ok measurements (sum of log
+// step times and count, ordered by index: deterministic), how many of those were sliced, and the
+// memory evidence (headroom of the layouts that ran or ran out of memory, and whether they fit).
+struct Proposer::Evidence {
+  std::vector<char> tried;
+  std::map<int, std::pair<double, int>> sums;
+  std::map<int, int> sliced;
   std::vector<double> headroom;
   std::vector<bool> fits;
+};
+
+Proposer::Evidence Proposer::Gather(const std::vector<Outcome>& history) const {
+  Evidence e;
+  e.tried.assign(legal_.size(), 0);
   for (const Outcome& o : history) {
     const int i = IndexOf(o.layout);
     if (i < 0) continue;  // not in this search space
-    s.tried[i] = 1;
+    e.tried[i] = 1;
     if (o.status == TrialStatus::kOk && o.step_time_s && *o.step_time_s > 0) {
-      auto& [sum, count] = sums[i];
+      auto& [sum, count] = e.sums[i];
       sum += std::log(*o.step_time_s);
       ++count;
-      if (o.sliced) ++sliced[i];
+      if (o.sliced) ++e.sliced[i];
     }
     if (std::isfinite(headroom_[i]) && (o.status == TrialStatus::kOk || o.status == TrialStatus::kOom)) {
-      headroom.push_back(headroom_[i]);
-      fits.push_back(o.status == TrialStatus::kOk);
+      e.headroom.push_back(headroom_[i]);
+      e.fits.push_back(o.status == TrialStatus::kOk);
     }
   }
-  const FeasibilityModel memory = FeasibilityModel::Fit(headroom, fits, options_.feasibility);
-  s.feasibility = Feasibility(memory, history);
+  return e;
+}
 
-  const Eigen::Index n = static_cast<Eigen::Index>(sums.size());
-  s.log_time.resize(n);
-  for (const auto& [i, sum_count] : sums) {
-    s.log_time[static_cast<Eigen::Index>(s.observed.size())] = sum_count.first / sum_count.second;
-    s.observed.push_back(i);
+// The GP on the residuals of the mean log step times against the prior: log step ~ prior +
+// offset + scale z, with sliced outcomes' extra noise (the variance of a mean of count
+// measurements, k of them sliced, grows by k sd^2 / count^2 in z's units).
+void Proposer::FitGp(const Evidence& e, State* s) const {
+  const Eigen::Index n = static_cast<Eigen::Index>(e.sums.size());
+  s->log_time.resize(n);
+  for (const auto& [i, sum_count] : e.sums) {
+    s->log_time[static_cast<Eigen::Index>(s->observed.size())] = sum_count.first / sum_count.second;
+    s->observed.push_back(i);
   }
   Eigen::MatrixXd x(n, x_.cols());
   Eigen::VectorXd u(n), residual(n);
   for (Eigen::Index k = 0; k < n; ++k) {
-    const int i = s.observed[k];
+    const int i = s->observed[k];
     x.row(k) = x_.row(i);
     u[k] = feature_[i];
-    residual[k] = s.log_time[k] - (options_.use_prior ? prior_log_time_[i] : 0.0);
+    residual[k] = s->log_time[k] - (options_.use_prior ? prior_log_time_[i] : 0.0);
   }
-  s.scale = options_.prior_sd;
-  if (n == 1) s.offset = residual[0];
+  s->scale = options_.prior_sd;
+  if (n == 1) s->offset = residual[0];
   if (n >= 2) {
-    s.offset = residual.mean();
-    s.scale = std::max(kMinResidualScale, std::sqrt((residual.array() - s.offset).square().mean()));
+    s->offset = residual.mean();
+    s->scale = std::max(kMinResidualScale, std::sqrt((residual.array() - s->offset).square().mean()));
   }
-  s.random_design = !options_.use_prior && n < 2;
-  Eigen::VectorXd z = (residual.array() - s.offset) / s.scale;
-  // Sliced outcomes: the variance of a mean of count measurements, k of them sliced, grows by
-  // k sd^2 / count^2 (in z's units).
+  s->random_design = !options_.use_prior && n < 2;
+  Eigen::VectorXd z = (residual.array() - s->offset) / s->scale;
   Eigen::VectorXd extra;
-  if (!sliced.empty()) {
+  if (!e.sliced.empty()) {
     extra.setZero(n);
     for (Eigen::Index k = 0; k < n; ++k) {
-      const auto it = sliced.find(s.observed[k]);
-      if (it == sliced.end()) continue;
-      const double count = sums[s.observed[k]].second;
-      const double sd = options_.sliced_noise_sd / s.scale;
+      const auto it = e.sliced.find(s->observed[k]);
+      if (it == e.sliced.end()) continue;
+      const double count = e.sums.at(s->observed[k]).second;
+      const double sd = options_.sliced_noise_sd / s->scale;
       extra[k] = it->second * sd * sd / (count * count);
     }
   }
   GpOptions gp = options_.gp;
   gp.seed = options_.seed;
   gp.use_feature = options_.use_prior;
-  s.gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp, std::move(extra));
+  s->gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp, std::move(extra));
+}
 
-  // Layouts that crashed, hung or printed no metric taught nothing about speed, but they are not
-  // unexplored either: condition on them as if they had returned the surrogate's mean there, so
-  // the uncertainty (and the exploration it invites) collapses around them. (OOMs are left to
-  // the memory model: the best layouts often sit right below the limit.)
-  {
-    std::vector<int> failed;
-    for (const Outcome& o : history) {
-      const int i = IndexOf(o.layout);
-      if (i < 0 || !IsFinished(o.status) || o.status == TrialStatus::kOk || o.status == TrialStatus::kOom)
-        continue;
-      if (std::find(s.observed.begin(), s.observed.end(), i) == s.observed.end() &&
-          std::find(failed.begin(), failed.end(), i) == failed.end()) {
-        failed.push_back(i);
-      }
-    }
-    for (int i : failed) {
-      Eigen::VectorXd mz, vz;
-      s.gp.Predict(x_.row(i), feature_.segment(i, 1), &mz, &vz);
-      s.gp.AddObservation(x_.row(i), feature_[i], mz[0]);
+// Layouts that crashed, hung or printed no metric taught nothing about speed, but they are not
+// unexplored either: condition on them as if they had returned the surrogate's mean there, so
+// the uncertainty (and the exploration it invites) collapses around them. (OOMs are left to the
+// memory model: the best layouts often sit right below the limit.)
+void Proposer::ConditionOnFailures(const std::vector<Outcome>& history, State* s) const {
+  std::vector<int> failed;
+  for (const Outcome& o : history) {
+    const int i = IndexOf(o.layout);
+    if (i < 0 || !IsFinished(o.status) || o.status == TrialStatus::kOk || o.status == TrialStatus::kOom) continue;
+    if (std::find(s->observed.begin(), s->observed.end(), i) == s->observed.end() &&
+        std::find(failed.begin(), failed.end(), i) == failed.end()) {
+      failed.push_back(i);
     }
   }
-
-  // The incumbent: the surrogate's mean at the best measured layout (robust to noise).
-  if (n > 0) {
-    Eigen::MatrixXd xo(n, x_.cols());
-    Eigen::VectorXd uo(n), mz, vz;
-    for (Eigen::Index k = 0; k < n; ++k) {
-      xo.row(k) = x_.row(s.observed[k]);
-      uo[k] = feature_[s.observed[k]];
-    }
-    s.gp.Predict(xo, uo, &mz, &vz);
-    for (Eigen::Index k = 0; k < n; ++k) {
-      const double prior = options_.use_prior ? prior_log_time_[s.observed[k]] : 0.0;
-      s.best = std::min(s.best, prior + s.offset + s.scale * mz[k]);
-    }
+  for (int i : failed) {
+    Eigen::VectorXd mz, vz;
+    s->gp.Predict(x_.row(i), feature_.segment(i, 1), &mz, &vz);
+    s->gp.AddObservation(x_.row(i), feature_[i], mz[0]);
   }
+}
+
+// The incumbent: the surrogate's mean at the best measured layout (robust to noise).
+void Proposer::SetIncumbent(State* s) const {
+  const Eigen::Index n = static_cast<Eigen::Index>(s->observed.size());
+  if (n == 0) return;
+  Eigen::MatrixXd xo(n, x_.cols());
+  Eigen::VectorXd uo(n), mz, vz;
+  for (Eigen::Index k = 0; k < n; ++k) {
+    xo.row(k) = x_.row(s->observed[k]);
+    uo[k] = feature_[s->observed[k]];
+  }
+  s->gp.Predict(xo, uo, &mz, &vz);
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const double prior = options_.use_prior ? prior_log_time_[s->observed[k]] : 0.0;
+    s->best = std::min(s->best, prior + s->offset + s->scale * mz[k]);
+  }
+}
+
+Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
+  const Evidence evidence = Gather(history);
+  State s;
+  s.tried = evidence.tried;
+  s.feasibility = Feasibility(FeasibilityModel::Fit(evidence.headroom, evidence.fits, options_.feasibility), history);
+  FitGp(evidence, &s);
+  ConditionOnFailures(history, &s);
+  SetIncumbent(&s);
   return s;
 }
 
@@ -226,94 +246,106 @@ void Proposer::Score(const State& s, std::vector<double>* mean, std::vector<doub
   }
 }
 
+Proposal Proposer::MakeProposal(size_t i, double mean, double sd, double feasibility, double acquisition) const {
+  Proposal p;
+  p.layout = legal_[i];
+  p.predicted_step_time_s = std::exp(mean);
+  p.predicted_tokens_per_s = options_.tokens_per_step > 0 ? options_.tokens_per_step / p.predicted_step_time_s : 0;
+  p.uncertainty = sd;
+  p.feasibility = feasibility;
+  p.acquisition = acquisition;
+  return p;
+}
+
+// Without the model's times and fewer than two measurements there is nothing to rank by: draw
+// uniformly among the untried layouts likely to fit (all untried when none is).
+std::vector<Proposal> Proposer::RandomDesign(const State& s, const std::vector<double>& mean,
+                                             const std::vector<double>& sd, size_t history_size, int q) const {
+  std::vector<size_t> pool;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    if (!s.tried[i] && s.feasibility[i] >= 0.5) pool.push_back(i);
+  }
+  if (pool.empty()) {
+    for (size_t i = 0; i < legal_.size(); ++i) {
+      if (!s.tried[i]) pool.push_back(i);
+    }
+  }
+  std::vector<Proposal> out;
+  std::mt19937_64 rng(options_.seed * 0x9e3779b97f4a7c15ULL + history_size);
+  for (int k = 0; k < q && !pool.empty(); ++k) {
+    const size_t pick = std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng);
+    out.push_back(MakeProposal(pool[pick], mean[pool[pick]], sd[pool[pick]], s.feasibility[pool[pick]], 0.0));
+    pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(pick));
+  }
+  return out;
+}
+
+// Until some trial has run ok, finding one that does comes first (constrained BO's rule,
+// Gelbart et al. 2014): only layouts whose feasibility is near the best untried one compete.
+double Proposer::FeasibilityFloor(const State& s, const std::vector<Outcome>& history) const {
+  const bool any_failure = std::any_of(history.begin(), history.end(), [](const Outcome& o) {
+    return IsFinished(o.status) && o.status != TrialStatus::kOk;
+  });
+  if (!s.observed.empty() || !any_failure) return 0;
+  double max_feasibility = 0;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    if (!s.tried[i]) max_feasibility = std::max(max_feasibility, s.feasibility[i]);
+  }
+  return 0.8 * max_feasibility;
+}
+
+// The untried layout with the best acquisition (log EI, or minus the lower confidence bound,
+// plus log feasibility) among those at or above the floor; -1 when none is left.
+int Proposer::BestAcquisition(const State& s, const std::vector<double>& mean, const std::vector<double>& sd,
+                              double min_feasibility, double* score) const {
+  int chosen = -1;
+  double chosen_score = -kInf;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    if (s.tried[i] || s.feasibility[i] < min_feasibility) continue;
+    const double log_p = std::log(std::max(s.feasibility[i], 1e-300));
+    const double value = options_.acquisition == AcquisitionKind::kLogExpectedImprovement
+                             ? LogExpectedImprovement(mean[i], sd[i], s.best) + log_p
+                             : -LowerConfidenceBound(mean[i], sd[i], options_.ucb_beta) + log_p;
+    if (value > chosen_score || chosen < 0) {
+      chosen = static_cast<int>(i);
+      chosen_score = value;
+    }
+  }
+  *score = chosen_score;
+  return chosen;
+}
+
+// The Kriging believer: pretend the pick returned the surrogate's mean, and score again.
+void Proposer::BelievePick(int chosen, State* s, std::vector<double>* mean, std::vector<double>* sd) const {
+  const double prior = options_.use_prior ? prior_log_time_[chosen] : 0.0;
+  s->gp.AddObservation(x_.row(chosen), feature_[chosen], ((*mean)[chosen] - prior - s->offset) / s->scale);
+  s->best = std::min(s->best, (*mean)[chosen]);
+  Score(*s, mean, sd);
+}
+
 std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int q) const {
   State s = Fit(history);
   std::vector<double> mean, sd;
   Score(s, &mean, &sd);
-  const std::vector<double>& p_fits = s.feasibility;
-
-  auto proposal = [&](size_t i, double acquisition) {
-    Proposal p;
-    p.layout = legal_[i];
-    p.predicted_step_time_s = std::exp(mean[i]);
-    p.predicted_tokens_per_s =
-        options_.tokens_per_step > 0 ? options_.tokens_per_step / p.predicted_step_time_s : 0;
-    p.uncertainty = sd[i];
-    p.feasibility = p_fits[i];
-    p.acquisition = acquisition;
-    return p;
-  };
-
-  std::vector<Proposal> out;
-  if (s.random_design) {
-    // Without the model's times and fewer than two measurements there is nothing to rank by:
-    // draw uniformly among the untried layouts likely to fit (all untried when none is).
-    std::vector<size_t> pool;
-    for (size_t i = 0; i < legal_.size(); ++i) {
-      if (!s.tried[i] && p_fits[i] >= 0.5) pool.push_back(i);
-    }
-    if (pool.empty()) {
-      for (size_t i = 0; i < legal_.size(); ++i) {
-        if (!s.tried[i]) pool.push_back(i);
-      }
-    }
-    std::mt19937_64 rng(options_.seed * 0x9e3779b97f4a7c15ULL + history.size());
-    for (int k = 0; k < q && !pool.empty(); ++k) {
-      const size_t pick = std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng);
-      out.push_back(proposal(pool[pick], 0.0));
-      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(pick));
-    }
-    return out;
-  }
-
+  if (s.random_design) return RandomDesign(s, mean, sd, history.size(), q);
   // Without a measurement, the incumbent is the best layout the model expects to fit.
   if (!std::isfinite(s.best)) {
     double any = kInf;
     for (size_t i = 0; i < legal_.size(); ++i) {
       any = std::min(any, mean[i]);
-      if (p_fits[i] >= 0.5) s.best = std::min(s.best, mean[i]);
+      if (s.feasibility[i] >= 0.5) s.best = std::min(s.best, mean[i]);
     }
     if (!std::isfinite(s.best)) s.best = any;
   }
-
-  // Until some trial has run ok, finding one that does comes first (constrained BO's rule,
-  // Gelbart et al. 2014): only layouts whose feasibility is near the best untried one compete.
-  const bool any_failure = std::any_of(history.begin(), history.end(), [](const Outcome& o) {
-    return IsFinished(o.status) && o.status != TrialStatus::kOk;
-  });
-  double min_feasibility = 0;
-  if (s.observed.empty() && any_failure) {
-    double max_feasibility = 0;
-    for (size_t i = 0; i < legal_.size(); ++i) {
-      if (!s.tried[i]) max_feasibility = std::max(max_feasibility, p_fits[i]);
-    }
-    min_feasibility = 0.8 * max_feasibility;
-  }
-
+  const double min_feasibility = FeasibilityFloor(s, history);
+  std::vector<Proposal> out;
   for (int k = 0; k < q; ++k) {
-    int chosen = -1;
-    double chosen_score = -kInf;
-    for (size_t i = 0; i < legal_.size(); ++i) {
-      if (s.tried[i] || p_fits[i] < min_feasibility) continue;
-      const double log_p = std::log(std::max(p_fits[i], 1e-300));
-      const double score = options_.acquisition == AcquisitionKind::kLogExpectedImprovement
-                               ? LogExpectedImprovement(mean[i], sd[i], s.best) + log_p
-                               : -LowerConfidenceBound(mean[i], sd[i], options_.ucb_beta) + log_p;
-      if (score > chosen_score || chosen < 0) {
-        chosen = static_cast<int>(i);
-        chosen_score = score;
-      }
-    }
+    double score = 0;
+    const int chosen = BestAcquisition(s, mean, sd, min_feasibility, &score);
     if (chosen < 0) break;
-    out.push_back(proposal(static_cast<size_t>(chosen), chosen_score));
+    out.push_back(MakeProposal(static_cast<size_t>(chosen), mean[chosen], sd[chosen], s.feasibility[chosen], score));
     s.tried[chosen] = 1;
-    if (k + 1 < q) {
-      // Kriging believer: pretend the pick returned the surrogate's mean.
-      const double prior = options_.use_prior ? prior_log_time_[chosen] : 0.0;
-      s.gp.AddObservation(x_.row(chosen), feature_[chosen], (mean[chosen] - prior - s.offset) / s.scale);
-      s.best = std::min(s.best, mean[chosen]);
-      Score(s, &mean, &sd);
-    }
+    if (k + 1 < q) BelievePick(chosen, &s, &mean, &sd);
   }
   return out;
 }
@@ -324,6 +356,7 @@ Surrogate Proposer::Posterior(const std::vector<Outcome>& history) const {
   Score(s, &out.log_step_time, &out.sd);
   out.feasibility = s.feasibility;
   out.measured = !s.observed.empty();
+  out.incumbent = s.best;
   return out;
 }
 

@@ -92,6 +92,9 @@ struct Surrogate {
   std::vector<double> sd;             // its posterior standard deviation
   std::vector<double> feasibility;    // probability of fitting and running
   bool measured = false;              // false: no ok trial yet, the model's prior alone
+  // The log step time an improvement is measured against: the surrogate's mean at the best
+  // measured layout (infinite before any ok trial).
+  double incumbent = 0;
 };
 
 struct StopAdvice {
@@ -121,8 +124,20 @@ class Proposer {
   int IndexOf(const Layout& layout) const;
 
  private:
-  struct State;  // the fitted surrogate for one history
+  struct State;     // the fitted surrogate for one history
+  struct Evidence;  // what a history says, per legal layout
   State Fit(const std::vector<Outcome>& history) const;
+  Evidence Gather(const std::vector<Outcome>& history) const;
+  void FitGp(const Evidence& evidence, State* state) const;
+  void ConditionOnFailures(const std::vector<Outcome>& history, State* state) const;
+  void SetIncumbent(State* state) const;
+  Proposal MakeProposal(size_t index, double mean, double sd, double feasibility, double acquisition) const;
+  std::vector<Proposal> RandomDesign(const State& state, const std::vector<double>& mean, const std::vector<double>& sd,
+                                     size_t history_size, int q) const;
+  double FeasibilityFloor(const State& state, const std::vector<Outcome>& history) const;
+  int BestAcquisition(const State& state, const std::vector<double>& mean, const std::vector<double>& sd,
+                      double min_feasibility, double* score) const;
+  void BelievePick(int chosen, State* state, std::vector<double>* mean, std::vector<double>* sd) const;
   std::vector<double> Feasibility(const FeasibilityModel& memory, const std::vector<Outcome>& history) const;
   void Score(const State& state, std::vector<double>* mean, std::vector<double>* sd) const;
 

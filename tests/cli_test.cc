@@ -2,6 +2,8 @@
 #include <filesystem>
 #include <set>
 
+#include <sstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -154,11 +156,30 @@ TEST(Cli, TwoNodesSearchIntoOneStoreAtTheSameTime) {
   EXPECT_EQ(nodes, (std::set<std::string>{"a", "b"}));
 }
 
+// Every subcommand `tunepar --help` lists (read from it, so a new one is covered the day it is
+// added) answers --help with its usage and its own options.
 TEST(Cli, EverySubcommandHasHelp) {
-  for (const char* cmd : {"configs", "space", "search", "list", "show", "export"}) {
-    testing::CliRun run = RunTunepar(std::string(cmd) + " --help");
+  const testing::CliRun top = RunTunepar("--help");
+  ASSERT_EQ(top.exit_code, 0);
+  const size_t listed = top.out.find("Subcommands:");
+  ASSERT_NE(listed, std::string::npos) << top.out;
+  std::vector<std::string> subcommands;
+  std::istringstream lines(top.out.substr(listed));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    subcommands.push_back(name);
+  }
+  EXPECT_GE(subcommands.size(), 10u) << top.out;
+  for (const std::string& cmd : subcommands) {
+    const testing::CliRun run = RunTunepar(cmd + " --help");
     EXPECT_EQ(run.exit_code, 0) << cmd;
-    EXPECT_NE(run.out.find("Usage"), std::string::npos) << cmd << ": " << run.out;
+    EXPECT_NE(run.out.find("Usage: tunepar " + cmd), std::string::npos) << cmd << ": " << run.out;
+    EXPECT_NE(run.out.find("-h,--help"), std::string::npos) << cmd << ": " << run.out;
+    EXPECT_TRUE(run.err.empty()) << cmd << ": " << run.err;
   }
 }
 

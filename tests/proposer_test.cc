@@ -9,6 +9,7 @@
 
 #include "search/acquisition.h"
 #include "search/feasibility.h"
+#include "search/encoding.h"
 #include "search/gaussian_process.h"
 
 namespace tunepar::search {
@@ -398,6 +399,154 @@ TEST(Proposer, AdvisesStoppingOnceNothingCanImproveEnough) {
   EXPECT_LT(advice.best_probability, 0.05);
   ASSERT_TRUE(advice.most_promising.has_value());
   EXPECT_EQ(advice.most_promising->micro_batch, 64);
+}
+
+}  // namespace
+}  // namespace tunepar::search
+
+namespace tunepar::search {
+namespace {
+
+// Histories a search on the toy space goes through: the first k proposals of a search whose
+// prior is the truth scaled by `factor`, measured with the truth, for k = 1 .. 8.
+std::vector<std::vector<Outcome>> SearchHistories(const Proposer& p) {
+  std::vector<std::vector<Outcome>> histories;
+  std::vector<Outcome> history;
+  for (int k = 0; k < 8; ++k) {
+    const std::vector<Proposal> next = p.Propose(history, 1);
+    if (next.empty()) break;
+    history.push_back({next[0].layout, TrialStatus::kOk, ToyTime(next[0].layout) * (1 + 0.03 * (k % 3))});
+    histories.push_back(history);
+  }
+  return histories;
+}
+
+// The untried legal layout that maximises `score`; -1 when none is left.
+template <typename Score>
+int Argmax(const Proposer& p, const std::vector<Outcome>& history, Score score) {
+  std::vector<char> tried(p.size(), 0);
+  for (const Outcome& o : history) tried[p.IndexOf(o.layout)] = 1;
+  int best = -1;
+  double best_score = -INFINITY;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (tried[i]) continue;
+    const double s = score(i);
+    if (best < 0 || s > best_score) best = static_cast<int>(i), best_score = s;
+  }
+  return best;
+}
+
+const PriorModel kSkewedPrior = [](const Layout& l) {
+  return PriorPrediction{1.0 + 0.06 * std::pow(std::log2(l.micro_batch) - 5, 2) + 0.08 * std::log2(l.tp),
+                         ToyMemory(l)};
+};
+
+// The proposal is the argmax of log EI x feasibility over the surrogate the history gives,
+// computed here from its posterior with the formula; on some history of a search that is not
+// the layout with the best posterior mean (so a greedy proposer would fail this test).
+TEST(ProposerAcquisition, LogEiPicksItsArgmaxNotTheBestMean) {
+  const Proposer p(ToyLegal(), kSkewedPrior, ProposerOptions{});
+  int differs = 0;
+  for (const std::vector<Outcome>& history : SearchHistories(p)) {
+    const Surrogate s = p.Posterior(history);
+    ASSERT_TRUE(std::isfinite(s.incumbent));
+    const int ei = Argmax(p, history, [&](size_t i) {
+      const double z = (s.incumbent - s.log_step_time[i]) / s.sd[i];
+      const double expected_improvement = s.sd[i] * (NormalPdf(z) + z * NormalCdf(z));
+      return std::log(std::max(expected_improvement, 1e-300)) + std::log(s.feasibility[i]);
+    });
+    const int greedy = Argmax(p, history, [&](size_t i) { return -s.log_step_time[i] + std::log(s.feasibility[i]); });
+    EXPECT_EQ(p.Propose(history, 1)[0].layout, p.legal()[ei]) << history.size() << " trials";
+    differs += ei != greedy;
+  }
+  EXPECT_GE(differs, 1);
+}
+
+// UCB (a lower confidence bound on log step time): the proposal minimises mean - beta sd; on
+// some history that is not what mean + beta sd (the bonus with the wrong sign) would pick.
+TEST(ProposerAcquisition, UcbPicksTheLowestConfidenceBound) {
+  ProposerOptions o;
+  o.acquisition = AcquisitionKind::kUpperConfidenceBound;
+  const Proposer p(ToyLegal(), kSkewedPrior, o);
+  int differs = 0;
+  for (const std::vector<Outcome>& history : SearchHistories(p)) {
+    const Surrogate s = p.Posterior(history);
+    auto score = [&](double sign) {
+      return [&, sign](size_t i) {
+        return -(s.log_step_time[i] - sign * o.ucb_beta * s.sd[i]) + std::log(s.feasibility[i]);
+      };
+    };
+    const int lcb = Argmax(p, history, score(+1)), wrong = Argmax(p, history, score(-1));
+    EXPECT_EQ(p.Propose(history, 1)[0].layout, p.legal()[lcb]) << history.size() << " trials";
+    differs += lcb != wrong;
+  }
+  EXPECT_GE(differs, 1);
+}
+
+// A batch is spread by the Kriging believer: after each pick the surrogate is conditioned on
+// it, so its neighbours lose the uncertainty that made them attractive. The first pick is the
+// argmax of the acquisition; when the second is not its runner-up it lies no nearer the first
+// than that runner-up, and on some history of a search strictly farther.
+TEST(ProposerAcquisition, KrigingBelieverSpreadsTheBatch) {
+  const Proposer p(ToyLegal(), kSkewedPrior, ProposerOptions{});
+  const LayoutEncoder encoder = LayoutEncoder::Fit(ToyLegal());
+  auto distance = [&](const Layout& a, const Layout& b) {
+    std::vector<double> x(encoder.Dimension()), y(encoder.Dimension());
+    encoder.Encode(a, x);
+    encoder.Encode(b, y);
+    double d2 = 0;
+    for (size_t j = 0; j < x.size(); ++j) d2 += (x[j] - y[j]) * (x[j] - y[j]);
+    return std::sqrt(d2);
+  };
+  std::vector<std::vector<Outcome>> histories = SearchHistories(p);
+  histories.insert(histories.begin(), std::vector<Outcome>{});
+  int spread = 0;
+  for (const std::vector<Outcome>& history : histories) {
+    const Surrogate s = p.Posterior(history);
+    double best = s.incumbent;  // before any measurement: the best mean likely to fit
+    for (size_t i = 0; !std::isfinite(s.incumbent) && i < p.size(); ++i) {
+      if (s.feasibility[i] >= 0.5) best = std::min(best, s.log_step_time[i]);
+    }
+    auto acquisition = [&](size_t i) {
+      return LogExpectedImprovement(s.log_step_time[i], s.sd[i], best) + std::log(s.feasibility[i]);
+    };
+    const int first = Argmax(p, history, acquisition);
+    const int runner_up = Argmax(p, history, [&](size_t i) {
+      return static_cast<int>(i) == first ? -INFINITY : acquisition(i);
+    });
+    const std::vector<Proposal> batch = p.Propose(history, 2);
+    ASSERT_EQ(batch.size(), 2u);
+    EXPECT_EQ(batch[0].layout, p.legal()[first]) << history.size() << " trials";
+    if (batch[1].layout == p.legal()[runner_up]) continue;
+    const double picked = distance(batch[1].layout, batch[0].layout);
+    const double next = distance(p.legal()[runner_up], batch[0].layout);
+    EXPECT_GE(picked, next - 1e-9) << history.size() << " trials";
+    spread += picked > next + 1e-9;
+  }
+  EXPECT_GE(spread, 1);
+}
+
+// A layout that crashed taught nothing about speed, but it is no longer unexplored: the
+// surrogate is conditioned on it, so its uncertainty collapses there.
+TEST(ProposerAcquisition, CrashedLayoutsLoseTheirUncertainty) {
+  const Proposer p(ToyLegal(), ToyPrior(1.2), ProposerOptions{});
+  std::vector<Outcome> history;
+  for (int mbs : {1, 8, 64}) {
+    Layout l;
+    l.micro_batch = mbs;
+    l.tp = 2;
+    history.push_back({l, TrialStatus::kOk, ToyTime(l)});
+  }
+  Layout crashed;
+  crashed.micro_batch = 4;
+  crashed.tp = 8;
+  const int at = p.IndexOf(crashed);
+  const double before = p.Posterior(history).sd[at];
+  for (TrialStatus failure : {TrialStatus::kCrash, TrialStatus::kTimeout, TrialStatus::kInvalid}) {
+    std::vector<Outcome> with_failure = history;
+    with_failure.push_back({crashed, failure, std::nullopt});
+    EXPECT_LT(p.Posterior(with_failure).sd[at], 0.5 * before) << ToString(failure);
+  }
 }
 
 }  // namespace

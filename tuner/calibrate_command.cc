@@ -7,17 +7,14 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "base/presets.h"
 #include "base/provenance.h"
 #include "runner/calibration.h"
 #include "search/knob_shapley.h"
-#include "store/store_reader.h"
 #include "tuner/calibration_sweep.h"
 #include "tuner/commands.h"
-#include "tuner/study_context.h"
-#include "tuner/study_lookup.h"
+#include "tuner/stored_study.h"
 #include "tuner/text_table.h"
 
 namespace tunepar {
@@ -55,27 +52,18 @@ Result<std::vector<runner::EfficiencyKey>> ParseFitList(const std::string& list)
 // Measured runs from a study: its ok trials that a measuring backend ran, each placed as its
 // trial was (ranks per node, from the trial; else as most of the study's trials were).
 Result<std::vector<runner::MeasuredRun>> RunsFromStudy(const std::string& store_dir, const std::string& name) {
-  Result<store::StoreView> view = store::ReadStore(store_dir);
-  if (!view.ok()) return view.status();
-  for (const std::string& w : view->warnings) spdlog::warn("{}", w);
-  Result<store::StudyRecord> study = FindStudy(*view, store_dir, name);
-  if (!study.ok()) {
-    return NotFound(
-        fmt::format("--from '{}' is neither a readable file nor a study in store '{}'", name, store_dir));
+  Result<StoredStudy> stored = ReadStoredStudy(store_dir, name);
+  if (!stored.ok() && stored.status().code() == StatusCode::kNotFound) {
+    return NotFound(fmt::format("--from '{}' is neither a readable file nor a study in store '{}'", name, store_dir));
   }
-  std::vector<store::TrialRecord> trials;
-  for (const store::TrialRecord& t : view->trials) {
-    if (t.study_id == study->id) trials.push_back(t);
-  }
-  const int placement = PlacementOfTrials(trials);
-  Result<StudyContext> context = MakeStudyContext(*study, placement);
-  if (!context.ok()) return context.status();
+  if (!stored.ok()) return stored.status();
+  const StudyContext& context = stored->context;
   std::vector<runner::MeasuredRun> runs;
-  for (const store::TrialRecord& t : trials) {
+  for (const store::TrialRecord& t : stored->trials) {
     if (t.status != TrialStatus::kOk || t.backend == "model" || !t.step_time_s) continue;
-    runs.push_back({fmt::format("{}/{}", t.node_id, t.number), context->problem.model, t.layout, *t.step_time_s,
-                    fmt::format("study {} trial {}/{}", study->name, t.node_id, t.number), "model",
-                    t.ranks_per_node.value_or(placement)});
+    runs.push_back({fmt::format("{}/{}", t.node_id, t.number), context.problem.model, t.layout, *t.step_time_s,
+                    fmt::format("study {} trial {}/{}", context.study.name, t.node_id, t.number), "model",
+                    t.ranks_per_node.value_or(context.ranks_per_node)});
   }
   if (runs.empty()) {
     return InvalidArgument(fmt::format(

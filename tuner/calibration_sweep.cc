@@ -113,35 +113,25 @@ std::vector<ModelShape> ShapeVariants(const ModelShape& m, int count) {
   return shapes;
 }
 
-Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions& global,
-                                                             const SweepOptions& o) {
-  if (o.layouts < 2) return InvalidArgument(fmt::format("--layouts must be at least 2, got {}", o.layouts));
-  if (o.shapes < 1 || o.shapes > kMaxSweepShapes)
-    return InvalidArgument(fmt::format("--shapes must be 1 to {}, got {}", kMaxSweepShapes, o.shapes));
-  Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
-  if (!problem.ok()) return problem.status();
-  TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
-  Result<runner::CoreBackendOptions> core =
-      ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
-                         problem->hardware, o.world, o.timeout_s);
-  if (!core.ok()) return core.status();
-  problem->space = Restrict(problem->space, runner::CoreBackend(*core, problem->model, problem->hardware).SupportedKnobs());
+namespace {
 
-  // Each shape gets its share of the layouts; the runs alternate between shapes, so a drift in
-  // the machine's speed touches every shape alike.
-  struct Planned {
-    ModelShape model;
-    Layout layout;
-  };
-  const std::vector<ModelShape> shapes = ShapeVariants(problem->model, o.shapes);
+struct Planned {
+  ModelShape model;
+  Layout layout;
+};
+
+// Each shape gets its share of the layouts; the runs alternate between shapes, so a drift in the
+// machine's speed touches every shape alike. `legal` counts the legal layouts over all shapes.
+Result<std::vector<Planned>> PlanSweep(const Problem& problem, const SweepOptions& o, size_t* legal) {
+  const std::vector<ModelShape> shapes = ShapeVariants(problem.model, o.shapes);
   std::vector<std::vector<Layout>> per_shape;
-  size_t legal = 0;
+  *legal = 0;
   for (size_t k = 0; k < shapes.size(); ++k) {
-    Problem shaped = *problem;
+    Problem shaped = problem;
     shaped.model = shapes[k];
     Result<search::SpaceEnumeration> space = search::EnumerateSpace(MakeSpaceQuery(shaped, o.world));
     if (!space.ok()) return space.status();
-    legal += space->legal.size();
+    *legal += space->legal.size();
     const int share = o.layouts / static_cast<int>(shapes.size()) +
                       (static_cast<int>(k) < o.layouts % static_cast<int>(shapes.size()) ? 1 : 0);
     per_shape.push_back(SpreadLayouts(space->legal, share));
@@ -158,55 +148,81 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
     if (!any) break;
   }
   if (plan.empty()) return Status(StatusCode::kNoLegalLayout, "no legal layout to sweep");
+  return plan;
+}
+
+// Runs each planned layout with tunepar-core (progress on stdout unless --json); the ok runs.
+std::vector<runner::MeasuredRun> MeasureSweep(const GlobalOptions& global, const std::vector<Planned>& plan,
+                                              const runner::CoreBackendOptions& core,
+                                              const runner::HardwareProfile& hardware, int world,
+                                              const std::string& name, const fs::path& dir) {
+  std::vector<runner::MeasuredRun> runs;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Layout& l = plan[i].layout;
+    const ModelShape& model = plan[i].model;
+    runner::CoreBackend backend(core, model, hardware);
+    const fs::path trial_dir = dir / std::to_string(i + 1);
+    std::error_code ec;
+    fs::create_directories(trial_dir, ec);
+    runner::TrialContext context;
+    context.trial_id = fmt::format("calibration/{}/{}/{}", name, i + 1, getpid());
+    context.trial_dir = trial_dir.string();
+    context.number = static_cast<int64_t>(i + 1);
+    context.world = world;
+    context.gpus_per_node = hardware.gpus_per_node;
+    context.model = &model;
+    const runner::TrialResult r = backend.Evaluate(l, context);
+    const bool ok = r.status == TrialStatus::kOk && r.metrics.step_time_s;
+    if (!global.json) {
+      fmt::print("run {:>2}/{}  {:<16} {:<56} {:>7}  {}\n", i + 1, plan.size(), model.name, LayoutKey(l),
+                 ToString(r.status), ok ? fmt::format("{:.4f} s/step", *r.metrics.step_time_s) : r.message);
+      std::fflush(stdout);
+    }
+    if (ok) {
+      runs.push_back({fmt::format("{}/run{}", model.name, i + 1), model, l, *r.metrics.step_time_s,
+                      fmt::format("tunepar-core {} sweep", backend.Name()), "model", backend.RanksPerNode(world)});
+    }
+  }
+  return runs;
+}
+
+}  // namespace
+
+Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions& global, const SweepOptions& o) {
+  if (o.layouts < 2) return InvalidArgument(fmt::format("--layouts must be at least 2, got {}", o.layouts));
+  if (o.shapes < 1 || o.shapes > kMaxSweepShapes)
+    return InvalidArgument(fmt::format("--shapes must be 1 to {}, got {}", kMaxSweepShapes, o.shapes));
+  Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
+  if (!problem.ok()) return problem.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
+  Result<runner::CoreBackendOptions> core =
+      ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
+                         problem->hardware, o.world, o.timeout_s);
+  if (!core.ok()) return core.status();
+  problem->space = Restrict(problem->space, runner::CoreBackend(*core, problem->model, problem->hardware).SupportedKnobs());
+  size_t legal = 0;
+  Result<std::vector<Planned>> plan = PlanSweep(*problem, o, &legal);
+  if (!plan.ok()) return plan.status();
 
   const std::string name = fmt::format("{}-{}-w{}", problem->hardware.name, problem->model.name, o.world);
   const fs::path dir = fs::path(global.store) / "calibration" / name;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return StoreError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
-  const std::string backend_name = o.backend == "slurm" ? "slurm" : "local";
+  const size_t shapes = ShapeVariants(problem->model, o.shapes).size();
   if (!global.json) {
     fmt::print("Sweeping {} layouts of {} in {} shape{} at world {} with tunepar-core ({} backend; {} legal layouts)\n",
-               plan.size(), problem->model.name, shapes.size(), shapes.size() == 1 ? "" : "s", o.world,
-               backend_name, legal);
+               plan->size(), problem->model.name, shapes, shapes == 1 ? "" : "s", o.world,
+               o.backend == "slurm" ? "slurm" : "local", legal);
   }
-  std::vector<runner::MeasuredRun> runs;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const Layout& l = plan[i].layout;
-    const ModelShape& model = plan[i].model;
-    runner::CoreBackend backend(*core, model, problem->hardware);
-    const fs::path trial_dir = dir / std::to_string(i + 1);
-    fs::create_directories(trial_dir, ec);
-    runner::TrialContext context;
-    context.trial_id = fmt::format("calibration/{}/{}/{}", name, i + 1, getpid());
-    context.trial_dir = trial_dir.string();
-    context.number = static_cast<int64_t>(i + 1);
-    context.world = o.world;
-    context.gpus_per_node = problem->hardware.gpus_per_node;
-    context.model = &model;
-    const runner::TrialResult r = backend.Evaluate(l, context);
-    const bool ok = r.status == TrialStatus::kOk && r.metrics.step_time_s;
-    if (!global.json) {
-      fmt::print("run {:>2}/{}  {:<16} {:<56} {:>7}  {}\n", i + 1, plan.size(), model.name, LayoutKey(l),
-                 ToString(r.status),
-                 ok ? fmt::format("{:.4f} s/step", *r.metrics.step_time_s) : r.message);
-      std::fflush(stdout);
-    }
-    if (ok) {
-      runs.push_back({fmt::format("{}/run{}", model.name, i + 1), model, l, *r.metrics.step_time_s,
-                      fmt::format("tunepar-core {} sweep", backend.Name()), "model",
-                      backend.RanksPerNode(o.world)});
-    }
-  }
+  std::vector<runner::MeasuredRun> runs = MeasureSweep(global, *plan, *core, problem->hardware, o.world, name, dir);
   if (runs.size() < 2) {
-    return Status(StatusCode::kTrialsFailed,
-                  fmt::format("only {} of {} sweep runs succeeded: see the logs under {}", runs.size(),
-                              plan.size(), dir.string()));
+    return Status(StatusCode::kTrialsFailed, fmt::format("only {} of {} sweep runs succeeded: see the logs under {}",
+                                                         runs.size(), plan->size(), dir.string()));
   }
   const std::string csv = o.runs_csv.empty() ? (dir / "runs.csv").string() : o.runs_csv;
   std::ofstream(csv) << "# tunepar-core sweep: " << name << "\n" << MeasuredRunsCsv(runs);
-  if (!global.json)
-    fmt::print("measured runs written to {} (tunepar calibrate --from it refits them)\n\n", csv);
+  if (!global.json) fmt::print("measured runs written to {} (tunepar calibrate --from it refits them)\n\n", csv);
   return runs;
 }
 

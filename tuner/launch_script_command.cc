@@ -16,13 +16,11 @@
 #include "runner/launch_environment.h"
 #include "runner/launch_script.h"
 #include "runner/performance_model.h"
-#include "store/store_reader.h"
 #include "tuner/command_config.h"
 #include "tuner/commands.h"
 #include "tuner/core_backend_config.h"
 #include "tuner/problem.h"
-#include "tuner/study_context.h"
-#include "tuner/study_lookup.h"
+#include "tuner/stored_study.h"
 #include "tuner/trial_records.h"
 
 namespace tunepar {
@@ -48,15 +46,6 @@ struct Chosen {
   Layout layout;
   std::string origin;  // why this layout
 };
-
-Result<store::StudyRecord> OnlyStudy(const GlobalOptions& global, const store::StoreView& view) {
-  if (view.studies.size() == 1) return view.studies.front();
-  return InvalidArgument(view.studies.empty()
-                             ? fmt::format("store '{}' has no study: name one, or give --layout with --model and "
-                                           "--hardware",
-                                           global.store)
-                             : fmt::format("store '{}' has {} studies: name one", global.store, view.studies.size()));
-}
 
 // A command config for the command backend launches the job itself (srun ... python ...); the
 // script's srun does here, with the profile's masks: keep the program every rank runs.
@@ -118,36 +107,30 @@ Status WriteScript(const LaunchScriptOptions& o, const Chosen& c, const std::str
 // The layout given (it must be legal in the study's space, as the study's backend restricts
 // it), or the study's best trial, with where it ran.
 Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
-  Result<store::StoreView> view = store::ReadStore(global.store);
-  if (!view.ok()) return view.status();
-  Result<store::StudyRecord> study = o.study.empty() ? OnlyStudy(global, *view) : FindStudy(*view, global.store, o.study);
-  if (!study.ok()) return study.status();
-  std::vector<store::TrialRecord> trials;
-  for (const store::TrialRecord& t : view->trials) {
-    if (t.study_id == study->id) trials.push_back(t);
-  }
-  Result<StudyContext> context = MakeStudyContext(*study, PlacementOfTrials(trials));
-  if (!context.ok()) return context.status();
-  Chosen c{context->problem.model, context->problem.hardware, {}, ""};
+  Result<StoredStudy> stored = ReadStoredStudy(global.store, o.study, "name one, or give --layout with --model and --hardware");
+  if (!stored.ok()) return stored.status();
+  const StudyContext& context = stored->context;
+  const store::StudyRecord& study = context.study;
+  Chosen c{context.problem.model, context.problem.hardware, {}, ""};
   if (!o.layout_key.empty()) {
     Result<Layout> l = ParseLayoutKey(o.layout_key);
     if (!l.ok()) return l.status().WithContext("--layout");
-    TUNEPAR_RETURN_IF_ERROR(search::CheckLegal(context->Query(), *l).WithContext("study " + study->name));
+    TUNEPAR_RETURN_IF_ERROR(search::CheckLegal(context.Query(), *l).WithContext("study " + study.name));
     c.layout = *l;
-    c.origin = fmt::format("layout given for study {}", study->name);
+    c.origin = fmt::format("layout given for study {}", study.name);
     return c;
   }
   const store::TrialRecord* best = nullptr;
-  for (const store::TrialRecord& t : trials) {
+  for (const store::TrialRecord& t : stored->trials) {
     if (ObjectiveOf(t) && (best == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*best))) best = &t;
   }
-  if (best == nullptr) return InvalidArgument(fmt::format("study {} has no successful trial yet", study->name));
+  if (best == nullptr) return InvalidArgument(fmt::format("study {} has no successful trial yet", study.name));
   c.layout = best->layout;
-  c.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", study->name,
-                         study->backend, best->node_id, best->number, best->tokens_per_s.value_or(0),
-                         study->backend == "model" ? "predicted"
-                                                   : fmt::format("measured with {} ranks per node",
-                                                                 context->PlacedRanksPerNode()));
+  c.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", study.name, study.backend,
+                         best->node_id, best->number, best->tokens_per_s.value_or(0),
+                         study.backend == "model"
+                             ? "predicted"
+                             : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()));
   return c;
 }
 

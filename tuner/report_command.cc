@@ -3,13 +3,11 @@
 // --svg DIR, the charts. The steps are in report.h.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
-#include "store/store_reader.h"
 #include "tuner/commands.h"
 #include "tuner/report.h"
 #include "tuner/study_identity.h"
-#include "tuner/study_lookup.h"
+#include "tuner/stored_study.h"
 
 namespace tunepar {
 
@@ -68,18 +66,6 @@ Status RunOfModel(const GlobalOptions& global, const ReportOptions& o) {
   return Status::Ok();
 }
 
-// The study named, or the store's only one.
-Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const store::StoreView& view,
-                                       const std::string& name) {
-  if (!name.empty()) return FindStudy(view, global.store, name);
-  if (view.studies.size() == 1) return view.studies.front();
-  std::vector<std::string> names;
-  for (const store::StudyRecord& s : view.studies) names.push_back(s.name);
-  return InvalidArgument(view.studies.empty() ? fmt::format("store '{}' has no study to report on", global.store)
-                                              : fmt::format("store '{}' has {} studies; name one: {}", global.store,
-                                                            names.size(), fmt::join(names, ", ")));
-}
-
 Status AddImportance(const StudyContext& context, const StudyTrials& trials, const ReportOptions& o, Report* report) {
   const Explained e = ExplainStudy(context, trials, o.importance);
   if (e.local < 0 || e.background.empty()) {
@@ -95,26 +81,17 @@ Status AddImportance(const StudyContext& context, const StudyTrials& trials, con
 
 Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
   if (o.of_model) return RunOfModel(global, o);
-  Result<store::StoreView> view = store::ReadStore(global.store);
-  if (!view.ok()) return view.status();
-  for (const std::string& w : view->warnings) spdlog::warn("{}", w);
-  Result<store::StudyRecord> study = ChooseStudy(global, *view, o.study);
-  if (!study.ok()) return study.status();
-  std::vector<store::TrialRecord> trials;
-  for (const store::TrialRecord& t : view->trials) {
-    if (t.study_id == study->id) trials.push_back(t);
-  }
-  // The placement is the allocation's: as the trials recorded it.
-  Result<StudyContext> context = MakeStudyContext(*study, PlacementOfTrials(trials));
-  if (!context.ok()) return context.status();
-  const StudyTrials study_trials = ReadStudyTrials(std::move(trials), o.top);
+  Result<StoredStudy> stored = ReadStoredStudy(global.store, o.study, "nothing to report on");
+  if (!stored.ok()) return stored.status();
+  const StudyContext& context = stored->context;
+  const StudyTrials study_trials = ReadStudyTrials(std::move(stored->trials), o.top);
   Report report;
-  AddSummary(*context, study_trials, &report);
+  AddSummary(context, study_trials, &report);
   if (!o.svg_dir.empty()) {
     TUNEPAR_RETURN_IF_ERROR(MakeChartDir(o.svg_dir));
-    TUNEPAR_RETURN_IF_ERROR(WriteStudyCharts(o.svg_dir, *context, study_trials, &report.written));
+    TUNEPAR_RETURN_IF_ERROR(WriteStudyCharts(o.svg_dir, context, study_trials, &report.written));
   }
-  if (o.shap) TUNEPAR_RETURN_IF_ERROR(AddImportance(*context, study_trials, o, &report));
+  if (o.shap) TUNEPAR_RETURN_IF_ERROR(AddImportance(context, study_trials, o, &report));
   Print(global, report);
   return Status::Ok();
 }

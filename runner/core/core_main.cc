@@ -73,11 +73,161 @@ void WriteDump(const std::string& dir, const std::string& name,
   std::ofstream(std::filesystem::path(dir) / name) << j.dump();
 }
 
-int Run(const CoreOptions& o, const ProcessGrid& grid) {
+// What the measured steps gave, on this rank (step times are the slowest rank's).
+struct Measurements {
+  std::vector<double> losses, step_times, norms, scales;
+  int skipped = 0;
+  std::string status = "ok";
+  std::array<double, kNumPhases> phase_sum{};
+};
+
+// Binds this rank to its device, threads and way of waiting; where it runs, gathered on rank 0.
+nlohmann::json SetUpRank(const CoreOptions& o, const ProcessGrid& grid, int devices) {
+  const std::string device = UseDevice(grid.local_rank % devices);
+  const int threads = ThreadsFor(o, grid);
+  SetThreads(threads);
+  SetWaitMode(o.wait == "spin"    ? WaitMode::kSpin
+              : o.wait == "sleep" ? WaitMode::kSleep
+                                  : AutomaticWaitMode(grid.local_size));
+  return GatherPlacement(grid, device, threads);
+}
+
+TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
   const Layout& l = o.layout;
+  TrainingOptions t;
+  t.micro_batch = l.micro_batch;
+  t.num_micro_batches = l.num_micro_batches;
+  t.precision = l.precision == Precision::kFp32 ? 0 : l.precision == Precision::kFp16 ? 1 : 2;
+  t.zero1 = l.zero == 1;
+  t.recompute = l.recompute == Recompute::kNone ? 0 : l.recompute == Recompute::kSelective ? 1 : 2;
+  t.lr = o.lr;
+  t.seed = o.seed;
+  return t;
+}
+
+// The test hooks: at --fault-step on --fault-rank, crash, hang, or make the next allocation fail.
+void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, TrackingAllocator& allocator) {
+  if (o.fault == Fault::kNone || step != o.fault_step || grid.rank != o.fault_rank) return;
+  std::cerr << fmt::format("tunepar-core: rank {}: injected fault '{}' at step {}\n", grid.rank, ToString(o.fault),
+                           step);
+  if (o.fault == Fault::kCrash) std::abort();
+  if (o.fault == Fault::kHang) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  allocator.set_cap(allocator.in_use());  // kOom: the next allocation fails
+}
+
+// Warm-up and measured steps (a dump of the first step's gradients and the final weights, and a
+// gradient check, when asked for).
+Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const TrainingOptions& t, TokenSource& data,
+                   TrackingAllocator& allocator, nlohmann::json& result) {
+  Measurements m;
+  Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
+  if (!o.dump.empty()) {
+    trainer.ComputeGradients(0);
+    auto grads = trainer.GatherGradients();
+    if (grid.rank == 0) WriteDump(o.dump, "gradients.json", grads);
+  }
+  if (o.gradient_check > 0) result["gradient_check"] = CheckGradients(trainer, o.gradient_check, o.seed);
+  for (int step = 0; step < o.warmup + o.steps; ++step) {
+    InjectFault(o, grid, step, allocator);
+    StepStats s = trainer.Step(step);
+    double seconds = s.seconds;
+    Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, grid.world);
+    m.losses.push_back(s.loss);
+    m.norms.push_back(s.grad_norm);
+    m.scales.push_back(s.loss_scale);
+    m.skipped += s.skipped ? 1 : 0;
+    if (step >= o.warmup) {
+      m.step_times.push_back(seconds);
+      for (int p = 0; p < kNumPhases; ++p) m.phase_sum[p] += s.phases.Get(static_cast<Phase>(p));
+    }
+    if (!std::isfinite(s.loss) && t.precision != 1) {
+      m.status = "diverged";
+      break;
+    }
+  }
+  if (!o.dump.empty()) {
+    auto weights = trainer.GatherWeights();
+    if (grid.rank == 0) WriteDump(o.dump, "weights.json", weights);
+  }
+  return m;
+}
+
+// A rank ran out of its memory cap: it reports (other ranks may be waiting for it inside MPI)
+// and ends the job.
+int ReportOutOfMemory(const CoreOptions& o, const ProcessGrid& grid, const OutOfMemory& e,
+                      const TrackingAllocator& allocator, nlohmann::json& result) {
+  std::cerr << fmt::format("tunepar-core: rank {}: {}\n", grid.rank, e.what());
+  if (ClaimResult(o.output)) {
+    result["status"] = "oom";
+    result["error"] = fmt::format("rank {}: {}", grid.rank, e.what());
+    result["memory"] = MemoryOf(allocator);
+    result["memory"]["rank"] = grid.rank;
+    result["memory"]["category"] = std::string(ToString(e.category()));
+    result["versions"] = Versions();
+    (void)WriteResult(o.output, result);
+  }
+  std::cerr.flush();
+  if (grid.world_size > 1) MPI_Abort(grid.world, kExitOom);
+  return kExitOom;
+}
+
+// Phases: each rank's mean per measured step, then the maximum and mean over ranks (rank 0).
+nlohmann::json GatherPhases(const ProcessGrid& grid, const Measurements& m) {
+  const int measured = static_cast<int>(m.step_times.size());
+  std::array<double, kNumPhases> mine{}, max{}, sum{};
+  for (int p = 0; p < kNumPhases; ++p) mine[p] = measured > 0 ? m.phase_sum[p] / measured : 0;
+  MPI_Reduce(mine.data(), max.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, 0, grid.world);
+  MPI_Reduce(mine.data(), sum.data(), kNumPhases, MPI_DOUBLE, MPI_SUM, 0, grid.world);
+  nlohmann::json phases;
+  for (int p = 0; p < kNumPhases; ++p) {
+    phases[std::string(ToString(static_cast<Phase>(p)))] = {{"max", max[p]}, {"mean", sum[p] / grid.world_size}};
+  }
+  return phases;
+}
+
+// Rank 0's result: the median step time over the measured steps, throughput, losses, phases,
+// memory and placement.
+void Summarise(const CoreOptions& o, const ProcessGrid& grid, const TokenSource& data, const Measurements& m,
+               nlohmann::json& result) {
+  const double step_time = m.step_times.empty() ? 0 : Median(m.step_times);
+  ModelShape shape = o.model;
+  shape.global_batch = result["global_batch"].get<int>();
+  result["status"] = m.status;
+  result["steps"] = static_cast<int>(m.step_times.size());
+  result["warmup"] = o.warmup;
+  result["step_time_s"] = step_time;
+  result["step_times_s"] = m.step_times;
+  result["tokens_per_s"] = step_time > 0 ? result["tokens_per_step"].get<double>() / step_time : 0.0;
+  result["model_flops_per_step"] = ModelFlopsPerStep(shape);
+  result["tflops_per_gpu"] = step_time > 0 ? ModelTflopsPerGpu(shape, step_time, grid.world_size) : 0.0;
+  result["loss"] = m.losses;
+  result["loss_floor"] = data.EntropyRate();
+  result["grad_norm"] = m.norms;
+  if (TrainingOptionsOf(o).precision == 1) {
+    result["loss_scale"] = m.scales;
+    result["skipped_steps"] = m.skipped;
+  }
+  result["mpi_wait"] = std::string(ToString(CurrentWaitMode()));
+  result["versions"] = Versions();
+  result["data"] = o.data.empty() ? "synthetic" : o.data;
+}
+
+void PrintSummaryLine(const CoreOptions& o, const ProcessGrid& grid, const nlohmann::json& result) {
+  const std::vector<double> losses = result["loss"].get<std::vector<double>>();
+  std::cerr << fmt::format(
+      "tunepar-core: {} {} on {} rank(s): {:.4f} s/step, {:.0f} tokens/s, {:.3f} TFLOP/s/GPU, loss {:.3f} -> {:.3f}, "
+      "peak {:.1f} MB/rank\n",
+      o.model.name, LayoutKey(o.layout), grid.world_size, result["step_time_s"].get<double>(),
+      result["tokens_per_s"].get<double>(), result["tflops_per_gpu"].get<double>(),
+      losses.empty() ? 0.0 : losses.front(), losses.empty() ? 0.0 : losses.back(),
+      result["memory"]["peak_bytes"].get<double>() / 1e6);
+}
+
+int Run(const CoreOptions& o, const ProcessGrid& grid) {
   nlohmann::json result = Describe(o, grid.world_size);
   if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
-
   const int devices = DeviceCount();
   if (devices == 0) {
     if (grid.rank == 0) {
@@ -88,24 +238,8 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
     }
     return kExitNoDevice;
   }
-  const std::string device = UseDevice(grid.local_rank % devices);
-  const int threads = ThreadsFor(o, grid);
-  SetThreads(threads);
-  SetWaitMode(o.wait == "spin"    ? WaitMode::kSpin
-              : o.wait == "sleep" ? WaitMode::kSleep
-                                  : AutomaticWaitMode(grid.local_size));
-  nlohmann::json placement = GatherPlacement(grid, device, threads);
-
-  TrainingOptions t;
-  t.micro_batch = l.micro_batch;
-  t.num_micro_batches = l.num_micro_batches;
-  t.precision = l.precision == Precision::kFp32 ? 0 : l.precision == Precision::kFp16 ? 1 : 2;
-  t.zero1 = l.zero == 1;
-  t.recompute = l.recompute == Recompute::kNone        ? 0
-                : l.recompute == Recompute::kSelective ? 1
-                                                               : 2;
-  t.lr = o.lr;
-  t.seed = o.seed;
+  const nlohmann::json placement = SetUpRank(o, grid, devices);
+  const TrainingOptions t = TrainingOptionsOf(o);
   TokenSource data = TokenSource::Synthetic(o.model.vocab, o.seed + 1);
   if (!o.data.empty()) {
     Result<TokenSource> text = TokenSource::TextFile(o.data, o.model.vocab, o.seed + 1);
@@ -115,119 +249,26 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
     }
     data = std::move(*text);
   }
-
   TrackingAllocator allocator(o.memory_cap_bytes);
-  std::vector<double> losses, step_times, norms, scales;
-  int skipped = 0;
-  std::string status = "ok";
-  std::array<double, kNumPhases> phase_sum{};
-  const int total_steps = o.warmup + o.steps;
+  Measurements m;
   try {
-    Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
-    if (!o.dump.empty()) {
-      trainer.ComputeGradients(0);
-      auto grads = trainer.GatherGradients();
-      if (grid.rank == 0) WriteDump(o.dump, "gradients.json", grads);
-    }
-    if (o.gradient_check > 0) result["gradient_check"] = CheckGradients(trainer, o.gradient_check, o.seed);
-    for (int step = 0; step < total_steps; ++step) {
-      if (o.fault != Fault::kNone && step == o.fault_step && grid.rank == o.fault_rank) {
-        std::cerr << fmt::format("tunepar-core: rank {}: injected fault '{}' at step {}\n", grid.rank,
-                                 ToString(o.fault), step);
-        if (o.fault == Fault::kCrash) std::abort();
-        if (o.fault == Fault::kHang) {
-          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-        }
-        allocator.set_cap(allocator.in_use());  // kOom: the next allocation fails
-      }
-      StepStats s = trainer.Step(step);
-      double seconds = s.seconds;
-      Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, grid.world);
-      losses.push_back(s.loss);
-      norms.push_back(s.grad_norm);
-      scales.push_back(s.loss_scale);
-      skipped += s.skipped ? 1 : 0;
-      if (step >= o.warmup) {
-        step_times.push_back(seconds);
-        for (int p = 0; p < kNumPhases; ++p) phase_sum[p] += s.phases.Get(static_cast<Phase>(p));
-      }
-      if (!std::isfinite(s.loss) && t.precision != 1) {
-        status = "diverged";
-        break;
-      }
-    }
-    if (!o.dump.empty()) {
-      auto weights = trainer.GatherWeights();
-      if (grid.rank == 0) WriteDump(o.dump, "weights.json", weights);
-    }
+    m = Train(o, grid, t, data, allocator, result);
   } catch (const OutOfMemory& e) {
-    // Other ranks may be waiting for this one inside MPI: report, then end the job.
-    std::cerr << fmt::format("tunepar-core: rank {}: {}\n", grid.rank, e.what());
-    if (ClaimResult(o.output)) {
-      result["status"] = "oom";
-      result["error"] = fmt::format("rank {}: {}", grid.rank, e.what());
-      result["memory"] = MemoryOf(allocator);
-      result["memory"]["rank"] = grid.rank;
-      result["memory"]["category"] = std::string(ToString(e.category()));
-      result["versions"] = Versions();
-      (void)WriteResult(o.output, result);
-    }
-    std::cerr.flush();
-    if (grid.world_size > 1) MPI_Abort(grid.world, kExitOom);
-    return kExitOom;
+    return ReportOutOfMemory(o, grid, e, allocator, result);
   }
-
-  // Phases: each rank's mean per measured step; then the maximum and mean over ranks.
-  const int measured = static_cast<int>(step_times.size());
-  std::array<double, kNumPhases> mine{}, max{}, sum{};
-  for (int p = 0; p < kNumPhases; ++p) mine[p] = measured > 0 ? phase_sum[p] / measured : 0;
-  MPI_Reduce(mine.data(), max.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, 0, grid.world);
-  MPI_Reduce(mine.data(), sum.data(), kNumPhases, MPI_DOUBLE, MPI_SUM, 0, grid.world);
+  const nlohmann::json phases = GatherPhases(grid, m);
   nlohmann::json memory = GatherMemory(grid, allocator);
-  if (grid.rank != 0) return status == "ok" ? kExitOk : kExitDiverged;
-
-  result["status"] = status;
-  result["steps"] = measured;
-  result["warmup"] = o.warmup;
-  const double step_time = measured > 0 ? Median(step_times) : 0;
-  ModelShape shape = o.model;
-  shape.global_batch = result["global_batch"].get<int>();
-  result["step_time_s"] = step_time;
-  result["step_times_s"] = step_times;
-  result["tokens_per_s"] = step_time > 0 ? result["tokens_per_step"].get<double>() / step_time : 0.0;
-  result["model_flops_per_step"] = ModelFlopsPerStep(shape);
-  result["tflops_per_gpu"] = step_time > 0 ? ModelTflopsPerGpu(shape, step_time, grid.world_size) : 0.0;
-  result["loss"] = losses;
-  result["loss_floor"] = data.EntropyRate();
-  result["grad_norm"] = norms;
-  if (t.precision == 1) {
-    result["loss_scale"] = scales;
-    result["skipped_steps"] = skipped;
-  }
-  nlohmann::json phases;
-  for (int p = 0; p < kNumPhases; ++p) {
-    phases[std::string(ToString(static_cast<Phase>(p)))] = {{"max", max[p]},
-                                                            {"mean", sum[p] / grid.world_size}};
-  }
+  if (grid.rank != 0) return m.status == "ok" ? kExitOk : kExitDiverged;
+  Summarise(o, grid, data, m, result);
   result["phases"] = phases;
   result["memory"] = memory;
   result["placement"] = placement;
-  result["mpi_wait"] = std::string(ToString(CurrentWaitMode()));
-  result["versions"] = Versions();
-  result["data"] = o.data.empty() ? "synthetic" : o.data;
-  if (!o.quiet) {
-    std::cerr << fmt::format(
-        "tunepar-core: {} {} on {} rank(s): {:.4f} s/step, {:.0f} tokens/s, {:.3f} TFLOP/s/GPU, "
-        "loss {:.3f} -> {:.3f}, peak {:.1f} MB/rank\n",
-        o.model.name, LayoutKey(l), grid.world_size, step_time, result["tokens_per_s"].get<double>(),
-        result["tflops_per_gpu"].get<double>(), losses.empty() ? 0.0 : losses.front(),
-        losses.empty() ? 0.0 : losses.back(), memory["peak_bytes"].get<double>() / 1e6);
-  }
+  if (!o.quiet) PrintSummaryLine(o, grid, result);
   if (Status written = WriteResult(o.output, result); !written.ok()) {
     std::cerr << "tunepar-core: " << written.message() << "\n";
     return kExitOutput;
   }
-  return status == "ok" ? kExitOk : kExitDiverged;
+  return m.status == "ok" ? kExitOk : kExitDiverged;
 }
 
 }  // namespace

@@ -68,35 +68,30 @@ Status ReadTrialFile(const std::string& path, Layout& layout, bool& have_layout,
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std::string* help) {
-  CoreOptions o;
-  CLI::App app{
-      "tunepar-core: a GPT training step over MPI with tensor, pipeline and data parallelism, "
-      "timed and memory-checked; rank 0 writes one JSON result.",
-      "tunepar-core"};
-  std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap,
-              fault = "none";
+// The flags as given, before they are resolved into CoreOptions.
+struct CoreFlags {
+  std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap, fault = "none";
   int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0;
-  app.add_option("--model", model, "model preset or TOML file (configs/models)")->capture_default_str();
-  app.add_option("--layout", layout_key,
-                 "layout key, e.g. tp2-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
-  app.add_option("--trial", trial, "JSON trial file: {\"layout\": KEY, \"steps\": N, ...}");
-  app.add_option("--tp", tp, "tensor-parallel size")->capture_default_str();
-  app.add_option("--pp", pp, "pipeline-parallel size (stages)")->capture_default_str();
-  app.add_option("--dp", dp, "data-parallel size (default: ranks / (tp pp))");
-  app.add_option("--micro-batch", micro_batch,
-                 "sequences per micro-batch (default: the model's global batch / (dp nmb))");
-  app.add_option("--micro-batches", micro_batches,
-                 "micro-batches per step per replica (default: global batch / (dp mbs))");
-  app.add_option("--precision", precision, "fp32 | bf16 | fp16 (16-bit storage, fp32 master weights)")
+};
+
+void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
+  app.add_option("--model", f.model, "model preset or TOML file (configs/models)")->capture_default_str();
+  app.add_option("--layout", f.layout_key, "layout key, e.g. tp2-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0");
+  app.add_option("--trial", f.trial, "JSON trial file: {\"layout\": KEY, \"steps\": N, ...}");
+  app.add_option("--tp", f.tp, "tensor-parallel size")->capture_default_str();
+  app.add_option("--pp", f.pp, "pipeline-parallel size (stages)")->capture_default_str();
+  app.add_option("--dp", f.dp, "data-parallel size (default: ranks / (tp pp))");
+  app.add_option("--micro-batch", f.micro_batch, "sequences per micro-batch (default: the model's global batch / (dp nmb))");
+  app.add_option("--micro-batches", f.micro_batches, "micro-batches per step per replica (default: global batch / (dp mbs))");
+  app.add_option("--precision", f.precision, "fp32 | bf16 | fp16 (16-bit storage, fp32 master weights)")
       ->capture_default_str();
-  app.add_option("--zero", zero, "ZeRO stage: 0 or 1 (optimizer states sharded over dp)")
-      ->capture_default_str();
-  app.add_option("--recompute", recompute, "none | selective | full")->capture_default_str();
+  app.add_option("--zero", f.zero, "ZeRO stage: 0 or 1 (optimizer states sharded over dp)")->capture_default_str();
+  app.add_option("--recompute", f.recompute, "none | selective | full")->capture_default_str();
+}
+
+void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
   app.add_option("--hardware", o.hardware, "hardware preset or TOML: its device memory caps each rank");
-  app.add_option("--memory-cap", memory_cap, "device memory per rank, e.g. 2GB (overrides --hardware)");
+  app.add_option("--memory-cap", f.memory_cap, "device memory per rank, e.g. 2GB (overrides --hardware)");
   app.add_option("--steps", o.steps, "measured steps")->capture_default_str();
   app.add_option("--warmup", o.warmup, "steps before measuring")->capture_default_str();
   app.add_option("--threads", o.threads, "threads per rank (default: the rank's CPUs / ranks sharing them)");
@@ -108,33 +103,24 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
   app.add_option("--seed", o.seed, "initialisation and data seed")->capture_default_str();
   app.add_option("--data", o.data, "train on the bytes of a text file (default: synthetic tokens)");
   app.add_option("--output,-o", o.output, "write the JSON result here (default: stdout)");
-  app.add_option("--dump", o.dump,
-                 "write the first step's gradients and the final weights (global tensors) here");
-  app.add_option("--gradient-check", o.gradient_check,
-                 "compare gradients with finite differences at N points per tensor");
-  app.add_option("--fault", fault, "test hook: crash | hang | oom at --fault-step on --fault-rank")
-      ->capture_default_str();
+  app.add_option("--dump", o.dump, "write the first step's gradients and the final weights (global tensors) here");
+  app.add_option("--gradient-check", o.gradient_check, "compare gradients with finite differences at N points per tensor");
+  app.add_option("--fault", f.fault, "test hook: crash | hang | oom at --fault-step on --fault-rank")->capture_default_str();
   app.add_option("--fault-rank", o.fault_rank, "rank that fails")->capture_default_str();
   app.add_option("--fault-step", o.fault_step, "step at which it fails")->capture_default_str();
   app.add_flag("--quiet,-q", o.quiet, "no summary line on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    *help = app.help();
-    return InvalidArgument("help requested");
-  } catch (const CLI::ParseError& e) {
-    return InvalidArgument(e.what());
-  }
+}
 
-  Result<ConfigText> model_text = ResolveConfig("models", model);
+// The model, and the memory cap: --memory-cap, else the hardware profile's device memory.
+Status ResolveModelAndCap(const CoreFlags& f, CoreOptions& o) {
+  Result<ConfigText> model_text = ResolveConfig("models", f.model);
   if (!model_text.ok()) return model_text.status();
   Result<ModelShape> shape = ParseModelShape(model_text->text, model_text->origin);
   if (!shape.ok()) return shape.status();
   o.model = *shape;
   o.model_origin = model_text->origin;
-
-  if (!memory_cap.empty()) {
-    Result<double> cap = ParseBytes(memory_cap);
+  if (!f.memory_cap.empty()) {
+    Result<double> cap = ParseBytes(f.memory_cap);
     if (!cap.ok()) return cap.status();
     o.memory_cap_bytes = *cap;
   } else if (!o.hardware.empty()) {
@@ -144,42 +130,52 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
     if (!memory.ok()) return memory.status();
     o.memory_cap_bytes = *memory;
   }
+  return Status::Ok();
+}
 
+// The layout from the flags: dp from the world size, the micro-batch size or count from the
+// model's global batch when one of them is not given.
+Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   Layout& l = o.layout;
+  l.tp = f.tp;
+  l.pp = f.pp;
+  l.dp = f.dp > 0 ? f.dp : (f.tp * f.pp > 0 ? world_size / (f.tp * f.pp) : 0);
+  Result<Precision> p = ParsePrecision(f.precision);
+  if (!p.ok()) return p.status().WithContext("--precision");
+  l.precision = *p;
+  Result<Recompute> r = ParseRecompute(f.recompute);
+  if (!r.ok()) return r.status().WithContext("--recompute");
+  l.recompute = *r;
+  l.zero = f.zero;
+  const int gb = o.model.global_batch;
+  l.micro_batch = f.micro_batch;
+  l.num_micro_batches = f.micro_batches;
+  if (l.micro_batch <= 0 && l.num_micro_batches <= 0) l.num_micro_batches = 1;
+  if (l.dp > 0 && l.micro_batch <= 0)
+    l.micro_batch = gb % (l.dp * l.num_micro_batches) == 0 ? gb / (l.dp * l.num_micro_batches) : 0;
+  if (l.dp > 0 && l.num_micro_batches <= 0)
+    l.num_micro_batches = gb % (l.dp * l.micro_batch) == 0 ? gb / (l.dp * l.micro_batch) : 0;
+  if (l.micro_batch <= 0 || l.num_micro_batches <= 0) {
+    return InvalidArgument(fmt::format(
+        "the model's global batch {} does not split over dp {}: give --micro-batch and --micro-batches", gb, l.dp));
+  }
+  return Status::Ok();
+}
+
+// The layout: a trial file's, a layout key, else the flags.
+Status ResolveLayout(const CoreFlags& f, int world_size, CoreOptions& o) {
   bool have_layout = false;
-  if (!trial.empty()) TUNEPAR_RETURN_IF_ERROR(ReadTrialFile(trial, l, have_layout, o));
-  if (!layout_key.empty()) {
-    Result<Layout> parsed = ParseLayoutKey(layout_key);
+  if (!f.trial.empty()) TUNEPAR_RETURN_IF_ERROR(ReadTrialFile(f.trial, o.layout, have_layout, o));
+  if (!f.layout_key.empty()) {
+    Result<Layout> parsed = ParseLayoutKey(f.layout_key);
     if (!parsed.ok()) return parsed.status().WithContext("--layout");
-    l = *parsed;
+    o.layout = *parsed;
     have_layout = true;
   }
-  if (!have_layout) {
-    l.tp = tp;
-    l.pp = pp;
-    l.dp = dp > 0 ? dp : (tp * pp > 0 ? world_size / (tp * pp) : 0);
-    Result<Precision> p = ParsePrecision(precision);
-    if (!p.ok()) return p.status().WithContext("--precision");
-    l.precision = *p;
-    Result<Recompute> r = ParseRecompute(recompute);
-    if (!r.ok()) return r.status().WithContext("--recompute");
-    l.recompute = *r;
-    l.zero = zero;
-    const int gb = o.model.global_batch;
-    l.micro_batch = micro_batch;
-    l.num_micro_batches = micro_batches;
-    if (l.micro_batch <= 0 && l.num_micro_batches <= 0) l.num_micro_batches = 1;
-    if (l.dp > 0 && l.micro_batch <= 0)
-      l.micro_batch = gb % (l.dp * l.num_micro_batches) == 0 ? gb / (l.dp * l.num_micro_batches) : 0;
-    if (l.dp > 0 && l.num_micro_batches <= 0)
-      l.num_micro_batches = gb % (l.dp * l.micro_batch) == 0 ? gb / (l.dp * l.micro_batch) : 0;
-    if (l.micro_batch <= 0 || l.num_micro_batches <= 0) {
-      return InvalidArgument(fmt::format(
-          "the model's global batch {} does not split over dp {}: give --micro-batch and --micro-batches", gb,
-          l.dp));
-    }
-  }
+  return have_layout ? Status::Ok() : LayoutFromFlags(f, world_size, o);
+}
 
+Status ResolveFault(const std::string& fault, CoreOptions& o) {
   if (fault == "crash")
     o.fault = Fault::kCrash;
   else if (fault == "hang")
@@ -188,23 +184,26 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
     o.fault = Fault::kOom;
   else if (fault != "none")
     return InvalidArgument(fmt::format("--fault {}: expected crash, hang, oom or none", fault));
+  return Status::Ok();
+}
 
-  // What the core can run.
+// What the core can run: the layout on this job's ranks, the model split over tp and pp, and
+// sensible run settings.
+Status CheckRunnable(const CoreOptions& o, int world_size) {
   const ModelShape& m = o.model;
+  const Layout& l = o.layout;
   const int F = m.MlpWidth();
   if (l.tp * l.pp * l.dp != world_size) {
-    return InvalidArgument(fmt::format("layout {} needs {} ranks, the job has {}", LayoutKey(l),
-                                       l.tp * l.pp * l.dp, world_size));
+    return InvalidArgument(
+        fmt::format("layout {} needs {} ranks, the job has {}", LayoutKey(l), l.tp * l.pp * l.dp, world_size));
   }
   TUNEPAR_RETURN_IF_ERROR(CheckSupported(l, kSupportedKnobs, "tunepar-core"));
   if (l.zero != 0 && l.zero != 1) return InvalidArgument(fmt::format("--zero {}: 0 or 1", l.zero));
   if (m.heads % l.tp != 0 || m.hidden % l.tp != 0 || F % l.tp != 0 || m.vocab % l.tp != 0) {
-    return InvalidArgument(
-        fmt::format("tp {} must divide the heads ({}), hidden ({}), MLP width ({}) and vocabulary ({}) of {}",
-                    l.tp, m.heads, m.hidden, F, m.vocab, m.name));
+    return InvalidArgument(fmt::format("tp {} must divide the heads ({}), hidden ({}), MLP width ({}) and vocabulary ({}) of {}",
+                                       l.tp, m.heads, m.hidden, F, m.vocab, m.name));
   }
-  if (l.pp > m.layers)
-    return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
+  if (l.pp > m.layers) return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
   if (o.steps < 1 || o.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
   if (o.threads < 0) return InvalidArgument("--threads must be >= 0");
   if (o.wait != "auto" && o.wait != "spin" && o.wait != "sleep")
@@ -212,6 +211,32 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
   if (o.gradient_check > 0 && world_size != 1) return InvalidArgument("--gradient-check runs on one rank");
   if (o.gradient_check > 0 && l.precision != Precision::kFp32)
     return InvalidArgument("--gradient-check needs --precision fp32");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std::string* help) {
+  CoreOptions o;
+  CLI::App app{
+      "tunepar-core: a GPT training step over MPI with tensor, pipeline and data parallelism, "
+      "timed and memory-checked; rank 0 writes one JSON result.",
+      "tunepar-core"};
+  CoreFlags f;
+  AddLayoutFlags(app, f);
+  AddRunFlags(app, f, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    *help = app.help();
+    return InvalidArgument("help requested");
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  TUNEPAR_RETURN_IF_ERROR(ResolveModelAndCap(f, o));
+  TUNEPAR_RETURN_IF_ERROR(ResolveLayout(f, world_size, o));
+  TUNEPAR_RETURN_IF_ERROR(ResolveFault(f.fault, o));
+  TUNEPAR_RETURN_IF_ERROR(CheckRunnable(o, world_size));
   return o;
 }
 

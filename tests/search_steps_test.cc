@@ -1,0 +1,142 @@
+// The steps of the Bayesian search loop (tuner/bayesian_search.h), each called on its own over a
+// real store and a backend whose trials end at once.
+#include "tuner/bayesian_search.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/test_support.h"
+
+namespace tunepar {
+namespace {
+
+using testing::TempDir;
+
+// Trials that finish as soon as they start: ok with a step time that depends on the layout, or
+// every one failing the same way.
+class InstantBackend : public runner::Backend {
+ public:
+  std::string_view Name() const override { return "instant"; }
+  std::unique_ptr<runner::RunningTrial> Start(const Layout& l, const runner::TrialContext&) override {
+    ++started;
+    runner::TrialResult r;
+    r.backend = "instant";
+    r.started_at = r.finished_at = "2026-11-23T00:00:00Z";
+    if (fail) {
+      r.status = TrialStatus::kCrash;
+      r.message = "exit code 1; last output: no such file";
+      return std::make_unique<runner::FinishedTrial>(r);
+    }
+    r.status = TrialStatus::kOk;
+    r.metrics.step_time_s = r.objective = 1.0 + 0.1 * l.micro_batch + 0.05 * l.tp;
+    return std::make_unique<runner::FinishedTrial>(r);
+  }
+  bool fail = false;
+  int started = 0;
+};
+
+class SearchSteps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    global_.store = dir_ / "store";
+    global_.json = true;  // the steps print nothing but the JSON summary
+    SessionRequest r;
+    r.model = "tiny";
+    r.hardware = testing::kTestCpu;
+    r.space = "default";
+    r.world = 2;
+    r.settings.backend = "instant";
+    r.node_id = "n0";
+    Result<StudySession> session = OpenStudySession(global_, r);
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    session_ = std::make_unique<StudySession>(std::move(*session));
+  }
+
+  // A trial of this node that a stopped tuner left running.
+  void LeaveRunning(int64_t number, const Layout& layout) {
+    store::TrialRecord r = NewTrialRecord({session_->study().id, "n0", number, 1, layout}, {}, 0);
+    r.status = TrialStatus::kRunning;
+    r.host = "elsewhere";
+    ASSERT_TRUE(session_->Record({r}).ok());
+  }
+
+  BayesianSearchOptions Options(int budget, int batch = 1) {
+    BayesianSearchOptions o;
+    o.budget = budget;
+    o.batch = batch;
+    return o;
+  }
+
+  TempDir dir_;
+  GlobalOptions global_;
+  std::unique_ptr<StudySession> session_;
+  InstantBackend backend_;
+};
+
+TEST_F(SearchSteps, RecoveryMarksThisNodesRunningTrialsInterruptedAndTheyRunFirst) {
+  const Layout layout = session_->context.space.legal[3];
+  LeaveRunning(1, layout);
+  BayesianSearch search(global_, *session_, backend_, Options(4, 2));
+  Result<std::vector<store::TrialRecord>> recovered = search.RecoverInterrupted();
+  ASSERT_TRUE(recovered.ok()) << recovered.status().message();
+  ASSERT_EQ(recovered->size(), 1u);
+  EXPECT_EQ(session_->trials[0].status, TrialStatus::kInterrupted);
+  EXPECT_NE(session_->trials[0].message.find("its tuner (pid"), std::string::npos);
+  // The next batch is the interrupted trial alone, as its second attempt under its own number.
+  const std::vector<TrialIdentity> batch = search.ProposeNextBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].number, 1);
+  EXPECT_EQ(batch[0].attempt, 2);
+  EXPECT_EQ(batch[0].layout, layout);
+}
+
+TEST_F(SearchSteps, StartAndPollRecordEveryTrialUntilTheBudget) {
+  BayesianSearch search(global_, *session_, backend_, Options(3, 2));
+  EXPECT_EQ(search.CheckBudget(), "");
+  const std::vector<TrialIdentity> batch = search.ProposeNextBatch();
+  ASSERT_EQ(batch.size(), 2u);  // the batch size
+  EXPECT_NE(batch[0].layout, batch[1].layout);
+  Result<std::vector<ActiveTrial>> active = search.StartBatch(batch);
+  ASSERT_TRUE(active.ok());
+  for (const store::TrialRecord& t : session_->trials) {
+    EXPECT_EQ(t.status, TrialStatus::kRunning);  // recorded before they are polled
+    EXPECT_FALSE(t.lease_expires_at.empty());
+    EXPECT_EQ(t.ranks_per_node, 0);
+  }
+  Result<bool> interrupted = search.PollBatch(*active);
+  ASSERT_TRUE(interrupted.ok());
+  EXPECT_FALSE(*interrupted);
+  EXPECT_EQ(search.finished_this_run().size(), 2u);
+  for (const store::TrialRecord& t : session_->trials) EXPECT_EQ(t.status, TrialStatus::kOk);
+  // One trial left of the budget: the next batch holds one.
+  EXPECT_EQ(search.ProposeNextBatch().size(), 1u);
+  Result<std::string> stop = search.CheckStop();
+  ASSERT_TRUE(stop.ok());
+  EXPECT_EQ(*stop, "");
+  // The records are in the store, not only in memory.
+  ASSERT_TRUE(session_->Refresh().ok());
+  EXPECT_EQ(CountFinished(session_->trials), 2);
+}
+
+TEST_F(SearchSteps, IdenticalFailuresStopTheRunAsAWrongSetup) {
+  backend_.fail = true;
+  BayesianSearch search(global_, *session_, backend_, Options(10, 1));
+  for (int k = 0; k < 3; ++k) {
+    Result<std::vector<ActiveTrial>> active = search.StartBatch(search.ProposeNextBatch());
+    ASSERT_TRUE(active.ok());
+    ASSERT_TRUE(search.PollBatch(*active).ok());
+    Result<std::string> stop = search.CheckStop();
+    if (k < 2) {
+      EXPECT_TRUE(stop.ok()) << k;
+    } else {
+      ASSERT_FALSE(stop.ok());
+      EXPECT_EQ(stop.status().code(), StatusCode::kTrialsFailed);
+      EXPECT_NE(stop.status().message().find("every trial failed the same way (3 trials): crash"), std::string::npos)
+          << stop.status().message();
+    }
+  }
+  // The whole loop says the same.
+  EXPECT_EQ(BayesianSearch(global_, *session_, backend_, Options(10, 1)).Run().code(), StatusCode::kTrialsFailed);
+}
+
+}  // namespace
+}  // namespace tunepar
