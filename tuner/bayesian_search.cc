@@ -198,9 +198,7 @@ Status BayesianSearch::RenewLeases(std::vector<ActiveTrial>& active) {
     a.record.lease_expires_at = UtcIn(options_.lease_s);
     beats.push_back(a.record);
   }
-  if (beats.empty()) return Status::Ok();
-  TUNEPAR_RETURN_IF_ERROR(session_.writer->PutTrials(beats));
-  return session_.writer->Publish();
+  return session_.Record(beats);
 }
 
 Result<bool> BayesianSearch::PollBatch(std::vector<ActiveTrial>& active) {

@@ -18,41 +18,41 @@ namespace {
 
 // Every legal layout that the study has no finished trial of, predicted, numbered after this
 // node's last trial.
-std::vector<store::TrialRecord> PredictUntried(const StudySession& s) {
-  const StudyContext& c = s.context;
+std::vector<store::TrialRecord> PredictUntried(const StudySession& session) {
+  const StudyContext& context = session.context;
   std::set<std::string> finished;
   int64_t next_number = 1;
-  for (const store::TrialRecord& t : s.trials) {
+  for (const store::TrialRecord& t : session.trials) {
     if (IsFinished(t.status)) finished.insert(LayoutKey(t.layout));
-    if (t.node_id == s.node_id()) next_number = std::max(next_number, t.number + 1);
+    if (t.node_id == session.node_id()) next_number = std::max(next_number, t.number + 1);
   }
-  runner::ModelBackend backend(c.model(), c.problem.hardware.memory_gb.value);
+  runner::ModelBackend backend(context.model(), context.problem.hardware.memory_gb.value);
   std::vector<store::TrialRecord> fresh;
-  for (const Layout& layout : c.space.legal) {
+  for (const Layout& layout : context.space.legal) {
     if (finished.count(LayoutKey(layout)) != 0) continue;
-    const TrialIdentity id{s.study().id, s.node_id(), next_number++, 1, layout};
-    fresh.push_back(WithResult(NewTrialRecord(id, c.Predict(layout), c.ranks_per_node), backend.Evaluate(layout)));
+    const TrialIdentity id{session.study().id, session.node_id(), next_number++, 1, layout};
+    fresh.push_back(WithResult(NewTrialRecord(id, context.Predict(layout), context.ranks_per_node), backend.Evaluate(layout)));
   }
   return fresh;
 }
 
-void PrintJson(const GlobalOptions& global, const StudySession& s, const std::vector<store::TrialRecord>& all,
+void PrintJson(const GlobalOptions& global, const StudySession& session, const std::vector<store::TrialRecord>& all,
                const std::vector<const store::TrialRecord*>& best, size_t evaluated_now) {
-  const StudyContext& c = s.context;
-  nlohmann::json j = {{"study", s.study().name},
-                      {"study_id", s.study().id},
-                      {"resumed", s.resumed},
+  const StudyContext& context = session.context;
+  nlohmann::json j = {{"study", session.study().name},
+                      {"study_id", session.study().id},
+                      {"resumed", session.resumed},
                       {"store", global.store},
-                      {"shard", s.writer->snapshot_path()},
-                      {"world", c.world},
-                      {"model", c.problem.model.name},
-                      {"hardware", c.problem.hardware.name},
-                      {"space", c.problem.space.name},
+                      {"shard", session.writer->snapshot_path()},
+                      {"world", context.world},
+                      {"model", context.problem.model.name},
+                      {"hardware", context.problem.hardware.name},
+                      {"space", context.problem.space.name},
                       {"backend", "model"},
                       {"performance_model", runner::kPerformanceModelVersion},
-                      {"candidates", c.space.candidates},
-                      {"legal_layouts", c.space.legal.size()},
-                      {"ranks_per_node", c.PlacedRanksPerNode()},
+                      {"candidates", context.space.candidates},
+                      {"legal_layouts", context.space.legal.size()},
+                      {"ranks_per_node", context.PlacedRanksPerNode()},
                       {"evaluated_now", evaluated_now},
                       {"trials", all.size()},
                       {"status_counts", CountByStatus(all)}};
@@ -62,22 +62,22 @@ void PrintJson(const GlobalOptions& global, const StudySession& s, const std::ve
   fmt::print("{}\n", j.dump(2));
 }
 
-void PrintText(const GlobalOptions& global, const StudySession& s, const std::vector<store::TrialRecord>& all,
+void PrintText(const GlobalOptions& global, const StudySession& session, const std::vector<store::TrialRecord>& all,
                const std::vector<const store::TrialRecord*>& best, size_t evaluated_now, double eval_s) {
   const size_t stored_before = all.size() - evaluated_now;
-  const StudyContext& c = s.context;
-  const Problem& problem = c.problem;
+  const StudyContext& context = session.context;
+  const Problem& problem = context.problem;
   const std::map<std::string, int64_t> counts = CountByStatus(all);
   auto count = [&](const char* status) {
     auto it = counts.find(status);
     return it == counts.end() ? int64_t{0} : it->second;
   };
   fmt::print("tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{} x {}), space {}\n",
-             problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, c.world, c.Nodes(),
-             c.Nodes() == 1 ? "" : "s", std::min(c.world, problem.hardware.gpus_per_node), problem.space.name);
+             problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, context.world, context.Nodes(),
+             context.Nodes() == 1 ? "" : "s", std::min(context.world, problem.hardware.gpus_per_node), problem.space.name);
   fmt::print("backend model: {}\n", runner::kPerformanceModelVersion);
   fmt::print("legal layouts {} of {} candidates (tunepar space --world {} shows the exclusions)\n",
-             WithCommas(static_cast<int64_t>(c.space.legal.size())), WithCommas(c.space.candidates), c.world);
+             WithCommas(static_cast<int64_t>(context.space.legal.size())), WithCommas(context.space.candidates), context.world);
   fmt::print("evaluated {} layouts now in {:.2f} s, {} already in the store\n",
              WithCommas(static_cast<int64_t>(evaluated_now)), eval_s,
              WithCommas(static_cast<int64_t>(stored_before)));
@@ -89,28 +89,28 @@ void PrintText(const GlobalOptions& global, const StudySession& s, const std::ve
     fmt::print("Best {} layouts by predicted throughput (TFLOP/s/GPU counts model FLOPs, no recompute):\n{}\n",
                best.size(), TrialTable(best, false).Render());
   }
-  fmt::print("Study {} ({}) in store {}, shard {}\n", s.study().name, s.resumed ? "resumed" : "new", global.store,
-             s.writer->snapshot_path());
-  fmt::print("Inspect: tunepar show {}    Export: tunepar export {} --csv\n", s.study().name, s.study().name);
+  fmt::print("Study {} ({}) in store {}, shard {}\n", session.study().name, session.resumed ? "resumed" : "new", global.store,
+             session.writer->snapshot_path());
+  fmt::print("Inspect: tunepar show {}    Export: tunepar export {} --csv\n", session.study().name, session.study().name);
 }
 
 }  // namespace
 
-Status RunExhaustiveSearch(const GlobalOptions& global, StudySession& s, int top) {
+Status RunExhaustiveSearch(const GlobalOptions& global, StudySession& session, int top) {
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<store::TrialRecord> fresh = PredictUntried(s);
+  const std::vector<store::TrialRecord> fresh = PredictUntried(session);
   const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<store::TrialRecord> all = s.trials;
-  TUNEPAR_RETURN_IF_ERROR(s.Record(fresh));
-  spdlog::debug("evaluated {} layouts in {:.3f} s; shard {}", fresh.size(), eval_s, s.writer->work_path());
+  std::vector<store::TrialRecord> all = session.trials;
+  TUNEPAR_RETURN_IF_ERROR(session.Record(fresh));
+  spdlog::debug("evaluated {} layouts in {:.3f} s; shard {}", fresh.size(), eval_s, session.writer->work_path());
   all.insert(all.end(), fresh.begin(), fresh.end());
   const std::vector<const store::TrialRecord*> ranked = RankByThroughput(all);
   const std::vector<const store::TrialRecord*> best(ranked.begin(),
                                                     ranked.begin() + std::min<size_t>(ranked.size(), top));
   if (global.json) {
-    PrintJson(global, s, all, best, fresh.size());
+    PrintJson(global, session, all, best, fresh.size());
   } else {
-    PrintText(global, s, all, best, fresh.size(), eval_s);
+    PrintText(global, session, all, best, fresh.size(), eval_s);
   }
   return Status::Ok();
 }

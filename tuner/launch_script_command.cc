@@ -63,32 +63,32 @@ Result<std::string> WithoutLauncher(std::string command) {
   return command;
 }
 
-Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& c, runner::LaunchScriptRequest* r) {
-  if (Status supported = CheckSupported(c.layout, core::kSupportedKnobs, "tunepar-core"); !supported.ok()) {
+Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
+  if (Status supported = CheckSupported(chosen.layout, core::kSupportedKnobs, "tunepar-core"); !supported.ok()) {
     return InvalidArgument(supported.message() +
                            "; give --command-config configs/commands/megatron-deepspeed.toml or --training-command");
   }
   Result<std::string> core = FindCoreBinary(o.core);
   if (!core.ok()) return core.status();
-  r->model_toml = runner::ModelToml(c.model);
+  r->model_toml = runner::ModelToml(chosen.model);
   r->training_command = fmt::format(
       "{} --model \"$TUNEPAR_MODEL\" --layout {} --steps {} --warmup 5 --memory-cap {:.0f} -o "
       "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
-      runner::ShellQuote(*core), LayoutKey(c.layout), o.core_steps, c.hardware.MemoryBytes());
+      runner::ShellQuote(*core), LayoutKey(chosen.layout), o.core_steps, chosen.hardware.MemoryBytes());
   return Status::Ok();
 }
 
-std::string ScriptHeader(const Chosen& c, const runner::Prediction& prediction) {
+std::string ScriptHeader(const Chosen& chosen, const runner::Prediction& prediction) {
   return fmt::format(
       "# Launch script written by tunepar {} ({}) on {}.\n# Layout {}: {}.\n# Model {} ({} parameters) on {} ({} x "
       "{}).\n# The performance model predicts {:.3f} s/step, {:.0f} tokens/s, {:.1f} GB per device (one rank per "
       "device, as this script places them).\n",
-      Version(), GitRevision(), UtcNow(), LayoutKey(c.layout), c.origin, c.model.name,
-      static_cast<int64_t>(c.model.Parameters()), c.hardware.name, c.hardware.gpus_per_node, c.hardware.device_name,
+      Version(), GitRevision(), UtcNow(), LayoutKey(chosen.layout), chosen.origin, chosen.model.name,
+      static_cast<int64_t>(chosen.model.Parameters()), chosen.hardware.name, chosen.hardware.gpus_per_node, chosen.hardware.device_name,
       prediction.step_time_s, prediction.tokens_per_s, prediction.memory_bytes / 1e9);
 }
 
-Status WriteScript(const LaunchScriptOptions& o, const Chosen& c, const std::string& script) {
+Status WriteScript(const LaunchScriptOptions& o, const Chosen& chosen, const std::string& script) {
   if (o.output.empty()) {
     fmt::print("{}", script);
     return Status::Ok();
@@ -99,8 +99,8 @@ Status WriteScript(const LaunchScriptOptions& o, const Chosen& c, const std::str
     if (!out) return InvalidArgument(fmt::format("cannot write '{}'", o.output));
   }
   chmod(o.output.c_str(), 0755);
-  fmt::print(stderr, "wrote {}: {} on {} nodes; submit with: sbatch {}\n", o.output, LayoutKey(c.layout),
-             (c.layout.World() + c.hardware.gpus_per_node - 1) / c.hardware.gpus_per_node, o.output);
+  fmt::print(stderr, "wrote {}: {} on {} nodes; submit with: sbatch {}\n", o.output, LayoutKey(chosen.layout),
+             (chosen.layout.World() + chosen.hardware.gpus_per_node - 1) / chosen.hardware.gpus_per_node, o.output);
   return Status::Ok();
 }
 
@@ -111,27 +111,27 @@ Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOp
   if (!stored.ok()) return stored.status();
   const StudyContext& context = stored->context;
   const store::StudyRecord& study = context.study;
-  Chosen c{context.problem.model, context.problem.hardware, {}, ""};
+  Chosen chosen{context.problem.model, context.problem.hardware, {}, ""};
   if (!o.layout_key.empty()) {
     Result<Layout> l = ParseLayoutKey(o.layout_key);
     if (!l.ok()) return l.status().WithContext("--layout");
     TUNEPAR_RETURN_IF_ERROR(search::CheckLegal(context.Query(), *l).WithContext("study " + study.name));
-    c.layout = *l;
-    c.origin = fmt::format("layout given for study {}", study.name);
-    return c;
+    chosen.layout = *l;
+    chosen.origin = fmt::format("layout given for study {}", study.name);
+    return chosen;
   }
   const store::TrialRecord* best = nullptr;
   for (const store::TrialRecord& t : stored->trials) {
     if (ObjectiveOf(t) && (best == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*best))) best = &t;
   }
   if (best == nullptr) return InvalidArgument(fmt::format("study {} has no successful trial yet", study.name));
-  c.layout = best->layout;
-  c.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", study.name, study.backend,
+  chosen.layout = best->layout;
+  chosen.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", study.name, study.backend,
                          best->node_id, best->number, best->tokens_per_s.value_or(0),
                          study.backend == "model"
                              ? "predicted"
                              : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()));
-  return c;
+  return chosen;
 }
 
 Result<Chosen> ChooseLayout(const GlobalOptions& global, const LaunchScriptOptions& o) {
@@ -145,7 +145,7 @@ Result<Chosen> ChooseLayout(const GlobalOptions& global, const LaunchScriptOptio
 
 // The command every rank runs: the template (given, or a command config's) with the layout's
 // values, without a launcher of its own; else tunepar-core, when it can run the layout.
-Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& c, runner::LaunchScriptRequest* r) {
+Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
   std::string template_command = o.training_command;
   if (template_command.empty() && !o.command_config.empty()) {
     CommandFlags flags;
@@ -155,14 +155,14 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& c, runner:
     if (!config.ok()) return config.status();
     template_command = config->command;
   }
-  if (template_command.empty()) return SetCoreCommand(o, c, r);
+  if (template_command.empty()) return SetCoreCommand(o, chosen, r);
   runner::TrialContext context;
   context.trial_id = "launch";
   context.trial_dir = "$job_dir";
-  context.world = c.layout.World();
-  context.gpus_per_node = c.hardware.gpus_per_node;
-  context.model = &c.model;
-  Result<std::string> expanded = runner::ExpandCommand(template_command, c.layout, context);
+  context.world = chosen.layout.World();
+  context.gpus_per_node = chosen.hardware.gpus_per_node;
+  context.model = &chosen.model;
+  Result<std::string> expanded = runner::ExpandCommand(template_command, chosen.layout, context);
   if (!expanded.ok()) return expanded.status();
   Result<std::string> program = WithoutLauncher(*expanded);
   if (!program.ok()) return program.status();
@@ -171,25 +171,25 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& c, runner:
 }
 
 Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o) {
-  Result<Chosen> chosen = ChooseLayout(global, o);
-  if (!chosen.ok()) return chosen.status();
-  const Chosen& c = *chosen;
-  TUNEPAR_RETURN_IF_ERROR(CheckWorld(c.layout.World(), c.hardware));
+  Result<Chosen> choice = ChooseLayout(global, o);
+  if (!choice.ok()) return choice.status();
+  const Chosen& chosen = *choice;
+  TUNEPAR_RETURN_IF_ERROR(CheckWorld(chosen.layout.World(), chosen.hardware));
   // The script places one rank per device: so does the prediction it quotes.
-  Result<runner::PerformanceModel> pm = runner::PerformanceModel::Create(c.model, c.hardware);
+  Result<runner::PerformanceModel> pm = runner::PerformanceModel::Create(chosen.model, chosen.hardware);
   if (!pm.ok()) return pm.status();
-  TUNEPAR_RETURN_IF_ERROR(pm->CheckLayout(c.layout));
+  TUNEPAR_RETURN_IF_ERROR(pm->CheckLayout(chosen.layout));
   runner::LaunchScriptRequest r;
-  r.model = c.model;
-  r.hardware = c.hardware;
-  r.layout = c.layout;
+  r.model = chosen.model;
+  r.hardware = chosen.hardware;
+  r.layout = chosen.layout;
   r.time = o.time;
   r.partition = o.partition;
   r.account = o.account;
-  r.job_name = o.job_name.empty() ? "tunepar-" + c.model.name : o.job_name;
-  TUNEPAR_RETURN_IF_ERROR(SetTrainingCommand(o, c, &r));
-  r.header = ScriptHeader(c, pm->Predict(c.layout));
-  return WriteScript(o, c, runner::LaunchScript(r));
+  r.job_name = o.job_name.empty() ? "tunepar-" + chosen.model.name : o.job_name;
+  TUNEPAR_RETURN_IF_ERROR(SetTrainingCommand(o, chosen, &r));
+  r.header = ScriptHeader(chosen, pm->Predict(chosen.layout));
+  return WriteScript(o, chosen, runner::LaunchScript(r));
 }
 
 }  // namespace

@@ -96,21 +96,21 @@ Status WriteShapCharts(const fs::path& dir, const Explained& e, const ShapReport
   return Status::Ok();
 }
 
-Status WriteStudyCharts(const fs::path& dir, const StudyContext& c, const StudyTrials& trials,
+Status WriteStudyCharts(const fs::path& dir, const StudyContext& context, const StudyTrials& trials,
                         std::vector<std::string>* written) {
-  if (c.study.backend == "model") return Status::Ok();
+  if (context.study.backend == "model") return Status::Ok();
   const Convergence convergence = ConvergenceOf(trials);
   if (!convergence.x.empty()) {
     LineChart line;
     line.title = "Convergence";
-    line.subtitle = fmt::format("study {}: best throughput found against finished trials", c.study.name);
+    line.subtitle = fmt::format("study {}: best throughput found against finished trials", context.study.name);
     line.x_label = "finished trials";
     line.y_label = "throughput (tokens/s)";
     line.x = convergence.x;
     line.y = convergence.y;
     line.markers = convergence.markers;
-    if (const std::optional<Layout> best = c.ModelBest())
-      line.references.emplace_back(c.Predict(*best).tokens_per_s, "the model's predicted optimum");
+    if (const std::optional<Layout> best = context.ModelBest())
+      line.references.emplace_back(context.Predict(*best).tokens_per_s, "the model's predicted optimum");
     TUNEPAR_RETURN_IF_ERROR(WriteChart(dir / "convergence.svg", RenderLineChart(line), written));
   }
   ScatterChart scatter;
@@ -121,7 +121,7 @@ Status WriteStudyCharts(const fs::path& dir, const StudyContext& c, const StudyT
   }
   if (scatter.x.empty()) return Status::Ok();
   scatter.title = "Performance model against measurement";
-  scatter.subtitle = fmt::format("study {}: one dot per ok trial", c.study.name);
+  scatter.subtitle = fmt::format("study {}: one dot per ok trial", context.study.name);
   scatter.x_label = "predicted throughput (tokens/s)";
   scatter.y_label = "measured throughput (tokens/s)";
   return WriteChart(dir / "predicted-vs-measured.svg", RenderScatterChart(scatter), written);

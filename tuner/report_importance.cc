@@ -48,19 +48,19 @@ int IndexIn(const std::vector<Layout>& legal, const Layout& layout) {
 // The performance model's log throughput on every legal layout (whether it fits or not:
 // Shapley values explain speed, and a hybrid of two runnable layouts may not fit); `runnable`
 // keeps it where the layout is predicted to fit.
-void ModelValues(const StudyContext& c, Explained* e, std::vector<double>* runnable) {
+void ModelValues(const StudyContext& context, Explained* e, std::vector<double>* runnable) {
   e->f.resize(e->legal.size());
   runnable->assign(e->legal.size(), NAN);
   for (size_t i = 0; i < e->legal.size(); ++i) {
-    const runner::Prediction p = c.Predict(e->legal[i]);
+    const runner::Prediction p = context.Predict(e->legal[i]);
     e->f[i] = -std::log(p.step_time_s);
     if (p.fits) (*runnable)[i] = e->f[i];
   }
 }
 
 // The surrogate fitted to the trials; `runnable` keeps it where the layout likely fits and runs.
-void SurrogateValues(const StudyContext& c, const StudyTrials& trials, Explained* e, std::vector<double>* runnable) {
-  const search::Proposer proposer(e->legal, c.Prior(), c.proposer_options);
+void SurrogateValues(const StudyContext& context, const StudyTrials& trials, Explained* e, std::vector<double>* runnable) {
+  const search::Proposer proposer(e->legal, context.Prior(), context.proposer_options);
   const search::Surrogate s = proposer.Posterior(History(trials.all));
   const size_t ok = trials.ok.size();
   e->subject = s.measured ? fmt::format("surrogate fitted to {} ok trial{}", ok, ok == 1 ? "" : "s")
@@ -83,9 +83,9 @@ std::vector<int> TrialPoints(const Explained& e, const StudyTrials& trials) {
   return points;
 }
 
-void ChooseBackground(const StudyContext& c, const StudyTrials& trials, const ImportanceOptions& o,
+void ChooseBackground(const StudyContext& context, const StudyTrials& trials, const ImportanceOptions& o,
                       const std::vector<double>& runnable, Explained* e) {
-  const std::vector<int> trial_points = c.study.backend == "model" ? std::vector<int>() : TrialPoints(*e, trials);
+  const std::vector<int> trial_points = context.study.backend == "model" ? std::vector<int>() : TrialPoints(*e, trials);
   if (o.background == "trials" && trial_points.size() >= 2) {
     e->background = trial_points;
     if (static_cast<int>(e->background.size()) > o.background_size) {
@@ -99,7 +99,7 @@ void ChooseBackground(const StudyContext& c, const StudyTrials& trials, const Im
   }
   e->background = SampleDefined(runnable, o.background_size, 1);
   e->background_note = fmt::format("{} legal layouts likely to fit, sampled", e->background.size());
-  if (o.background == "trials" && c.study.backend != "model") {
+  if (o.background == "trials" && context.study.backend != "model") {
     const size_t ok = trials.ok.size();
     e->background_note += fmt::format(" (the study has {} ok trial{}: too few for a trial background)", ok,
                                       ok == 1 ? "" : "s");
@@ -183,29 +183,29 @@ nlohmann::json StrongestInteraction(const search::KnobImportance& g, std::string
 
 }  // namespace
 
-Explained ExplainStudy(const StudyContext& c, const StudyTrials& trials, const ImportanceOptions& o) {
+Explained ExplainStudy(const StudyContext& context, const StudyTrials& trials, const ImportanceOptions& o) {
   Explained e;
-  e.legal = c.space.legal;
+  e.legal = context.space.legal;
   std::vector<double> runnable;  // where the background may come from
-  if (c.study.backend == "model") {
+  if (context.study.backend == "model") {
     e.subject = "performance model";
-    ModelValues(c, &e, &runnable);
+    ModelValues(context, &e, &runnable);
   } else {
-    SurrogateValues(c, trials, &e, &runnable);
+    SurrogateValues(context, trials, &e, &runnable);
   }
-  ChooseBackground(c, trials, o, runnable, &e);
+  ChooseBackground(context, trials, o, runnable, &e);
   // The layout explained: the best measured one, else the surrogate's best.
   if (!trials.best.empty()) e.local = IndexIn(e.legal, trials.best.front()->layout);
   if (e.local < 0) e.local = BestDefined(runnable);
   return e;
 }
 
-Explained ExplainModel(const StudyContext& c, const std::string& subject, int background_size) {
+Explained ExplainModel(const StudyContext& context, const std::string& subject, int background_size) {
   Explained e;
-  e.legal = c.space.legal;
+  e.legal = context.space.legal;
   e.subject = subject;
   std::vector<double> runnable;
-  ModelValues(c, &e, &runnable);
+  ModelValues(context, &e, &runnable);
   e.background = SampleDefined(runnable, background_size, 1);
   e.local = BestDefined(runnable);
   e.background_note = fmt::format("{} legal layouts predicted to fit, sampled", e.background.size());

@@ -13,8 +13,8 @@ namespace tunepar {
 
 namespace {
 
-void AddCounts(const StudyContext& c, const StudyTrials& trials, Report* report) {
-  const store::StudyRecord& study = c.study;
+void AddCounts(const StudyContext& context, const StudyTrials& trials, Report* report) {
+  const store::StudyRecord& study = context.study;
   const std::map<std::string, int64_t> counts = CountByStatus(trials.all);
   report->text += fmt::format("Study {} (id {}): model {}, hardware {}, space {}, world {}, backend {}\n", study.name,
                               study.id, study.model_name, study.hardware_name, study.space_name, study.world,
@@ -25,13 +25,13 @@ void AddCounts(const StudyContext& c, const StudyTrials& trials, Report* report)
   report->text += fmt::format("trials {}: {}\n", WithCommas(static_cast<int64_t>(trials.all.size())),
                               count_text.empty() ? "none" : count_text);
   report->text += fmt::format("legal layouts {}; {} ranks per node, as the trials ran\n",
-                              WithCommas(static_cast<int64_t>(c.space.legal.size())), c.PlacedRanksPerNode());
+                              WithCommas(static_cast<int64_t>(context.space.legal.size())), context.PlacedRanksPerNode());
   report->json["study"] = study.name;
   report->json["study_id"] = study.id;
   report->json["trials"] = trials.all.size();
   report->json["status_counts"] = counts;
-  report->json["legal_layouts"] = c.space.legal.size();
-  report->json["ranks_per_node"] = c.PlacedRanksPerNode();
+  report->json["legal_layouts"] = context.space.legal.size();
+  report->json["ranks_per_node"] = context.PlacedRanksPerNode();
 }
 
 TextTable BestTable(bool measured) {
@@ -64,12 +64,12 @@ std::vector<std::string> BestRow(int rank, const store::TrialRecord& r, bool mea
 }
 
 // The best layouts, measured against predicted.
-void AddBest(const StudyContext& c, const StudyTrials& trials, Report* report) {
+void AddBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
   if (trials.best.empty()) {
     report->text += "No trial has finished ok yet: nothing measured to rank.\n";
     return;
   }
-  const bool measured = c.study.backend != "model";
+  const bool measured = context.study.backend != "model";
   TextTable t = BestTable(measured);
   nlohmann::json rows = nlohmann::json::array();
   int rank = 0;
@@ -87,8 +87,8 @@ void AddBest(const StudyContext& c, const StudyTrials& trials, Report* report) {
   report->json["best"] = rows;
 }
 
-void AddBestSoFar(const StudyContext& c, const StudyTrials& trials, Report* report) {
-  if (c.study.backend == "model") return;
+void AddBestSoFar(const StudyContext& context, const StudyTrials& trials, Report* report) {
+  if (context.study.backend == "model") return;
   const Convergence convergence = ConvergenceOf(trials);
   if (!convergence.improvements.empty()) {
     report->text += fmt::format("\nBest so far (finished trial #, tok/s when the best improved): {}\n",
@@ -126,21 +126,21 @@ void AddModelError(const StudyTrials& trials, Report* report) {
 }  // namespace
 
 Convergence ConvergenceOf(const StudyTrials& trials) {
-  Convergence c;
+  Convergence convergence;
   const store::TrialRecord* best_so_far = nullptr;
   for (size_t i = 0; i < trials.finished.size(); ++i) {
     const store::TrialRecord* t = trials.finished[i];
     if (!ObjectiveOf(*t)) continue;
-    c.markers.emplace_back(i + 1, DisplayThroughput(*t));
+    convergence.markers.emplace_back(i + 1, DisplayThroughput(*t));
     if (best_so_far == nullptr || *ObjectiveOf(*t) < *ObjectiveOf(*best_so_far)) {
       best_so_far = t;
-      c.improvements += fmt::format("{}#{} {}", c.improvements.empty() ? "" : ", ", i + 1,
+      convergence.improvements += fmt::format("{}#{} {}", convergence.improvements.empty() ? "" : ", ", i + 1,
                                     WithCommas(std::llround(DisplayThroughput(*t))));
     }
-    c.x.push_back(static_cast<double>(i + 1));
-    c.y.push_back(DisplayThroughput(*best_so_far));
+    convergence.x.push_back(static_cast<double>(i + 1));
+    convergence.y.push_back(DisplayThroughput(*best_so_far));
   }
-  return c;
+  return convergence;
 }
 
 double DisplayThroughput(const store::TrialRecord& r) {

@@ -93,8 +93,16 @@ std::string BackendSettingsJson(const SearchOptions& o, const StudySettings& set
 }
 
 SessionRequest MakeSessionRequest(const SearchOptions& o, const runner::Backend* backend) {
-  SessionRequest r{o.problem.model, o.problem.hardware, o.problem.space, o.problem.world, {}, o.study,
-                   o.node_id,       o.work_dir,         o.new_study,     o.resume_only};
+  SessionRequest r;
+  r.model = o.problem.model;
+  r.hardware = o.problem.hardware;
+  r.space = o.problem.space;
+  r.world = o.problem.world;
+  r.study = o.study;
+  r.node_id = o.node_id;
+  r.work_dir = o.work_dir;
+  r.new_study = o.new_study;
+  r.resume_only = o.resume_only;
   r.settings.backend = o.backend;
   // The model backend's exhaustive search has no proposals to seed or choose.
   r.settings.seed = backend != nullptr ? o.seed : 0;

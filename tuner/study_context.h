@@ -32,7 +32,7 @@ struct StudyContext {
 
   const runner::PerformanceModel& model() const { return *performance_model; }
   runner::Prediction Predict(const Layout& layout) const { return model().Predict(layout); }
-  search::SpaceQuery Query() const { return {world, problem.hardware.gpus_per_node, &problem.model, &problem.space}; }
+  search::SpaceQuery Query() const { return MakeSpaceQuery(problem, world); }
   // The performance model as the search's prior (a function of the layout).
   search::PriorModel Prior() const;
   // Ranks per node as the model places them (at least one per device) and the nodes the world spans.
