@@ -7,7 +7,7 @@
 namespace tunepar {
 
 double ModelShape::Parameters() const {
-  const double h = hidden, f = ffn_hidden, L = layers;
+  const double h = hidden, f = MlpWidth(), L = layers;
   const double per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
   const double embeddings = (static_cast<double>(vocab) + seq_len) * h;
   const double lm_head = tied_embeddings ? 0.0 : static_cast<double>(vocab) * h;

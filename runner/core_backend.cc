@@ -85,6 +85,7 @@ class CoreTrial : public ProcessTrial {
     details_["exit"] = ExitText(exit);
     if (plan_.sliced) {
       details_["slice"] = {{"measured_layout", LayoutKey(plan_.measured)}, {"measured_world", plan_.measured.World()}};
+      sliced_ = true;  // whatever the outcome: it is the slice's
     }
     std::ifstream in(context_.trial_dir + "/result.json");
     const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
@@ -158,7 +159,6 @@ class CoreTrial : public ProcessTrial {
           "communication for dp {} from the performance model",
           LayoutKey(plan_.measured), plan_.measured.World(), step, added, layout_.dp);
       step += added;
-      sliced_ = true;
     }
     if (!(step > 0) || !std::isfinite(step)) return Finish(TrialStatus::kInvalid, "no step time measured");
     MeasuredStepTime(backend_.model(), step, layout_.World());

@@ -112,8 +112,8 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
       l.virtual_stages < 1)
     return bad("sizes must be positive");
   if (m.heads % l.tp != 0) return bad(fmt::format("tp {} does not divide {} heads", l.tp, m.heads));
-  if (m.ffn_hidden % l.tp != 0)
-    return bad(fmt::format("tp {} does not divide the MLP width {}", l.tp, m.ffn_hidden));
+  if (m.MlpWidth() % l.tp != 0)
+    return bad(fmt::format("tp {} does not divide the MLP width {}", l.tp, m.MlpWidth()));
   if (m.layers % (l.pp * l.virtual_stages) != 0)
     return bad(
         fmt::format("pp {} x virtual stages {} does not divide {} layers", l.pp, l.virtual_stages, m.layers));
@@ -133,7 +133,7 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const ModelShape& m = model_;
   const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
   const double bv = BytesPerValue(l.precision);
-  const double h = m.hidden, f = m.ffn_hidden, s = m.seq_len, a = m.heads;
+  const double h = m.hidden, f = m.MlpWidth(), s = m.seq_len, a = m.heads;
   const double t = l.tp, b = l.micro_batch, tokens = b * s, head_dim = h / a;
   const double overhead = eff_[K::kKernelOverheadUs] * 1e-6;
   // GEMMs (M x N x K): QKV (T, 3h/t, h), attention output (T, h, h/t), MLP in (T, f/t, h), MLP out (T, h, f/t).
@@ -199,7 +199,7 @@ double PerformanceModel::PipelineTransferTime(const Layout& l) const {
 // ---- Parameters per device of the first, the last and the most loaded stage.
 PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l) const {
   const ModelShape& m = model_;
-  const double h = m.hidden, f = m.ffn_hidden, s = m.seq_len, V = m.vocab, t = l.tp;
+  const double h = m.hidden, f = m.MlpWidth(), s = m.seq_len, V = m.vocab, t = l.tp;
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
   const double layer_params = (4 * h * h + 3 * h + 2 * h * f + f) / t + 5 * h;  // LN and output biases replicated
   StageParameters stage;

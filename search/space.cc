@@ -52,7 +52,7 @@ std::optional<Constraint> TpConstraint(const SpaceQuery& q, int tp) {
   const bool fits_node = tp <= g ? g % tp == 0 : q.space->tp_cross_node && tp % g == 0;
   if (!fits_node) return Constraint::kTpWithinNode;
   if (q.model->heads % tp != 0) return Constraint::kTpDividesHeads;
-  if (q.model->ffn_hidden % tp != 0) return Constraint::kTpDividesFfn;
+  if (q.model->MlpWidth() % tp != 0) return Constraint::kTpDividesFfn;
   return std::nullopt;
 }
 
@@ -220,17 +220,25 @@ std::string ValueOutsideSpace(const SpaceQuery& q, const Layout& l) {
   return "";
 }
 
-// The first constraint `l` fails, in the enumeration's order.
-std::optional<Constraint> FirstFailed(const SpaceQuery& q, const Layout& l) {
-  if (auto failed = TpConstraint(q, l.tp)) return failed;
-  if (auto failed = PpConstraint(q, l.tp, l.pp)) return failed;
-  if (l.World() != q.world) return Constraint::kTpPpDivideWorld;
-  if (auto failed = BatchConstraint(q, l.dp, l.micro_batch)) return failed;
-  if (l.GlobalBatch() != q.model->global_batch) return Constraint::kBatchDivisible;
-  if (auto failed = InterleaveConstraint(q, l, l.virtual_stages)) return failed;
-  if (auto failed = FlashConstraint(l.precision, l.flash_attention)) return failed;
-  if (auto failed = ZeroConstraint(l.dp, l.zero)) return failed;
-  return SeqParallelConstraint(l.tp, l.seq_parallel);
+// Why `l` is not legal, in the enumeration's order ("" when it is): the constraint it fails,
+// or that its derived sizes (dp, the micro-batch count) do not match the world and the batch.
+std::string WhyIllegal(const SpaceQuery& q, const Layout& l) {
+  auto failing = [](Constraint c) { return fmt::format("it fails '{}' ({})", ConstraintRule(c), ConstraintId(c)); };
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.num_micro_batches < 1 || l.virtual_stages < 1)
+    return "its sizes must be positive";
+  if (auto failed = TpConstraint(q, l.tp)) return failing(*failed);
+  if (auto failed = PpConstraint(q, l.tp, l.pp)) return failing(*failed);
+  if (l.World() != q.world) return fmt::format("tp x pp x dp = {} is not the world {}", l.World(), q.world);
+  if (auto failed = BatchConstraint(q, l.dp, l.micro_batch)) return failing(*failed);
+  if (l.GlobalBatch() != q.model->global_batch) {
+    return fmt::format("micro_batch x micro-batches x dp = {} is not the global batch {}", l.GlobalBatch(),
+                       q.model->global_batch);
+  }
+  if (auto failed = InterleaveConstraint(q, l, l.virtual_stages)) return failing(*failed);
+  if (auto failed = FlashConstraint(l.precision, l.flash_attention)) return failing(*failed);
+  if (auto failed = ZeroConstraint(l.dp, l.zero)) return failing(*failed);
+  if (auto failed = SeqParallelConstraint(l.tp, l.seq_parallel)) return failing(*failed);
+  return "";
 }
 
 }  // namespace
@@ -241,12 +249,10 @@ Status CheckLegal(const SpaceQuery& query, const Layout& layout) {
     return InvalidArgument(fmt::format("layout {} is not in space {}: {} is not among its values", LayoutKey(layout),
                                        query.space->name, outside));
   }
-  if (const std::optional<Constraint> failed = FirstFailed(query, layout)) {
-    return InvalidArgument(fmt::format("layout {} is not legal for model {} on world {}: it fails '{}' ({})",
-                                       LayoutKey(layout), query.model->name, query.world, ConstraintRule(*failed),
-                                       ConstraintId(*failed)));
-  }
-  return Status::Ok();
+  const std::string why = WhyIllegal(query, layout);
+  if (why.empty()) return Status::Ok();
+  return InvalidArgument(fmt::format("layout {} is not legal for model {} on world {}: {}", LayoutKey(layout),
+                                     query.model->name, query.world, why));
 }
 
 Result<SpaceEnumeration> EnumerateSpace(const SpaceQuery& query) {

@@ -53,7 +53,7 @@ struct TrialRecord {
   std::string metric_kind;
   std::optional<double> metric_value;
   // Ranks per node the trial was placed (and its prediction priced) with; 0: one per device;
-  // nullopt: not recorded (a shard from before tunepar recorded it).
+  // nullopt: not known.
   std::optional<int> ranks_per_node;
 
   std::string message;

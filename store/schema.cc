@@ -102,9 +102,10 @@ CREATE TABLE hardware_profiles (
     // 1 -> 2: facts that travelled as JSON get columns of their own. The search settings a
     // study's proposals depend on (from backend_settings, which still holds them for the study
     // id); a trial's slice flag, custom metric and process group (from details); and the
-    // placement a trial was priced with, where the writing tunepar's search can be told: local
-    // trials that were not slices ran all their ranks on one machine, every other backend one
-    // rank per device (0); a local slice's is unknown (NULL).
+    // placement its search priced it with: one rank per device (0) for every backend but local;
+    // for local, all the world's ranks on one machine, or, in a study that measured slices (its
+    // world beyond the machine), the largest slice measured: what the machine held at least
+    // (the capacity itself was not recorded).
     R"sql(
 ALTER TABLE studies ADD COLUMN seed INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE studies ADD COLUMN acquisition TEXT NOT NULL DEFAULT 'logei';
@@ -127,8 +128,11 @@ UPDATE trials SET
   details = json_remove(details, '$.metric', '$.pgid')
   WHERE json_valid(details);
 UPDATE trials SET ranks_per_node = 0 WHERE backend <> 'local';
-UPDATE trials SET ranks_per_node = (SELECT world FROM studies WHERE studies.study_id = trials.study_id)
-  WHERE backend = 'local' AND sliced = 0;
+UPDATE trials SET ranks_per_node = COALESCE(
+    (SELECT MAX(json_extract(s.details, '$.slice.measured_world')) FROM trials s
+      WHERE s.study_id = trials.study_id AND s.sliced = 1 AND json_valid(s.details)),
+    (SELECT world FROM studies WHERE studies.study_id = trials.study_id))
+  WHERE backend = 'local';
 )sql",
 };
 

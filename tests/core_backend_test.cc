@@ -286,6 +286,12 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
   const int legal = searched["legal_layouts"].get<int>();
   EXPECT_EQ(searched["ranks_per_node"].get<int>(), 3) << search.out;
   const std::string study = searched["study"].get<std::string>();
+  // A trial measured on a slice is marked sliced whatever its outcome.
+  const testing::CliRun show = testing::RunTunepar("--json --store " + store + " show " + study + " --all");
+  for (const auto& row : nlohmann::json::parse(show.out)["rows"]) {
+    EXPECT_EQ(row["sliced"].get<bool>(), row["details"].contains("slice")) << row.dump();
+    EXPECT_EQ(row["ranks_per_node"].get<int>(), 3) << row.dump();
+  }
 
   // report: the same legal set (no knob that tunepar-core cannot run is ranked) and placement.
   const testing::CliRun report = testing::RunTunepar("--json --store " + store + " report " + study +
@@ -317,6 +323,30 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
   const nlohmann::json fitted = nlohmann::json::parse(fit.out);
   ASSERT_FALSE(fitted["rows"].empty()) << fit.out;
   for (const auto& row : fitted["rows"]) EXPECT_EQ(row["ranks_per_node"].get<int>(), 3) << row.dump();
+}
+
+}  // namespace
+}  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+// The local study of a schema-1 store (tests/data/v1-store) is the same study to this tunepar:
+// its id is unchanged, so the search resumes it, finds its budget spent and runs nothing.
+TEST(LocalBackend, AStudyFromSchemaOneResumesUnderTheSameStudyId) {
+  testing::TempDir dir;
+  const std::string store = dir / "s";
+  const std::string data = std::string(TUNEPAR_SOURCE_DIR) + "/tests/data/";
+  std::filesystem::create_directories(store + "/shards");
+  ASSERT_EQ(std::system(("sqlite3 " + store + "/shards/n0.sqlite < " + data + "v1-store/n0.sql").c_str()), 0);
+  const testing::CliRun run = testing::RunTunepar(
+      "--store " + store + " search --backend local --world 4 --model " + data + "v1-store/model.toml --space " +
+      data + "v1-store/space.toml --hardware " + data +
+      "test-cpu.toml --budget 2 --steps 1 --warmup 0 --max-ranks 2 --slice auto --node-id n0 --core " + TUNEPAR_CORE);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("study tiny-w4-4a864f6e (resumed; 2 finished trials so far)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("the budget of 2 trials is reached"), std::string::npos) << run.out;
+  EXPECT_EQ(testing::Trials(store, "tiny-w4-4a864f6e").size(), 2u);
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
       killed = runner::KillLeftovers(static_cast<pid_t>(t.process_group), marker);
     killed += runner::CancelSlurmSteps(marker);
     r.status = TrialStatus::kInterrupted;
+    r.process_group = 0;
     r.message = fmt::format("interrupted: its tuner (pid {} on {}) stopped before it finished{}", t.pid, t.host,
                             killed > 0 ? fmt::format("; {} leftover processes killed", killed) : "");
     r.finished_at = UtcNow();
@@ -274,6 +275,7 @@ Status BayesianSearch::Run() {
   Result<std::vector<store::TrialRecord>> recovered = RecoverInterrupted();
   if (!recovered.ok()) return recovered.status();
   PrintHeader(*recovered);
+  run_start_ = SteadyClock::now();  // the time budget counts the search, not the recovery
   std::string stop_reason;
   bool interrupted = false;
   while (stop_reason.empty()) {

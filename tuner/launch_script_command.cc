@@ -115,7 +115,11 @@ Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOp
   if (!o.layout_key.empty()) {
     Result<Layout> l = ParseLayoutKey(o.layout_key);
     if (!l.ok()) return l.status().WithContext("--layout");
-    TUNEPAR_RETURN_IF_ERROR(search::CheckLegal(context.Query(), *l).WithContext("study " + study.name));
+    if (Status legal = search::CheckLegal(context.Query(), *l); !legal.ok()) {
+      return InvalidArgument(fmt::format(
+          "study {}: {} (to launch a layout outside the study, give --layout with --model and --hardware, no study)",
+          study.name, legal.message()));
+    }
     chosen.layout = *l;
     chosen.origin = fmt::format("layout given for study {}", study.name);
     return chosen;

@@ -25,6 +25,12 @@ struct Report {
 
 // A study's trials as the report reads them.
 struct StudyTrials {
+  StudyTrials() = default;
+  StudyTrials(StudyTrials&&) = default;  // the pointers below point into `all`: moved, never copied
+  StudyTrials& operator=(StudyTrials&&) = default;
+  StudyTrials(const StudyTrials&) = delete;
+  StudyTrials& operator=(const StudyTrials&) = delete;
+
   std::vector<store::TrialRecord> all;
   std::vector<const store::TrialRecord*> finished;  // in the order they finished
   std::vector<const store::TrialRecord*> ok;        // with an objective, in study order

@@ -45,6 +45,7 @@ store::TrialRecord WithResult(store::TrialRecord t, const runner::TrialResult& r
   t.finished_at = r.finished_at;
   t.heartbeat_at = r.finished_at;
   t.lease_expires_at = r.finished_at;
+  t.process_group = 0;  // it has ended: no process of it is left to clean up
   return t;
 }
 

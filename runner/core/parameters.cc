@@ -6,7 +6,7 @@ namespace tunepar::core {
 
 ModelDims DimsOf(const ModelShape& s) {
   return {s.layers,         s.hidden, s.heads,
-          s.seq_len,        s.vocab,  s.ffn_hidden > 0 ? s.ffn_hidden : 4 * s.hidden,
+          s.seq_len,        s.vocab,  s.MlpWidth(),
           s.tied_embeddings};
 }
 
