@@ -33,6 +33,7 @@
 #include "search/proposer.h"
 #include "search/space.h"
 #include "tuner/problem.h"
+#include "tuner/study_context.h"
 
 namespace {
 
@@ -108,8 +109,7 @@ int Run(const fs::path& dir, int seeds, int budget) {
     const runner::PerformanceModel nominal =
         OrDie(runner::PerformanceModel::Create(p.problem.model, p.problem.hardware));
     const search::PriorModel prior = [&](const Layout& l) {
-      const runner::Prediction pr = nominal.Predict(l);
-      return search::PriorPrediction{pr.step_time_s, pr.memory_bytes};
+      return PriorOf(nominal.Predict(l));
     };
     std::map<std::string, std::ofstream> curves;
     for (const char* method : {"tunepar", "tunepar-no-prior", "random"}) {
@@ -266,8 +266,7 @@ int Latency() {
   const runner::PerformanceModel nominal =
       OrDie(runner::PerformanceModel::Create(problem.model, problem.hardware));
   const search::PriorModel prior = [&](const Layout& l) {
-    const runner::Prediction pr = nominal.Predict(l);
-    return search::PriorPrediction{pr.step_time_s, pr.memory_bytes};
+    return PriorOf(nominal.Predict(l));
   };
   search::ProposerOptions options;
   options.device_memory_bytes = problem.hardware.MemoryBytes();

@@ -15,6 +15,7 @@
 #include "search/proposer.h"
 #include "search/space.h"
 #include "tuner/problem.h"
+#include "tuner/study_context.h"
 
 namespace {
 
@@ -64,8 +65,7 @@ int main(int argc, char** argv) {
     const search::Proposer proposer(
         space.legal,
         [&](const Layout& l) {
-          const runner::Prediction pr = nominal.Predict(l);
-          return search::PriorPrediction{pr.step_time_s, pr.memory_bytes};
+          return PriorOf(nominal.Predict(l));
         },
         po);
     fmt::print("\n{}: {} legal layouts, {} trials of the Bayesian search per hidden machine\n", spec.name,

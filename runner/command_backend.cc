@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/byte_size.h"
 #include "base/provenance.h"
 #include "runner/log_text.h"
 #include "runner/performance_model.h"
@@ -91,12 +92,13 @@ double StepTime(MetricKind kind, double value, const ModelShape& model, int worl
 
 class CommandTrial : public ProcessTrial {
  public:
-  CommandTrial(const CommandBackendOptions& options, const std::vector<std::regex>& oom,
-               const std::regex& metric, ProcessOptions process, TrialContext context)
+  CommandTrial(const CommandBackendOptions& options, const std::vector<std::regex>& oom, const std::regex& metric,
+               const std::regex& memory, ProcessOptions process, TrialContext context)
       : ProcessTrial({"command", options.timeout_s, options.stop_grace_s, "process"}, std::move(process)),
         options_(options),
         oom_(oom),
         metric_regex_(metric),
+        memory_regex_(memory),
         context_(std::move(context)) {}
 
   using ProcessTrial::Launch;
@@ -106,6 +108,8 @@ class CommandTrial : public ProcessTrial {
   struct OutputReading {
     std::string oom_line, last_line;
     std::optional<double> value;
+    std::optional<double> peak_memory;  // the largest reading of it
+    std::optional<double> oom_bound;    // the largest lower bound an OOM message gives
   };
 
   OutputReading ReadOutput() const {
@@ -120,8 +124,38 @@ class CommandTrial : public ProcessTrial {
         }
       }
       if (std::optional<double> v = MetricIn(line)) out.value = v;
+      if (std::optional<double> m = MemoryIn(line)) out.peak_memory = std::max(out.peak_memory.value_or(0), *m);
+      if (std::optional<double> b = OomLowerBound(line)) out.oom_bound = std::max(out.oom_bound.value_or(0), *b);
     }
     return out;
+  }
+
+  // The peak memory this line reports, when the program is asked to say it.
+  std::optional<double> MemoryIn(const std::string& line) const {
+    if (!options_.memory_regex.empty()) {
+      std::smatch m;
+      if (!std::regex_search(line, m, memory_regex_) || m.size() < 2) return std::nullopt;
+      return ParseByteSize(m[1].str());
+    }
+    if (options_.memory_json.empty() || line.find('{') == std::string::npos) return std::nullopt;
+    nlohmann::json j = nlohmann::json::parse(line.substr(line.find('{')), nullptr, false);
+    if (j.is_object() && j.contains(options_.memory_json) && j[options_.memory_json].is_number() &&
+        j[options_.memory_json].get<double>() > 0)
+      return j[options_.memory_json].get<double>();
+    return std::nullopt;
+  }
+
+  // The peak memory of the trial: its reading, or an OOM's lower bound; a note when it was asked
+  // for and the output never said it.
+  void RecordPeakMemory(const OutputReading& out, bool ran_out) {
+    if (ran_out && out.oom_bound) metrics_.peak_memory_bytes = std::max(out.oom_bound.value_or(0), out.peak_memory.value_or(0));
+    if (!ran_out && out.peak_memory) metrics_.peak_memory_bytes = out.peak_memory;
+    const bool asked = !options_.memory_regex.empty() || !options_.memory_json.empty();
+    if (asked && !ran_out && !out.peak_memory) {
+      details_["memory_note"] = options_.memory_regex.empty()
+                                    ? fmt::format("no --memory-json key '{}' in the output", options_.memory_json)
+                                    : fmt::format("no match for --memory-regex '{}'", options_.memory_regex);
+    }
   }
 
   std::optional<double> MetricIn(const std::string& line) const {
@@ -144,6 +178,7 @@ class CommandTrial : public ProcessTrial {
   std::optional<TrialResult> Classify(const ExitInfo& exit) override {
     details_["exit"] = ExitText(exit);
     const OutputReading out = ReadOutput();
+    RecordPeakMemory(out, !out.oom_line.empty());
     if (!out.oom_line.empty()) return Finish(TrialStatus::kOom, "out of memory: " + Shorten(out.oom_line));
     if (exit.signaled || exit.code != 0)
       return Finish(TrialStatus::kCrash, CrashMessage(exit, Shorten(out.last_line)));
@@ -168,6 +203,7 @@ class CommandTrial : public ProcessTrial {
   const CommandBackendOptions& options_;
   const std::vector<std::regex>& oom_;
   const std::regex& metric_regex_;
+  const std::regex& memory_regex_;
   TrialContext context_;
 };
 
@@ -194,6 +230,19 @@ double ObjectiveValue(MetricKind kind, double value, const ModelShape& model, in
   if (kind == MetricKind::kHigher) return 1.0 / value;
   if (kind == MetricKind::kLower) return value;
   return StepTime(kind, value, model, world);
+}
+
+std::optional<double> OomLowerBound(const std::string& line) {
+  static const std::regex kTried("Tried to allocate ([0-9.]+ ?[KMGT]?i?B)", std::regex::icase);
+  static const std::regex kInUse(
+      "(?:([0-9.]+ ?[KMGT]?i?B) already allocated|this process has ([0-9.]+ ?[KMGT]?i?B) memory in use)",
+      std::regex::icase);
+  std::smatch tried, in_use;
+  if (!std::regex_search(line, tried, kTried) || !std::regex_search(line, in_use, kInUse)) return std::nullopt;
+  const std::optional<double> request = ParseByteSize(tried[1].str());
+  const std::optional<double> used = ParseByteSize(in_use[1].matched ? in_use[1].str() : in_use[2].str());
+  if (!request || !used) return std::nullopt;
+  return *request + *used;
 }
 
 Result<std::string> ExpandCommand(const std::string& command, const Layout& layout,
@@ -283,6 +332,18 @@ Status ValidateCommandOptions(const CommandBackendOptions& o) {
           fmt::format("--metric-regex '{}' is not a valid regular expression: {}", o.metric_regex, e.what()));
     }
   }
+  if (!o.memory_regex.empty() && !o.memory_json.empty())
+    return InvalidArgument("give at most one of --memory-regex REGEX and --memory-json KEY");
+  if (!o.memory_regex.empty()) {
+    try {
+      const std::regex re(o.memory_regex);
+      if (re.mark_count() < 1)
+        return InvalidArgument(fmt::format("--memory-regex '{}' has no capture group for the size", o.memory_regex));
+    } catch (const std::regex_error& e) {
+      return InvalidArgument(
+          fmt::format("--memory-regex '{}' is not a valid regular expression: {}", o.memory_regex, e.what()));
+    }
+  }
   for (const std::string& p : o.oom_patterns) {
     try {
       std::regex re(p, std::regex::icase);
@@ -299,6 +360,7 @@ Status ValidateCommandOptions(const CommandBackendOptions& o) {
 CommandBackend::CommandBackend(CommandBackendOptions options) : options_(std::move(options)) {
   for (const std::string& p : options_.oom_patterns) oom_.emplace_back(p, std::regex::icase);
   if (!options_.metric_regex.empty()) metric_ = std::regex(options_.metric_regex);
+  if (!options_.memory_regex.empty()) memory_ = std::regex(options_.memory_regex);
 }
 
 std::unique_ptr<RunningTrial> CommandBackend::Start(const Layout& layout, const TrialContext& context) {
@@ -313,7 +375,7 @@ std::unique_ptr<RunningTrial> CommandBackend::Start(const Layout& layout, const 
   p.log_path = context.trial_dir + "/output.log";
   p.workdir = options_.workdir;
   p.trial_id = context.trial_id;
-  auto trial = std::make_unique<CommandTrial>(options_, oom_, metric_, std::move(p), context);
+  auto trial = std::make_unique<CommandTrial>(options_, oom_, metric_, memory_, std::move(p), context);
   if (Status s = trial->Launch(); !s.ok())
     return UnstartedTrial(Name(), TrialStatus::kCrash, "could not start the command: " + s.message());
   return trial;

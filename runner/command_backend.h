@@ -4,6 +4,8 @@
 // (ProcessGroup), its output captured to a per-trial log; the outcome is classified:
 //   interrupted (stopped by tunepar) > timeout > oom (an OOM pattern in the output) >
 //   crash (non-zero exit or a signal) > ok (the metric was read) > invalid (no metric).
+// The peak memory is read when asked for (--memory-regex, --memory-json); an OOM message of
+// PyTorch (CUDA or HIP) gives a lower bound of it: what was in use plus what it tried to allocate.
 //
 // Placeholders: {tp} {pp} {dp} {mbs} {micro_batch} {gbs} {global_batch} {num_micro_batches}
 // {nmb} {precision} {zero} {recompute} {seq_parallel} {sp} {vpp} {virtual_stages} {flash}
@@ -14,6 +16,7 @@
 // {{ and }} are literal braces; shell expansions like ${VAR} are left alone.
 #pragma once
 
+#include <optional>
 #include <regex>
 #include <string>
 #include <utility>
@@ -41,6 +44,11 @@ struct CommandBackendOptions {
   MetricKind metric = MetricKind::kStepTimeS;
   std::string metric_regex;  // its first capture group, in the last matching line
   std::string metric_json;   // or: this key in the last JSON-object line that has it
+  // The peak device memory, when the program prints it: the first capture group of this regex,
+  // a size ("40.2 GiB", "4.3e10"), or the number under this key in JSON lines (bytes); the
+  // largest of all matches (every rank may print its own). Neither: not measured.
+  std::string memory_regex;
+  std::string memory_json;
   std::vector<std::string> oom_patterns = {"out of memory", "OutOfMemoryError", "hipErrorOutOfMemory",
                                            "cudaErrorMemoryAllocation",
                                            "RESOURCE_EXHAUSTED"};  // case-insensitive regexes
@@ -51,7 +59,7 @@ struct CommandBackendOptions {
 };
 
 // Checks the template's placeholders, the regexes, and that exactly one way to read the metric
-// is given; one line naming what is wrong.
+// (and at most one to read the peak memory) is given; one line naming what is wrong.
 Status ValidateCommandOptions(const CommandBackendOptions& options);
 
 // The template with the layout's values substituted.
@@ -72,11 +80,18 @@ class CommandBackend : public Backend {
   CommandBackendOptions options_;
   std::vector<std::regex> oom_;
   std::regex metric_;
+  std::regex memory_;
 };
 
 // The value that the search minimises for a metric reading: a step time for the kinds that
 // convert to one (seconds), 1 / value for other higher-is-better metrics, the value for
 // lower-is-better ones.
 double ObjectiveValue(MetricKind kind, double value, const ModelShape& model, int world);
+
+// From an out-of-memory message like PyTorch's ("Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB
+// total capacity; 75.80 GiB already allocated; ...)", or "... this process has 79.13 GiB memory
+// in use ..."): what was in use plus what it tried to allocate, in bytes; nullopt when the line
+// does not say both.
+std::optional<double> OomLowerBound(const std::string& line);
 
 }  // namespace tunepar::runner

@@ -7,41 +7,137 @@
 
 namespace tunepar::search {
 
-FeasibilityModel FeasibilityModel::Fit(const std::vector<double>& headroom, const std::vector<bool>& fits,
-                                       const FeasibilityOptions& options) {
-  FeasibilityModel model;
-  model.scatter_ = options.scatter;
-  // Grid over delta wide enough for any prior draw and any evidence.
-  const double lo = options.prior_mean - 8 * options.prior_sd - 1.0,
-               hi = options.prior_mean + 8 * options.prior_sd + 1.0;
-  constexpr int kPoints = 2001;
-  std::vector<double> log_post(kPoints);
-  double max_log = -INFINITY;
-  for (int i = 0; i < kPoints; ++i) {
-    const double delta = lo + (hi - lo) * i / (kPoints - 1);
-    double lp = -0.5 * std::pow((delta - options.prior_mean) / options.prior_sd, 2);
-    for (size_t j = 0; j < headroom.size(); ++j) {
-      const double z = (headroom[j] - delta) / options.scatter;
-      lp += fits[j] ? LogNormalCdf(z) : LogNormalCdf(-z);
+namespace {
+
+// phi(z) / Phi(z), stably for z << 0 (where it approaches -z).
+double InverseMillsRatio(double z) {
+  return std::exp(-0.5 * z * z - LogNormalCdf(z)) / std::sqrt(2 * M_PI);
+}
+
+}  // namespace
+
+std::string_view MemoryComponentName(int c) {
+  static constexpr std::string_view kNames[kMemoryComponents] = {
+      "weights", "gradients", "optimizer_states", "activations", "comm_buffers", "runtime_overhead"};
+  return c >= 0 && c < kMemoryComponents ? kNames[c] : "?";
+}
+
+double FeasibilityModel::LogPeak(const Vector& theta, const MemoryComponents& predicted, Vector* gradient) {
+  double total = 0;
+  for (int c = 0; c < kMemoryComponents; ++c) total += std::exp(theta[c + 1]) * predicted[c];
+  total = std::max(total, 1.0);
+  if (gradient != nullptr) {
+    (*gradient)[0] = 1.0;
+    for (int c = 0; c < kMemoryComponents; ++c) (*gradient)[c + 1] = std::exp(theta[c + 1]) * predicted[c] / total;
+  }
+  return theta[0] + std::log(total);
+}
+
+// The log posterior at theta, its gradient, and its Gauss-Newton Hessian: each trial's
+// curvature in log M times d d' (the term with the second derivative of log M itself is left
+// out, so the Hessian is negative definite everywhere and Newton's steps go uphill). Each trial
+// bounds log M from above (it fitted) or below (it ran out); a measured peak of a trial that
+// fitted pins it, within the scatter s.
+FeasibilityModel::Objective FeasibilityModel::Evaluate(const Vector& theta, const Vector& prior_precision, double log_capacity, double s,
+                                     const std::vector<MemoryEvidence>& evidence) {
+  Objective f;
+  f.value = -0.5 * theta.cwiseProduct(prior_precision).dot(theta);
+  f.gradient = -prior_precision.cwiseProduct(theta);
+  f.hessian = -Matrix(prior_precision.asDiagonal());
+  for (const MemoryEvidence& e : evidence) {
+    Vector d;
+    const double log_m = LogPeak(theta, e.predicted, &d);
+    double first = 0, curvature = 0;  // d ll / d log M and d^2 ll / d log M^2
+    if (e.fitted && e.peak_bytes && *e.peak_bytes > 0) {
+      const double r = std::log(*e.peak_bytes) - log_m;
+      f.value += -0.5 * r * r / (s * s);
+      first = r / (s * s);
+      curvature = -1.0 / (s * s);
+    } else {
+      const bool bounded = !e.fitted && e.peak_bytes && *e.peak_bytes > 0;
+      const double bound = bounded ? std::max(log_capacity, std::log(*e.peak_bytes)) : log_capacity;
+      const double sign = e.fitted ? 1.0 : -1.0;  // fitted: Phi((bound - L)/s); ran out: Phi((L - bound)/s)
+      const double z = sign * (bound - log_m) / s;
+      const double lambda = InverseMillsRatio(z);
+      f.value += LogNormalCdf(z);
+      first = -sign * lambda / s;
+      curvature = -lambda * (z + lambda) / (s * s);
     }
-    log_post[i] = lp;
-    max_log = std::max(max_log, lp);
+    f.gradient += first * d;
+    f.hessian += curvature * d * d.transpose();
   }
-  double w_sum = 0, m1 = 0, m2 = 0;
-  for (int i = 0; i < kPoints; ++i) {
-    const double delta = lo + (hi - lo) * i / (kPoints - 1);
-    const double w = std::exp(log_post[i] - max_log);
-    w_sum += w;
-    m1 += w * delta;
-    m2 += w * delta * delta;
+  return f;
+}
+
+// The posterior mode by Newton's method with a backtracking step; the Hessian there.
+FeasibilityModel::Objective FeasibilityModel::Solve(const Vector& prior_precision, double log_capacity, double s,
+                                  const std::vector<MemoryEvidence>& evidence, Vector* theta) {
+  *theta = Vector::Zero();
+  Objective f = Evaluate(*theta, prior_precision, log_capacity, s, evidence);
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    const Vector step = (-f.hessian).ldlt().solve(f.gradient);
+    double scale = 1.0;
+    Objective next = Evaluate(*theta + step, prior_precision, log_capacity, s, evidence);
+    while (next.value < f.value && scale > 1e-6) {
+      scale *= 0.5;
+      next = Evaluate(*theta + scale * step, prior_precision, log_capacity, s, evidence);
+    }
+    if (next.value < f.value) break;
+    *theta += scale * step;
+    f = next;
+    if ((scale * step).cwiseAbs().maxCoeff() < 1e-8) break;
   }
-  model.mean_ = m1 / w_sum;
-  model.sd_ = std::sqrt(std::max(0.0, m2 / w_sum - model.mean_ * model.mean_));
+  return f;
+}
+
+// The scatter the measured peaks show around the fitted model, shrunk towards the prior's
+// (worth kScatterPriorWeight peaks): a model that predicts the peaks well is trusted more.
+double FeasibilityModel::FittedScatter(const Vector& theta, const std::vector<MemoryEvidence>& evidence,
+                                       double prior_scatter) {
+  double squares = 0;
+  int peaks = 0;
+  for (const MemoryEvidence& e : evidence) {
+    if (!e.fitted || !e.peak_bytes || *e.peak_bytes <= 0) continue;
+    const double r = std::log(*e.peak_bytes) - LogPeak(theta, e.predicted, nullptr);
+    squares += r * r;
+    ++peaks;
+  }
+  if (peaks < kMinPeaksForScatter) return prior_scatter;
+  const double s2 = (squares + kScatterPriorWeight * prior_scatter * prior_scatter) / (peaks + kScatterPriorWeight);
+  return std::max(kMinScatter, std::sqrt(s2));
+}
+
+FeasibilityModel FeasibilityModel::Fit(double device_memory_bytes, const std::vector<MemoryEvidence>& evidence,
+                                       const FeasibilityOptions& o) {
+  FeasibilityModel model;
+  model.log_capacity_ = std::log(std::max(device_memory_bytes, 1.0));
+  Vector prior_precision;
+  prior_precision[0] = 1.0 / (o.shared_sd * o.shared_sd);
+  for (int c = 1; c < kParameters; ++c) prior_precision[c] = 1.0 / (o.component_sd * o.component_sd);
+  Vector theta;
+  Objective f = Solve(prior_precision, model.log_capacity_, o.scatter, evidence, &theta);
+  model.scatter_ = FittedScatter(theta, evidence, o.scatter);
+  if (model.scatter_ != o.scatter) f = Solve(prior_precision, model.log_capacity_, model.scatter_, evidence, &theta);
+  model.theta_ = theta;
+  model.covariance_ = (-f.hessian).inverse();
   return model;
 }
 
-double FeasibilityModel::ProbabilityFits(double headroom) const {
-  return NormalCdf((headroom - mean_) / std::sqrt(scatter_ * scatter_ + sd_ * sd_));
+double FeasibilityModel::ProbabilityFits(const MemoryComponents& predicted) const {
+  Vector d;
+  const double log_m = LogPeak(theta_, predicted, &d);
+  const double variance = scatter_ * scatter_ + d.dot(covariance_ * d);
+  return NormalCdf((log_capacity_ - log_m) / std::sqrt(variance));
+}
+
+double FeasibilityModel::ExpectedPeak(const MemoryComponents& predicted) const {
+  return std::exp(LogPeak(theta_, predicted, nullptr));
+}
+
+MemoryComponents FeasibilityModel::Multipliers() const {
+  MemoryComponents m{};
+  for (int c = 0; c < kMemoryComponents; ++c) m[c] = std::exp(theta_[0] + theta_[c + 1]);
+  return m;
 }
 
 }  // namespace tunepar::search

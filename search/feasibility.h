@@ -1,36 +1,89 @@
-// The probability that a layout fits in device memory, from the performance model's predicted
-// memory and the trials observed so far (an OOM is information, not a missing value).
+// The probability that a layout fits in device memory, learned like time: the performance
+// model's memory breakdown is the prior, measured peaks are observations, and OOM and ok
+// outcomes are censored ones (an OOM is information, not a missing value).
 //
-// Model: the true memory is the predicted memory times exp(delta) times a layout-to-layout
-// scatter exp(eps), eps ~ N(0, scatter^2); delta (the model's systematic error) has a normal
-// prior. Each ok trial says log(M / predicted) > delta + eps; each oom trial the opposite. The
-// posterior of delta is computed exactly on a grid and summarised by its mean and spread, so
-//   P(fits | x) = Phi((g(x) - mean) / sqrt(scatter^2 + spread^2)),  g(x) = log(M / predicted(x)).
+// Model: the true peak of a layout is
+//   M(x) = exp(g) sum_c exp(t_c) P_c(x) exp(eps),
+// with P_c the model's predicted bytes of component c (weights, gradients, optimizer states,
+// activations, communication buffers, runtime overhead), t_c each component's log multiplier,
+// g a log multiplier shared by all (an allocator overhead, a framework's habits), and eps ~
+// N(0, scatter^2) the layout-to-layout error (its prior value, or, with measured peaks, the
+// scatter they show around the fit, shrunk towards the prior's). Priors: g ~ N(0, shared_sd^2), t_c ~ N(0,
+// component_sd^2). A measured peak y says log M(x) = log y (exactly when the trial ran; at
+// least, when it ran out of memory: the peak it reached, or the device's memory); an ok trial
+// without a peak says M(x) <= device memory, an OOM without one M(x) > device memory. The
+// posterior of (g, t) is found by Newton's method on the log posterior and summarised by the
+// Laplace approximation (mode and covariance S); then for any layout
+//   P(fits | x) = Phi((log cap - L(x)) / sqrt(scatter^2 + d(x)' S d(x))),
+// L(x) = log M(x) at the mode, d(x) = dL/d(g, t) = (1, share of each component).
 #pragma once
 
+#include <array>
+#include <optional>
+#include <string_view>
 #include <vector>
+
+#include <Eigen/Dense>
 
 namespace tunepar::search {
 
+inline constexpr int kMemoryComponents = 6;
+// Predicted bytes per device of: weights, gradients, optimizer states, activations,
+// communication buffers, runtime overhead.
+using MemoryComponents = std::array<double, kMemoryComponents>;
+std::string_view MemoryComponentName(int component);  // "weights", "gradients", ...
+
+// One trial as the memory model sees it.
+struct MemoryEvidence {
+  MemoryComponents predicted{};
+  bool fitted = true;                // ran in the device's memory (ok), or ran out (oom)
+  std::optional<double> peak_bytes;  // measured: exact when it fitted, a lower bound when not
+};
+
 struct FeasibilityOptions {
-  double prior_mean = 0.0;  // of delta: the memory model is unbiased a priori
-  double prior_sd = 0.2;    // ... within about 20%
-  double scatter = 0.05;    // layout-to-layout error of the memory model (log)
+  double shared_sd = 0.15;     // prior of the multiplier shared by all components (log)
+  double component_sd = 0.15;  // prior of each component's own multiplier (log)
+  double scatter = 0.05;       // layout-to-layout error of the memory model (log)
 };
 
 class FeasibilityModel {
  public:
-  // headroom: g = log(device memory / predicted memory) of each observed trial; fits: whether it
-  // ran (ok) or ran out of memory (oom).
-  static FeasibilityModel Fit(const std::vector<double>& headroom, const std::vector<bool>& fits,
+  static FeasibilityModel Fit(double device_memory_bytes, const std::vector<MemoryEvidence>& evidence,
                               const FeasibilityOptions& options = {});
 
-  double ProbabilityFits(double headroom) const;
-  double delta_mean() const { return mean_; }
-  double delta_sd() const { return sd_; }
+  double ProbabilityFits(const MemoryComponents& predicted) const;
+  // The peak the fitted model expects, in bytes (at the posterior mode).
+  double ExpectedPeak(const MemoryComponents& predicted) const;
+  // exp(g + t_c): the fitted correction of each component.
+  MemoryComponents Multipliers() const;
 
  private:
-  double mean_ = 0, sd_ = 0.2, scatter_ = 0.05;
+  static constexpr int kParameters = kMemoryComponents + 1;  // g, then t_c
+  using Vector = Eigen::Matrix<double, kParameters, 1>;
+  using Matrix = Eigen::Matrix<double, kParameters, kParameters>;
+  struct Objective {  // the log posterior, its gradient and (Gauss-Newton) Hessian
+    double value = 0;
+    Vector gradient;
+    Matrix hessian;
+  };
+  // A measured peak needs this many peaks before their scatter is estimated; the prior's
+  // scatter counts like kScatterPriorWeight of them; the scatter is never below kMinScatter.
+  static constexpr int kMinPeaksForScatter = 4;
+  static constexpr double kScatterPriorWeight = 4;
+  static constexpr double kMinScatter = 0.01;
+
+  // log M(x) at `theta`, and its gradient with respect to theta.
+  static double LogPeak(const Vector& theta, const MemoryComponents& predicted, Vector* gradient);
+  static Objective Evaluate(const Vector& theta, const Vector& prior_precision, double log_capacity, double scatter,
+                            const std::vector<MemoryEvidence>& evidence);
+  static Objective Solve(const Vector& prior_precision, double log_capacity, double scatter,
+                         const std::vector<MemoryEvidence>& evidence, Vector* theta);
+  static double FittedScatter(const Vector& theta, const std::vector<MemoryEvidence>& evidence, double prior_scatter);
+
+  double log_capacity_ = 0;
+  double scatter_ = 0.05;
+  Vector theta_ = Vector::Zero();
+  Matrix covariance_ = Matrix::Zero();
 };
 
 }  // namespace tunepar::search

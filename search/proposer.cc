@@ -16,6 +16,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // The smallest spread of residuals the surrogate assumes (log step time): two measurements
 // that agree do not make the model certain everywhere.
 constexpr double kMinResidualScale = 0.03;
+// P(fits) of a layout an ok trial vouches for (it needs no more memory in any component), and
+// of one an OOM condemns (it needs no less in every component): the model's scatter aside.
+constexpr double kVouched = 0.99;
+constexpr double kCondemned = 0.01;
+// The probability of fitting and running a proposal needs (FeasibilityFloor).
+constexpr double kLikelyToRun = 0.5;
 
 }  // namespace
 
@@ -37,7 +43,7 @@ Proposer::Proposer(std::vector<Layout> legal, const PriorModel& prior, ProposerO
   x_.resize(n, std::max(1, encoder_.Dimension()));
   x_.setZero();
   prior_log_time_.resize(n);
-  headroom_.resize(legal_.size());
+  memory_.resize(legal_.size());
   std::vector<double> row(encoder_.Dimension());
   for (Eigen::Index i = 0; i < n; ++i) {
     const Layout& l = legal_[i];
@@ -45,9 +51,10 @@ Proposer::Proposer(std::vector<Layout> legal, const PriorModel& prior, ProposerO
     for (int j = 0; j < encoder_.Dimension(); ++j) x_(i, j) = row[j];
     const PriorPrediction p = prior(l);
     prior_log_time_[i] = std::log(std::max(p.step_time_s, 1e-300));
-    headroom_[i] = options_.device_memory_bytes > 0
-                       ? std::log(options_.device_memory_bytes / std::max(p.memory_bytes, 1.0))
-                       : kInf;
+    memory_[i] = p.memory_components;
+    // A prior without a breakdown: its whole memory as one component.
+    if (std::all_of(memory_[i].begin(), memory_[i].end(), [](double b) { return b == 0; }))
+      memory_[i][0] = p.memory_bytes;
     index_.emplace(LayoutKey(l), static_cast<int>(i));
   }
   const double mean = n > 0 ? prior_log_time_.mean() : 0.0;
@@ -60,66 +67,82 @@ int Proposer::IndexOf(const Layout& layout) const {
   return it == index_.end() ? -1 : it->second;
 }
 
-std::vector<double> Proposer::Feasibility(const FeasibilityModel& memory,
-                                          const std::vector<Outcome>& history) const {
-  // Local evidence: a kernel-weighted Beta estimate around each finished trial, with the global
-  // model as the prior mean worth one observation: p = (prior + sum_j w_j s_j) / (1 + sum_j w_j),
-  // w_j = weight x exp(-|x - x_j|^2 / 2 l^2).
-  // Memory: ok (1) and oom (0) trials. Running: ok and oom ran (1); crash, timeout and invalid
-  // did not (0). An OOM-heavy or crash-prone region gets low feasibility even where the memory
-  // model cannot tell it apart.
-  struct Evidence {
-    int index;
-    bool ran, fitted, memory_informative;
-  };
-  std::vector<Evidence> evidence;
+// What a history says, per legal layout: which were tried, the ok measurements (sum of log
+// step times and count, ordered by index: deterministic), how many of those were sliced, and the
+// memory evidence of the layouts that ran or ran out of memory.
+struct Proposer::Evidence {
+  std::vector<char> tried;
+  std::map<int, std::pair<double, int>> sums;
+  std::map<int, int> sliced;
+  std::vector<MemoryEvidence> memory;
+};
+
+namespace {
+
+// Whether layout a needs no less than layout b in every memory component.
+bool Dominates(const MemoryComponents& a, const MemoryComponents& b) {
+  for (int c = 0; c < kMemoryComponents; ++c) {
+    if (a[c] < b[c]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// P(fits) of every legal layout: the memory model's, then the evidence of physics: an ok trial
+// vouches for every layout that needs no more in any component, an OOM condemns every layout
+// that needs no less in every component (OOMs win a conflict).
+std::vector<double> Proposer::MemoryFeasibility(const FeasibilityModel& memory, const Evidence& e) const {
+  std::vector<double> p(legal_.size(), 1.0);
+  if (options_.device_memory_bytes <= 0) return p;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    p[i] = memory.ProbabilityFits(memory_[i]);
+    for (size_t j = 0; j < e.memory.size(); ++j) {
+      const MemoryComponents& tried = e.memory[j].predicted;
+      if (e.memory[j].fitted && Dominates(tried, memory_[i])) p[i] = std::max(p[i], kVouched);
+    }
+    for (size_t j = 0; j < e.memory.size(); ++j) {
+      const MemoryComponents& tried = e.memory[j].predicted;
+      if (!e.memory[j].fitted && Dominates(memory_[i], tried)) p[i] = std::min(p[i], kCondemned);
+    }
+  }
+  return p;
+}
+
+// P(runs) of every legal layout, given that it fits: a kernel-weighted Beta estimate around
+// each finished trial (crash, timeout and invalid did not run; ok and oom did), with the prior
+// worth one observation: p = (prior + sum_j w_j s_j) / (1 + sum_j w_j), w_j = weight x
+// exp(-|x - x_j|^2 / 2 l^2). A crash-prone region gets a low probability even where nothing
+// models why.
+std::vector<double> Proposer::RunProbability(const std::vector<Outcome>& history) const {
+  std::vector<int> index;
+  std::vector<bool> ran;
   for (const Outcome& o : history) {
     const int i = IndexOf(o.layout);
     if (i < 0 || !IsFinished(o.status)) continue;
-    const bool ran = o.status == TrialStatus::kOk || o.status == TrialStatus::kOom;
-    evidence.push_back({i, ran, o.status == TrialStatus::kOk, ran});
+    index.push_back(i);
+    ran.push_back(o.status == TrialStatus::kOk || o.status == TrialStatus::kOom);
   }
-  const double mem_inv_2l2 = 1.0 / (2.0 * options_.memory_lengthscale * options_.memory_lengthscale);
-  const double run_inv_2l2 = 1.0 / (2.0 * options_.failure_lengthscale * options_.failure_lengthscale);
+  const double inv_2l2 = 1.0 / (2.0 * options_.failure_lengthscale * options_.failure_lengthscale);
   // Squared distances from every legal layout to every finished trial, by one GEMM.
-  Eigen::MatrixXd e(static_cast<Eigen::Index>(evidence.size()), x_.cols());
-  for (size_t j = 0; j < evidence.size(); ++j)
-    e.row(static_cast<Eigen::Index>(j)) = x_.row(evidence[j].index);
+  Eigen::MatrixXd e(static_cast<Eigen::Index>(index.size()), x_.cols());
+  for (size_t j = 0; j < index.size(); ++j) e.row(static_cast<Eigen::Index>(j)) = x_.row(index[j]);
   Eigen::MatrixXd d2 = -2.0 * x_ * e.transpose();
   d2.colwise() += x_.rowwise().squaredNorm();
   d2.rowwise() += e.rowwise().squaredNorm().transpose();
   std::vector<double> p(legal_.size());
   for (size_t i = 0; i < legal_.size(); ++i) {
-    double mem_w = 0, mem_s = 0, run_w = 0, run_s = 0;
-    for (size_t j = 0; j < evidence.size(); ++j) {
-      const Evidence& ev = evidence[j];
+    double w_sum = 0, s_sum = 0;
+    for (size_t j = 0; j < index.size(); ++j) {
       const double dist2 = std::max(0.0, d2(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)));
-      const double w_run = options_.failure_weight * std::exp(-dist2 * run_inv_2l2);
-      run_w += w_run;
-      run_s += ev.ran ? w_run : 0.0;
-      if (ev.memory_informative) {
-        const double w_mem = options_.memory_weight * std::exp(-dist2 * mem_inv_2l2);
-        mem_w += w_mem;
-        mem_s += ev.fitted ? w_mem : 0.0;
-      }
+      const double w = options_.failure_weight * std::exp(-dist2 * inv_2l2);
+      w_sum += w;
+      s_sum += ran[j] ? w : 0.0;
     }
-    const double p_mem = (memory.ProbabilityFits(headroom_[i]) + mem_s) / (1.0 + mem_w);
-    const double p_run = (options_.prior_run_probability + run_s) / (1.0 + run_w);
-    p[i] = p_mem * p_run;
+    p[i] = (options_.prior_run_probability + s_sum) / (1.0 + w_sum);
   }
   return p;
 }
-
-// What a history says, per legal layout: which were tried, the ok measurements (sum of log
-// step times and count, ordered by index: deterministic), how many of those were sliced, and the
-// memory evidence (headroom of the layouts that ran or ran out of memory, and whether they fit).
-struct Proposer::Evidence {
-  std::vector<char> tried;
-  std::map<int, std::pair<double, int>> sums;
-  std::map<int, int> sliced;
-  std::vector<double> headroom;
-  std::vector<bool> fits;
-};
 
 Proposer::Evidence Proposer::Gather(const std::vector<Outcome>& history) const {
   Evidence e;
@@ -134,9 +157,10 @@ Proposer::Evidence Proposer::Gather(const std::vector<Outcome>& history) const {
       ++count;
       if (o.sliced) ++e.sliced[i];
     }
-    if (std::isfinite(headroom_[i]) && (o.status == TrialStatus::kOk || o.status == TrialStatus::kOom)) {
-      e.headroom.push_back(headroom_[i]);
-      e.fits.push_back(o.status == TrialStatus::kOk);
+    if (o.status == TrialStatus::kOk || o.status == TrialStatus::kOom) {
+      // A slice's peak is the slice's, not the layout's.
+      const std::optional<double> peak = o.sliced ? std::nullopt : o.peak_memory_bytes;
+      e.memory.push_back({memory_[i], o.status == TrialStatus::kOk, peak});
     }
   }
   return e;
@@ -227,7 +251,12 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   const Evidence evidence = Gather(history);
   State s;
   s.tried = evidence.tried;
-  s.feasibility = Feasibility(FeasibilityModel::Fit(evidence.headroom, evidence.fits, options_.feasibility), history);
+  const FeasibilityModel memory =
+      FeasibilityModel::Fit(options_.device_memory_bytes, evidence.memory, options_.feasibility);
+  const std::vector<double> fits = MemoryFeasibility(memory, evidence);
+  const std::vector<double> runs = RunProbability(history);
+  s.feasibility.resize(legal_.size());
+  for (size_t i = 0; i < legal_.size(); ++i) s.feasibility[i] = fits[i] * runs[i];
   FitGp(evidence, &s);
   ConditionOnFailures(history, &s);
   SetIncumbent(&s);
@@ -280,18 +309,21 @@ std::vector<Proposal> Proposer::RandomDesign(const State& s, const std::vector<d
   return out;
 }
 
-// Until some trial has run ok, finding one that does comes first (constrained BO's rule,
-// Gelbart et al. 2014): only layouts whose feasibility is near the best untried one compete.
+// Only layouts likely to fit and run compete: at least kLikelyToRun, or 0.8 of the best
+// untried one's probability when none is that likely, so that a layout very likely to run out
+// of memory or crash never wins on its expected improvement alone. Until some trial has run ok
+// and once one has failed, finding one that does comes first (constrained BO's rule, Gelbart et
+// al. 2014): the floor is 0.8 of the best however likely that is.
 double Proposer::FeasibilityFloor(const State& s, const std::vector<Outcome>& history) const {
-  const bool any_failure = std::any_of(history.begin(), history.end(), [](const Outcome& o) {
-    return IsFinished(o.status) && o.status != TrialStatus::kOk;
-  });
-  if (!s.observed.empty() || !any_failure) return 0;
   double max_feasibility = 0;
   for (size_t i = 0; i < legal_.size(); ++i) {
     if (!s.tried[i]) max_feasibility = std::max(max_feasibility, s.feasibility[i]);
   }
-  return 0.8 * max_feasibility;
+  const bool any_failure = std::any_of(history.begin(), history.end(), [](const Outcome& o) {
+    return IsFinished(o.status) && o.status != TrialStatus::kOk;
+  });
+  if (s.observed.empty() && any_failure) return 0.8 * max_feasibility;
+  return std::min(kLikelyToRun, 0.8 * max_feasibility);
 }
 
 // The untried layout with the best acquisition (log EI, or minus the lower confidence bound,

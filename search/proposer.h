@@ -37,6 +37,7 @@ namespace tunepar::search {
 struct PriorPrediction {
   double step_time_s = 0;
   double memory_bytes = 0;
+  MemoryComponents memory_components{};  // its breakdown (all zero: none given)
 };
 using PriorModel = std::function<PriorPrediction(const Layout&)>;
 
@@ -49,13 +50,10 @@ struct ProposerOptions {
   double device_memory_bytes = 0;  // 0: every layout is assumed to fit
   double tokens_per_step = 0;      // to report throughput; 0: not reported
   double prior_sd = 0.3;           // trust in the model before any measurement (log step time)
-  // Finished trials inform the feasibility of layouts near them (a Gaussian kernel on the encoded
-  // distance), each counting like `weight` observations at its own layout against the prior's
-  // one. Memory (ok vs oom) is mostly explained by the predicted memory, and the best layouts
-  // often sit just below the limit, so its local evidence is narrow; crashes, hangs and
-  // unreadable output have no model, so theirs reaches further and weighs more.
-  double memory_lengthscale = 0.25;
-  double memory_weight = 1.0;
+  // Crashes, hangs and unreadable output have no model: a finished trial informs whether the
+  // layouts near it run (a Gaussian kernel on the encoded distance), counting like `weight`
+  // observations at its own layout against the prior's one. (Memory has a model: feasibility.h,
+  // with the evidence of physics, Proposer::MemoryFeasibility.)
   double failure_lengthscale = 0.7;
   double failure_weight = 5.0;
   double prior_run_probability = 0.95;  // that a layout which fits runs (no crash, hang, bad output)
@@ -75,6 +73,8 @@ struct Outcome {
   // Measured on a slice of the world, with the model's estimate of the rest added: less certain
   // than a whole measurement (ProposerOptions::sliced_noise_sd).
   bool sliced = false;
+  // The peak device memory it measured: exact for an ok trial, a lower bound for an OOM.
+  std::optional<double> peak_memory_bytes;
 };
 
 struct Proposal {
@@ -138,7 +138,8 @@ class Proposer {
   int BestAcquisition(const State& state, const std::vector<double>& mean, const std::vector<double>& sd,
                       double min_feasibility, double* score) const;
   void BelievePick(int chosen, State* state, std::vector<double>* mean, std::vector<double>* sd) const;
-  std::vector<double> Feasibility(const FeasibilityModel& memory, const std::vector<Outcome>& history) const;
+  std::vector<double> MemoryFeasibility(const FeasibilityModel& memory, const Evidence& evidence) const;
+  std::vector<double> RunProbability(const std::vector<Outcome>& history) const;
   void Score(const State& state, std::vector<double>* mean, std::vector<double>* sd) const;
 
   std::vector<Layout> legal_;
@@ -147,7 +148,7 @@ class Proposer {
   Eigen::MatrixXd x_;               // encoded legal layouts, one per row
   Eigen::VectorXd prior_log_time_;  // log of the model's step time
   Eigen::VectorXd feature_;         // the prior, centred and scaled: the GP's linear feature
-  std::vector<double> headroom_;    // log(device memory / predicted memory)
+  std::vector<MemoryComponents> memory_;  // the prior's memory breakdown of each legal layout
   std::unordered_map<std::string, int> index_;
 };
 

@@ -104,10 +104,11 @@ TEST(CommandOptions, Validation) {
 class CommandRun : public ::testing::Test {
  protected:
   TrialResult Run(const std::string& flags, double timeout_s = 30,
-                  const std::string& metric_regex = "step_time: ([0-9.]+)") {
+                  const std::string& metric_regex = "step_time: ([0-9.]+)", const std::string& memory_regex = "") {
     CommandBackendOptions o;
     o.command = std::string(TUNEPAR_FAKE_TRAINER) + " --tp {tp} --mbs {mbs} " + flags;
     o.metric_regex = metric_regex;
+    o.memory_regex = memory_regex;
     o.timeout_s = timeout_s;
     o.stop_grace_s = 0.5;
     EXPECT_TRUE(ValidateCommandOptions(o).ok());
@@ -210,6 +211,56 @@ TEST(ProcessGroup, KillLeftoversTouchesOnlyMarkedProcesses) {
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(exit->signaled);
   EXPECT_FALSE(HasLeftovers(pgid, "marker-a"));
+}
+
+}  // namespace
+}  // namespace tunepar::runner
+
+namespace tunepar::runner {
+namespace {
+
+// The peak memory: read when the program prints it (the largest reading), a lower bound from a
+// PyTorch out-of-memory message, and a note, not a failure, when it never appears.
+TEST_F(CommandRun, ReadsThePeakMemoryAndAnOomsLowerBound) {
+  const std::string memory = "max memory allocated: ([0-9.]+ GiB)";
+  const TrialResult r = Run("--print-memory", 30, "step_time: ([0-9.]+)", memory);
+  ASSERT_EQ(r.status, TrialStatus::kOk) << r.message;
+  ASSERT_TRUE(r.metrics.peak_memory_bytes.has_value());
+  EXPECT_NEAR(*r.metrics.peak_memory_bytes, 4.0 * (4.0 / 2) * 2 * (1 << 30), 1e6);  // mbs 4, tp 2, no recompute
+  const TrialResult oom = Run("--oom-above 10", 30, "step_time: ([0-9.]+)", memory);
+  ASSERT_EQ(oom.status, TrialStatus::kOom);
+  ASSERT_TRUE(oom.metrics.peak_memory_bytes.has_value());
+  EXPECT_NEAR(*oom.metrics.peak_memory_bytes, (9.0 + 2.0) * (1 << 30), 1e6);  // 9 GiB in use + 2 GiB asked
+  const TrialResult silent = Run("", 30, "step_time: ([0-9.]+)", memory);
+  EXPECT_EQ(silent.status, TrialStatus::kOk) << silent.message;
+  EXPECT_FALSE(silent.metrics.peak_memory_bytes.has_value());
+  EXPECT_NE(silent.details_json.find("no match for --memory-regex"), std::string::npos) << silent.details_json;
+}
+
+TEST(OomLowerBound, ReadsBothOfPyTorchsMessages) {
+  EXPECT_NEAR(*OomLowerBound("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total "
+                             "capacity; 75.80 GiB already allocated; 1.2 GiB free)"),
+              77.80 * (1 << 30), 1e3);
+  EXPECT_NEAR(*OomLowerBound("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 20.00 MiB. GPU 0 has a "
+                             "total capacity of 63.98 GiB of which 3.44 MiB is free. Including non-PyTorch memory, "
+                             "this process has 63.97 GiB memory in use."),
+              63.97 * (1 << 30) + 20.0 * (1 << 20), 1e3);
+  EXPECT_FALSE(OomLowerBound("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB").has_value());
+}
+
+TEST(CommandOptions, MemoryRegexNeedsACaptureGroup) {
+  CommandBackendOptions o;
+  o.command = "train";
+  o.metric_regex = "t: ([0-9.]+)";
+  o.memory_regex = "peak memory [0-9.]+ GiB";
+  const Status s = ValidateCommandOptions(o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--memory-regex 'peak memory [0-9.]+ GiB' has no capture group"), std::string::npos)
+      << s.message();
+  o.memory_regex = "peak ([0-9.]+ GiB)";
+  EXPECT_TRUE(ValidateCommandOptions(o).ok());
+  o.memory_json = "peak_bytes";
+  EXPECT_FALSE(ValidateCommandOptions(o).ok());
 }
 
 }  // namespace

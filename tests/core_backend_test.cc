@@ -288,7 +288,8 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
   const std::string study = searched["study"].get<std::string>();
   // A trial measured on a slice is marked sliced whatever its outcome.
   const testing::CliRun show = testing::RunTunepar("--json --store " + store + " show " + study + " --all");
-  for (const auto& row : nlohmann::json::parse(show.out)["rows"]) {
+  const nlohmann::json shown = nlohmann::json::parse(show.out);
+  for (const auto& row : shown["rows"]) {
     EXPECT_EQ(row["sliced"].get<bool>(), row["details"].contains("slice")) << row.dump();
     EXPECT_EQ(row["ranks_per_node"].get<int>(), 3) << row.dump();
   }

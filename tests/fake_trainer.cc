@@ -2,10 +2,12 @@
 // is a deterministic function of the layout flags, and fails on request.
 //   fake_trainer --tp T --pp P --mbs B [--precision X] [--recompute R] [--vpp V]
 //                [--sleep S] [--oom-above M] [--crash] [--hang] [--child S] [--quiet]
-// --oom-above M: prints a CUDA-style out-of-memory error when mbs x (4 / tp) x (none ? 2 : 1) > M
+// --oom-above M: prints PyTorch's CUDA out-of-memory error (M GiB total, M - 1 GiB already
+//                allocated) when mbs x (4 / tp) x (none ? 2 : 1) > M
 // --hang:        never finishes (a child process hangs with it)
 // --child S:     leaves a child process that sleeps S seconds (it must not outlive the trial)
 // --quiet:       prints no step time (the metric never matches)
+// --print-memory: prints its peak memory, mbs x (4 / tp) x (none ? 2 : 1) GiB
 // --hang-mbs N / --crash-mbs N: hang / crash only when the micro-batch size is N
 // $FAKE_TRAINER_SLEEP overrides --sleep (so a resumed study can run faster than the first run)
 #include <signal.h>
@@ -22,7 +24,7 @@ int main(int argc, char** argv) {
   int tp = 1, pp = 1, mbs = 1, vpp = 1;
   double sleep_s = 0, oom_above = 1e9, child_s = 0;
   std::string precision = "bf16", recompute = "none";
-  bool crash = false, hang = false, quiet = false;
+  bool crash = false, hang = false, quiet = false, print_memory = false;
   int hang_mbs = -1, crash_mbs = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -51,6 +53,8 @@ int main(int argc, char** argv) {
       hang = true;
     else if (a == "--quiet")
       quiet = true;
+    else if (a == "--print-memory")
+      print_memory = true;
     else if (a == "--hang-mbs")
       hang_mbs = std::atoi(next().c_str());
     else if (a == "--crash-mbs")
@@ -76,7 +80,10 @@ int main(int argc, char** argv) {
   if (sleep_s > 0) usleep(static_cast<useconds_t>(sleep_s * 1e6));
   const double memory = mbs * (4.0 / tp) * (recompute == "none" ? 2.0 : 1.0);
   if (memory > oom_above) {
-    std::fprintf(stderr, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+    std::fprintf(stderr,
+                 "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; %.2f GiB total capacity; "
+                 "%.2f GiB already allocated; 0 bytes free)\n",
+                 oom_above, oom_above - 1.0);
     return 1;
   }
   if (crash) {
@@ -95,5 +102,6 @@ int main(int argc, char** argv) {
                       0.02 * (vpp - 1);
   for (int it = 1; it <= 3; ++it) std::printf("iteration %d | loss %.3f\n", it, 5.0 / it);
   if (!quiet) std::printf("step_time: %.6f\n", step);
+  if (print_memory) std::printf("max memory allocated: %.3f GiB\n", memory);
   return 0;
 }

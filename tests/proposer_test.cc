@@ -149,22 +149,26 @@ TEST(Acquisition, ExpectedImprovementPrefersLowerMeansAndMoreUncertainty) {
   EXPECT_NEAR(LogNormalCdf(-30), -454.3212440955, 1e-6);
 }
 
+// One component of `bytes` (the others empty).
+MemoryComponents OneComponent(double bytes, int component = 0) {
+  MemoryComponents m{};
+  m[component] = bytes;
+  return m;
+}
+
 TEST(Feasibility, OomsAboveAMemoryLevelLowerItsFeasibility) {
   // The model under-predicts memory: layouts with less than 20% headroom ran out of memory.
-  std::vector<double> g;
-  std::vector<bool> fits;
-  for (double h = -0.3; h <= 0.6; h += 0.05) {
-    g.push_back(h);
-    fits.push_back(h > 0.2);
-  }
-  const FeasibilityModel m = FeasibilityModel::Fit(g, fits);
-  EXPECT_NEAR(m.delta_mean(), 0.2, 0.05);
-  EXPECT_LT(m.ProbabilityFits(0.05), 0.1);
-  EXPECT_GT(m.ProbabilityFits(0.4), 0.9);
+  const double cap = 64e9;
+  std::vector<MemoryEvidence> evidence;
+  for (double h = -0.3; h <= 0.6; h += 0.05) evidence.push_back({OneComponent(cap * std::exp(-h)), h > 0.2, {}});
+  const FeasibilityModel m = FeasibilityModel::Fit(cap, evidence);
+  EXPECT_NEAR(std::log(m.Multipliers()[0]), 0.2, 0.05);
+  EXPECT_LT(m.ProbabilityFits(OneComponent(cap * std::exp(-0.05))), 0.1);
+  EXPECT_GT(m.ProbabilityFits(OneComponent(cap * std::exp(-0.4))), 0.9);
   // With no evidence, the prior: half at the predicted limit, high with room to spare.
-  const FeasibilityModel prior = FeasibilityModel::Fit({}, {});
-  EXPECT_NEAR(prior.ProbabilityFits(0.0), 0.5, 1e-9);
-  EXPECT_GT(prior.ProbabilityFits(0.5), 0.95);
+  const FeasibilityModel prior = FeasibilityModel::Fit(cap, {});
+  EXPECT_NEAR(prior.ProbabilityFits(OneComponent(cap)), 0.5, 1e-9);
+  EXPECT_GT(prior.ProbabilityFits(OneComponent(cap * std::exp(-0.5))), 0.95);
 }
 
 // A toy space: micro-batch 1..64 x tp 1..8 (28 layouts) with a known landscape.
@@ -547,6 +551,105 @@ TEST(ProposerAcquisition, CrashedLayoutsLoseTheirUncertainty) {
     with_failure.push_back({crashed, failure, std::nullopt});
     EXPECT_LT(p.Posterior(with_failure).sd[at], 0.5 * before) << ToString(failure);
   }
+}
+
+}  // namespace
+}  // namespace tunepar::search
+
+namespace tunepar::search {
+namespace {
+
+// Memory of the toy layouts in parts: weights and optimizer states shrink with tp, activations
+// grow with the micro-batch.
+MemoryComponents ToyComponents(const Layout& l) {
+  MemoryComponents m{};
+  m[0] = 4e9 / l.tp;                     // weights
+  m[2] = 12e9 / l.tp;                    // optimizer states
+  m[3] = 6e9 * l.micro_batch / l.tp;     // activations
+  m[5] = 2e9;                            // runtime overhead
+  return m;
+}
+
+double Total(const MemoryComponents& m) {
+  double t = 0;
+  for (double b : m) t += b;
+  return t;
+}
+
+const PriorModel kComponentPrior = [](const Layout& l) {
+  const MemoryComponents m = ToyComponents(l);
+  return PriorPrediction{ToyTime(l), Total(m), m};
+};
+
+ProposerOptions Capped(double bytes) {
+  ProposerOptions o;
+  o.device_memory_bytes = bytes;
+  return o;
+}
+
+// An OOM condemns every layout that needs at least as much in every memory component.
+TEST(MemoryEvidence, AnOomCondemnsEveryLayoutThatDominatesIt) {
+  const Proposer p(ToyLegal(), kComponentPrior, Capped(64e9));
+  Layout oom;
+  oom.tp = 2;
+  oom.micro_batch = 8;  // predicted 33 GB: the model thinks it fits
+  const Surrogate s = p.Posterior({{oom, TrialStatus::kOom, std::nullopt}});
+  int dominating = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const MemoryComponents a = ToyComponents(p.legal()[i]), b = ToyComponents(oom);
+    bool dominates = true;
+    for (int c = 0; c < kMemoryComponents; ++c) dominates = dominates && a[c] >= b[c];
+    if (!dominates) continue;
+    ++dominating;
+    EXPECT_LT(s.feasibility[i], 0.05) << LayoutKey(p.legal()[i]);
+  }
+  EXPECT_GE(dominating, 6);
+  // A layout that needs less of everything keeps a fair chance.
+  Layout smaller = oom;
+  smaller.micro_batch = 1;
+  EXPECT_GT(s.feasibility[p.IndexOf(smaller)], 0.5);
+}
+
+// An ok trial vouches only for what needs no more: a layout predicted at 1.6 x the device's
+// memory stays very unlikely to fit.
+TEST(MemoryEvidence, AnOkTrialDoesNotVouchForALayoutFarAboveTheLimit) {
+  const Proposer p(ToyLegal(), kComponentPrior, Capped(64e9));
+  Layout ok;
+  ok.tp = 1;
+  ok.micro_batch = 4;  // 42 GB predicted
+  for (const std::optional<double> peak : {std::optional<double>(), std::optional<double>(44e9)}) {
+    const Surrogate s = p.Posterior({{ok, TrialStatus::kOk, 1.0, false, peak}});
+    int far = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (Total(ToyComponents(p.legal()[i])) < 1.6 * 64e9) continue;
+      ++far;
+      EXPECT_LT(s.feasibility[i], 0.05) << LayoutKey(p.legal()[i]);
+    }
+    EXPECT_GE(far, 3);
+    EXPECT_GT(s.feasibility[p.IndexOf(ok)], 0.9);  // what it vouches for: itself and below
+  }
+}
+
+// Measured peaks recover the multiplier of each component of the memory model.
+TEST(MemoryEvidence, TheFitRecoversPerComponentMultipliers) {
+  const MemoryComponents truth = {1.0, 1.3, 0.8, 1.6, 1.0, 2.0};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> part(1e9, 20e9);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  std::vector<MemoryEvidence> evidence;
+  for (int k = 0; k < 60; ++k) {
+    MemoryEvidence e;
+    double peak = 0;
+    for (int c = 0; c < kMemoryComponents; ++c) {
+      e.predicted[c] = part(rng);
+      peak += truth[c] * e.predicted[c];
+    }
+    e.peak_bytes = peak * std::exp(noise(rng));
+    evidence.push_back(e);
+  }
+  const FeasibilityModel model = FeasibilityModel::Fit(1e15, evidence);
+  for (int c = 0; c < kMemoryComponents; ++c)
+    EXPECT_NEAR(model.Multipliers()[c], truth[c], 0.05 * truth[c]) << MemoryComponentName(c);
 }
 
 }  // namespace

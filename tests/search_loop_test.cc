@@ -312,3 +312,33 @@ TEST(SearchLoop, AStoreFromSchemaOneResumesUnderTheSameStudyId) {
 
 }  // namespace
 }  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+// The command's peak memory reaches the store (and from there the memory model); a memory regex
+// without a capture group is one line, exit 2, nothing created.
+TEST(SearchLoop, ThePeakMemoryTheProgramPrintsIsRecorded) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun bad = RunTunepar(SearchArgs(store, 2, "--print-memory", "--memory-regex 'max memory'"));
+  EXPECT_EQ(bad.exit_code, kExitUsage) << bad.err;
+  EXPECT_NE(bad.err.find("--memory-regex 'max memory' has no capture group"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(store));
+  const testing::CliRun run = RunTunepar(
+      SearchArgs(store, 3, "--print-memory --oom-above 12", "--memory-regex 'max memory allocated: ([0-9.]+ GiB)'"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const testing::CliRun show = RunTunepar("--json --store " + store + " show " + OnlyStudy(store) + " --all");
+  int measured = 0;
+  const nlohmann::json shown = nlohmann::json::parse(show.out);
+  for (const auto& row : shown["rows"]) {
+    if (row["status"] != "ok" && row["status"] != "oom") continue;
+    ASSERT_TRUE(row["peak_memory_bytes"].is_number()) << row.dump();
+    EXPECT_GT(row["peak_memory_bytes"].get<double>(), 1e9);
+    ++measured;
+  }
+  EXPECT_GE(measured, 1) << show.out;
+}
+
+}  // namespace
+}  // namespace tunepar

@@ -23,6 +23,8 @@ Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::
   TUNEPAR_RETURN_IF_ERROR(f.String("metric", metric, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("metric_regex", &o->metric_regex, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("metric_json", &o->metric_json, false));
+  TUNEPAR_RETURN_IF_ERROR(f.String("memory_regex", &o->memory_regex, false));
+  TUNEPAR_RETURN_IF_ERROR(f.String("memory_json", &o->memory_json, false));
   TUNEPAR_RETURN_IF_ERROR(f.Number("timeout_s", &o->timeout_s, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("workdir", &o->workdir, false));
   if (const toml::node* patterns = f.Take("oom_patterns")) {
@@ -59,6 +61,14 @@ Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& 
   if (!flags.metric_json.empty()) {
     o.metric_json = flags.metric_json;
     o.metric_regex.clear();
+  }
+  if (!flags.memory_regex.empty()) {
+    o.memory_regex = flags.memory_regex;
+    o.memory_json.clear();
+  }
+  if (!flags.memory_json.empty()) {
+    o.memory_json = flags.memory_json;
+    o.memory_regex.clear();
   }
   for (const std::string& p : flags.oom_patterns) o.oom_patterns.push_back(p);
   for (const std::string& kv : flags.env) {

@@ -4,6 +4,7 @@
 //   metric = "step_time_ms"                      # step_time_s|step_time_ms|tokens_per_s|samples_per_s|
 //                                                # tflops_per_gpu|higher|lower
 //   metric_regex = "elapsed time per iteration \\(ms\\): ([0-9.]+)"   # or: metric_json = "step_time"
+//   memory_regex = "max memory allocated: ([0-9.]+ ?GiB)"   # or: memory_json = "peak_bytes" (optional)
 //   oom_patterns = ["out of memory"]             # replaces the defaults
 //   timeout_s = 1800
 //   workdir = "/path/to/run"
@@ -25,6 +26,8 @@ struct CommandFlags {
   std::string metric;
   std::string metric_regex;
   std::string metric_json;
+  std::string memory_regex;
+  std::string memory_json;
   std::vector<std::string> oom_patterns;  // added to the file's (or the default) patterns
   std::vector<std::string> env;           // KEY=VALUE
   double timeout_s = 0;                   // 0: the file's, or the default

@@ -199,6 +199,9 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   c->add_option("--metric-regex", o->command.metric_regex,
                 "Regex whose first group is the metric (last match wins)");
   c->add_option("--metric-json", o->command.metric_json, "Or: key of the metric in JSON lines of the output");
+  c->add_option("--memory-regex", o->command.memory_regex,
+                "Regex whose first group is the peak device memory, a size like 40.2 GiB (largest match wins)");
+  c->add_option("--memory-json", o->command.memory_json, "Or: key of the peak memory (bytes) in JSON lines");
   c->add_option("--oom-pattern", o->command.oom_patterns, "Extra regex meaning out-of-memory (repeatable)");
   c->add_option("--timeout", o->command.timeout_s,
                 "Seconds before a trial is killed (default 3600; 600 for local and slurm)");

@@ -25,11 +25,15 @@ Result<Problem> ProblemOf(const store::StudyRecord& study) {
 
 }  // namespace
 
+search::PriorPrediction PriorOf(const runner::Prediction& p) {
+  const runner::MemoryBreakdown& m = p.memory;
+  return {p.step_time_s,
+          p.memory_bytes,
+          {m.weights, m.gradients, m.optimizer_states, m.activations, m.comm_buffers, m.runtime_overhead}};
+}
+
 search::PriorModel StudyContext::Prior() const {
-  return [prior = model()](const Layout& l) {
-    const runner::Prediction p = prior.Predict(l);
-    return search::PriorPrediction{p.step_time_s, p.memory_bytes};
-  };
+  return [prior = model()](const Layout& l) { return PriorOf(prior.Predict(l)); };
 }
 
 int StudyContext::Nodes() const {

@@ -42,6 +42,9 @@ struct StudyContext {
   std::optional<Layout> ModelBest() const;
 };
 
+// The performance model's prediction as the search's prior: step time, memory and its breakdown.
+search::PriorPrediction PriorOf(const runner::Prediction& prediction);
+
 // Builds the context of `study`, its model placing `ranks_per_node` ranks on each node.
 // kInvalidArgument when the world does not suit the hardware, kNoLegalLayout when nothing is
 // legal, kConfig when a recorded config no longer parses.

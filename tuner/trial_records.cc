@@ -59,7 +59,7 @@ std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& tria
   std::vector<search::Outcome> history;
   for (const store::TrialRecord& t : trials) {
     if (!IsFinished(t.status) && t.status != TrialStatus::kRunning) continue;
-    history.push_back({t.layout, t.status, ObjectiveOf(t), t.sliced});
+    history.push_back({t.layout, t.status, ObjectiveOf(t), t.sliced, t.peak_memory_bytes});
   }
   return history;
 }

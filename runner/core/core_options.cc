@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/presets.h"
+#include "base/byte_size.h"
 #include "base/device_memory.h"
 #include "runner/core/supported_knobs.h"
 
@@ -27,21 +28,9 @@ namespace {
 
 // "24GB", "512MiB", "1e9": bytes.
 Result<double> ParseBytes(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (...) {
-    return InvalidArgument(fmt::format("--memory-cap {}: not a size (e.g. 16GB, 512MiB, 2e9)", text));
-  }
-  const std::string unit = text.substr(used);
-  const std::pair<const char*, double> units[] = {{"", 1},          {"B", 1},        {"KB", 1e3},
-                                                  {"MB", 1e6},      {"GB", 1e9},     {"KiB", 1024.0},
-                                                  {"MiB", 1 << 20}, {"GiB", 1 << 30}};
-  for (const auto& [name, scale] : units) {
-    if (unit == name && value > 0) return value * scale;
-  }
-  return InvalidArgument(fmt::format("--memory-cap {}: not a positive size (e.g. 16GB, 512MiB, 2e9)", text));
+  const std::optional<double> bytes = ParseByteSize(text);
+  if (!bytes) return InvalidArgument(fmt::format("--memory-cap {}: not a positive size (e.g. 16GB, 512MiB, 2e9)", text));
+  return *bytes;
 }
 
 // A trial file: {"layout": "<key>"} or the layout's fields, plus optional run settings.
