@@ -1,13 +1,22 @@
-// Which knob values a trial program can run. tunepar-core implements neither sequence
-// parallelism, interleaved pipeline stages nor flash attention; a training command runs what
-// its template passes on. A study's space is restricted to what its backend supports, so the
-// search never proposes a layout that cannot be measured, and every reader of the study (report,
+// Which knob values a trial program can run and tell apart. tunepar-core implements neither
+// sequence parallelism, interleaved pipeline stages nor flash attention; a training command
+// receives only what its template passes on (runner/command_backend.h). A study's space is
+// restricted to what its backend supports, so the search never proposes a layout that cannot be
+// measured or that would run the same program as another, and every reader of the study (report,
 // launch-script, calibrate) sees the same legal set.
+//
+// Per knob: every value (no entry), or the values the program tells apart. One value means the
+// program does not receive the knob at all: it runs with that value whatever a layout says, so
+// the knob is fixed and not measured. Several values (e.g. recompute none and full, when the
+// template passes only {recompute=full?...}) stand each for the values it cannot tell from it.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "base/knobs.h"
 #include "base/layout.h"
 #include "base/space_spec.h"
 #include "base/status.h"
@@ -15,24 +24,30 @@
 namespace tunepar {
 
 struct KnobSupport {
-  bool seq_parallel = true;     // sequence parallelism (sp1)
-  bool interleaving = true;     // virtual pipeline stages > 1 (vppN)
-  bool flash_attention = true;  // fused attention (fa1)
+  std::array<std::vector<int>, kNumKnobs> values;  // per Knob: KnobCode values; empty = every value
 
+  const std::vector<int>& Of(Knob knob) const { return values[static_cast<int>(knob)]; }
+  std::vector<int>& Of(Knob knob) { return values[static_cast<int>(knob)]; }
+  // The knob is not received by the program: it runs with one value, not measured.
+  bool Unreceived(Knob knob) const { return Of(knob).size() == 1; }
   bool operator==(const KnobSupport&) const = default;
 };
 
-// The space without the values the program cannot run: an unsupported knob keeps only its off
-// value (sp0, vpp1, fa0).
-SpaceSpec Restrict(SpaceSpec space, const KnobSupport& support);
+// The space without the values the program cannot run or tell apart.
+SpaceSpec Restrict(SpaceSpec space, const KnobSupport& support, int world);
 
 // Ok, or one line naming what `program` cannot run of the layout.
 Status CheckSupported(const Layout& layout, const KnobSupport& support, std::string_view program);
 
-// The knobs pinned off, as a study's settings record them: "sp0 vpp1 fa0" for tunepar-core,
-// "" when the program runs every value.
+// As a study records it: the layout-key fragments of the allowed values, in knob order, e.g.
+// "sp0 vpp1 fa0" for tunepar-core, "rcnone rcfull vpp1" for a command that receives
+// {recompute=full?...} but not {vpp}; "" when the program runs and tells apart every value.
 std::string PinnedKnobs(const KnobSupport& support);
 // The inverse of PinnedKnobs.
 Result<KnobSupport> ParsePinnedKnobs(std::string_view text);
+
+// "vpp 1, flash_attention off": the knobs the program does not receive, with the value it runs
+// with; "" when it receives every knob.
+std::string UnreceivedKnobs(const KnobSupport& support);
 
 }  // namespace tunepar

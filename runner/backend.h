@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "base/knob_support.h"
+#include "base/space_spec.h"
+#include "base/status.h"
 #include "runner/trial_result.h"
 #include "base/layout.h"
 #include "base/model_shape.h"
@@ -47,8 +49,10 @@ class Backend {
   // Ranks a trial of `world` ranks runs on one node, for the performance model's placement
   // (PerformanceModel::set_ranks_per_node); 0: one per GPU, as the hardware profile has it.
   virtual int RanksPerNode(int /*world*/) const { return 0; }
-  // Which knob values its program can run: a study's space is restricted to them.
-  virtual KnobSupport SupportedKnobs() const { return {}; }
+  // Which knob values its program runs and tells apart, for a study of `space` at `world`: the
+  // study's space is restricted to them (base/knob_support.h). The one statement of a backend's
+  // capabilities. An error when the program's inputs leave a knob undetermined.
+  virtual Result<KnobSupport> SupportedKnobs(const SpaceSpec& /*space*/, int /*world*/) const { return KnobSupport{}; }
 
   // Start, then poll until the trial ends.
   TrialResult Evaluate(const Layout& layout, const TrialContext& context);

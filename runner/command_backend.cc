@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -310,6 +311,109 @@ Result<std::string> ExpandCommand(const std::string& command, const Layout& layo
     i = close;
   }
   return out;
+}
+
+namespace {
+
+// The space's candidate values of a knob, as codes.
+std::vector<int> Candidates(const SpaceSpec& space, Knob knob, int world) {
+  auto codes = [](const auto& values) {
+    std::vector<int> out;
+    for (const auto& v : values) out.push_back(static_cast<int>(v));
+    return out;
+  };
+  switch (knob) {
+    case Knob::kTp: return space.tp.For(world);
+    case Knob::kPp: return space.pp.For(world);
+    case Knob::kMicroBatch: return space.micro_batch;
+    case Knob::kPrecision: return codes(space.precision);
+    case Knob::kZero: return space.zero;
+    case Knob::kRecompute: return codes(space.recompute);
+    case Knob::kSeqParallel: return codes(space.seq_parallel);
+    case Knob::kVirtualStages: return space.virtual_stages;
+    case Knob::kFlashAttention: return codes(space.flash_attention);
+  }
+  return {};
+}
+
+// Values beyond the space's that show whether the program receives a knob at all.
+std::vector<int> Probes(Knob knob) {
+  switch (knob) {
+    case Knob::kPrecision:
+    case Knob::kRecompute: return {0, 1, 2};
+    case Knob::kZero:
+    case Knob::kSeqParallel:
+    case Knob::kFlashAttention: return {0, 1};
+    default: return {1, 2, 3, 4};
+  }
+}
+
+// A model whose layer count every probed pipeline divides ({layers_per_virtual_stage}).
+ModelShape ProbeModel() {
+  ModelShape m;
+  m.name = "probe";
+  m.layers = 5040;
+  return m;
+}
+
+// The value a program runs with when the template never passes the knob: the space's only
+// value, or the one a program runs with untold.
+Result<int> UnreceivedValue(Knob knob, const std::vector<int>& candidates) {
+  if (candidates.size() == 1) return candidates.front();
+  const int neutral = NeutralKnobCode(knob);
+  if (neutral >= 0 && std::find(candidates.begin(), candidates.end(), neutral) != candidates.end()) return neutral;
+  std::vector<std::string> values;
+  for (int code : candidates) values.push_back(KnobValueText(knob, code));
+  return InvalidArgument(fmt::format(
+      "the command never receives {0} (no placeholder of it in the template) and the space allows {1}: pass it "
+      "in the template, or say which value the program runs with (--fix {0}=VALUE, or {0} = [VALUE] under "
+      "[knobs] in the command config)",
+      KnobName(knob), fmt::join(values, ", ")));
+}
+
+}  // namespace
+
+// The text the program receives for `layout`, with the per-trial placeholders held fixed.
+std::string CommandBackend::Rendering(const Layout& knobs, int world) const {
+  static const ModelShape kModel = ProbeModel();
+  Layout l = knobs;
+  l.dp = std::max(1, world / std::max(1, l.tp * l.pp));
+  l.num_micro_batches = std::max(1, 1024 * world / std::max(1, l.micro_batch * l.dp));
+  TrialContext fixed;
+  fixed.trial_dir = "{trial_dir}";
+  fixed.world = world;
+  fixed.gpus_per_node = 8;
+  fixed.model = &kModel;
+  Result<std::string> command = ExpandCommand(options_.command, l, fixed);
+  std::string text = command.ok() ? *command : command.status().message();
+  if (options_.reads_layout_env) text += "\nTUNEPAR_LAYOUT=" + LayoutKey(l);
+  return text;
+}
+
+Result<KnobSupport> CommandBackend::SupportedKnobs(const SpaceSpec& space, int world) const {
+  KnobSupport support;
+  const Layout base;
+  for (Knob knob : kKnobs) {
+    const std::vector<int> candidates = Candidates(space, knob, world);
+    std::map<std::string, std::vector<int>> by_rendering;  // the candidates that render the same
+    std::vector<std::string> order;
+    for (int code : candidates) {
+      const std::string text = Rendering(WithKnob(base, knob, code), world);
+      if (!by_rendering.contains(text)) order.push_back(text);
+      by_rendering[text].push_back(code);
+    }
+    std::set<std::string> probed;
+    for (int code : Probes(knob)) probed.insert(Rendering(WithKnob(base, knob, code), world));
+    for (const auto& [text, codes] : by_rendering) probed.insert(text);
+    if (probed.size() == 1) {
+      Result<int> fixed = UnreceivedValue(knob, candidates);
+      if (!fixed.ok()) return fixed.status();
+      support.Of(knob) = {*fixed};
+    } else if (order.size() < candidates.size()) {
+      for (const std::string& text : order) support.Of(knob).push_back(by_rendering[text].front());
+    }
+  }
+  return support;
 }
 
 Status ValidateCommandOptions(const CommandBackendOptions& o) {

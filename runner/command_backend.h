@@ -56,6 +56,9 @@ struct CommandBackendOptions {
   double stop_grace_s = 10;  // SIGTERM before SIGKILL when stopping a trial
   std::vector<std::pair<std::string, std::string>> env;
   std::string workdir;
+  // The program reads the layout from $TUNEPAR_LAYOUT (set for every trial): it receives every
+  // knob, whatever the template passes. Without it, only the template counts.
+  bool reads_layout_env = false;
 };
 
 // Checks the template's placeholders, the regexes, and that exactly one way to read the metric
@@ -73,10 +76,21 @@ class CommandBackend : public Backend {
 
   std::string_view Name() const override { return "command"; }
   std::unique_ptr<RunningTrial> Start(const Layout& layout, const TrialContext& context) override;
+  // What the program receives, found by rendering the template for each value of each knob
+  // (the per-trial placeholders {trial}, {trial_dir} and {seed} held fixed): a knob whose every
+  // value renders the same command is not received, and is fixed at the space's only value or
+  // at the value a program runs with untold (1, off, none, ZeRO 0); values that render the same
+  // are one (the first the space lists). kInvalidArgument when a knob that is not received has
+  // no such value in the space (micro_batch, precision: declare it with --fix or [knobs]).
+  Result<KnobSupport> SupportedKnobs(const SpaceSpec& space, int world) const override;
 
   const CommandBackendOptions& options() const { return options_; }
 
  private:
+  // What the program receives for `knobs` at `world`: the command (and $TUNEPAR_LAYOUT when it
+  // reads it), the per-trial placeholders held fixed, dp and the micro-batch count derived.
+  std::string Rendering(const Layout& knobs, int world) const;
+
   CommandBackendOptions options_;
   std::vector<std::regex> oom_;
   std::regex metric_;

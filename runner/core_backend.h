@@ -80,7 +80,7 @@ class CoreBackend : public Backend {
     return options_.capacity > 0 ? std::min(world, options_.capacity) : world;
   }
   // tunepar-core's knobs (runner/core/supported_knobs.h).
-  KnobSupport SupportedKnobs() const override { return core::kSupportedKnobs; }
+  Result<KnobSupport> SupportedKnobs(const SpaceSpec&, int) const override { return core::SupportedKnobs(); }
   // The seconds of exposed data-parallel communication the full layout adds over its slice.
   double SliceCorrection(const Layout& full, const Layout& slice) const;
 

@@ -7,36 +7,6 @@
 
 namespace tunepar::search {
 
-std::string_view KnobName(Knob knob) {
-  switch (knob) {
-    case Knob::kTp: return "tp";
-    case Knob::kPp: return "pp";
-    case Knob::kMicroBatch: return "micro_batch";
-    case Knob::kPrecision: return "precision";
-    case Knob::kZero: return "zero";
-    case Knob::kRecompute: return "recompute";
-    case Knob::kSeqParallel: return "seq_parallel";
-    case Knob::kVirtualStages: return "virtual_stages";
-    case Knob::kFlashAttention: return "flash_attention";
-  }
-  return "?";
-}
-
-std::string KnobValue(Knob knob, const Layout& l) {
-  switch (knob) {
-    case Knob::kTp: return std::to_string(l.tp);
-    case Knob::kPp: return std::to_string(l.pp);
-    case Knob::kMicroBatch: return std::to_string(l.micro_batch);
-    case Knob::kPrecision: return std::string(ToString(l.precision));
-    case Knob::kZero: return std::to_string(l.zero);
-    case Knob::kRecompute: return std::string(ToString(l.recompute));
-    case Knob::kSeqParallel: return l.seq_parallel ? "on" : "off";
-    case Knob::kVirtualStages: return std::to_string(l.virtual_stages);
-    case Knob::kFlashAttention: return l.flash_attention ? "on" : "off";
-  }
-  return "?";
-}
-
 KnobShapley::KnobShapley(const std::vector<Layout>& legal, std::vector<double> f, std::vector<int> background)
     : legal_(legal), f_(std::move(f)), background_(std::move(background)), codes_(kNumKnobs) {
   // A small integer code per knob value, packed into one 64-bit key per layout: a hybrid layout

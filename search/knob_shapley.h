@@ -21,25 +21,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/knobs.h"
 #include "base/layout.h"
 #include "search/shapley.h"
 
 namespace tunepar::search {
 
-enum class Knob {
-  kTp,
-  kPp,
-  kMicroBatch,
-  kPrecision,
-  kZero,
-  kRecompute,
-  kSeqParallel,
-  kVirtualStages,
-  kFlashAttention
-};
-inline constexpr int kNumKnobs = 9;
-std::string_view KnobName(Knob knob);                    // "tp", "micro_batch", ...
-std::string KnobValue(Knob knob, const Layout& layout);  // "8", "bf16", "on", "full", ...
+// The knobs (base/knobs.h), named here as the players.
+using ::tunepar::Knob;
+using ::tunepar::KnobName;
+using ::tunepar::KnobValue;
+using ::tunepar::kNumKnobs;
 
 struct KnobExplanation {
   std::vector<Knob> knobs;                       // the players, in Knob order

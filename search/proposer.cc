@@ -13,6 +13,8 @@ namespace tunepar::search {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Repeats (measurements beyond each layout's first) before the noise is taken as known.
+constexpr int kNoiseDegreesOfFreedom = 4;
 // The smallest spread of residuals the surrogate assumes (log step time): two measurements
 // that agree do not make the model certain everywhere.
 constexpr double kMinResidualScale = 0.03;
@@ -28,8 +30,8 @@ constexpr double kLikelyToRun = 0.5;
 struct Proposer::State {
   std::vector<char> tried;
   std::vector<double> feasibility;  // per legal layout: P(fits) x P(runs)
-  std::vector<int> observed;        // legal indices with ok measurements
-  Eigen::VectorXd log_time;         // their mean log step time
+  std::vector<int> observed;        // legal index of each ok measurement (repeats repeat)
+  Eigen::VectorXd log_time;         // its log step time
   GaussianProcess gp;
   double offset = 0;  // log step ~ prior + offset + scale z
   double scale = 1;
@@ -72,8 +74,14 @@ int Proposer::IndexOf(const Layout& layout) const {
 // memory evidence of the layouts that ran or ran out of memory.
 struct Proposer::Evidence {
   std::vector<char> tried;
-  std::map<int, std::pair<double, int>> sums;
-  std::map<int, int> sliced;
+  // Every ok measurement (a layout measured again counts again: repeats show the noise), in
+  // legal order, then history order.
+  struct Measurement {
+    int index;
+    double log_time;
+    bool sliced;
+  };
+  std::vector<Measurement> measured;
   std::vector<MemoryEvidence> memory;
 };
 
@@ -151,30 +159,29 @@ Proposer::Evidence Proposer::Gather(const std::vector<Outcome>& history) const {
     const int i = IndexOf(o.layout);
     if (i < 0) continue;  // not in this search space
     e.tried[i] = 1;
-    if (o.status == TrialStatus::kOk && o.step_time_s && *o.step_time_s > 0) {
-      auto& [sum, count] = e.sums[i];
-      sum += std::log(*o.step_time_s);
-      ++count;
-      if (o.sliced) ++e.sliced[i];
-    }
+    if (o.status == TrialStatus::kOk && o.step_time_s && *o.step_time_s > 0)
+      e.measured.push_back({i, std::log(*o.step_time_s), o.sliced});
     if (o.status == TrialStatus::kOk || o.status == TrialStatus::kOom) {
       // A slice's peak is the slice's, not the layout's.
       const std::optional<double> peak = o.sliced ? std::nullopt : o.peak_memory_bytes;
       e.memory.push_back({memory_[i], o.status == TrialStatus::kOk, peak});
     }
   }
+  std::stable_sort(e.measured.begin(), e.measured.end(),
+                   [](const Evidence::Measurement& a, const Evidence::Measurement& b) { return a.index < b.index; });
   return e;
 }
 
-// The GP on the residuals of the mean log step times against the prior: log step ~ prior +
-// offset + scale z, with sliced outcomes' extra noise (the variance of a mean of count
-// measurements, k of them sliced, grows by k sd^2 / count^2 in z's units).
+// The GP on the residuals of the log step times against the prior: log step ~ prior + offset +
+// scale z, one observation per measurement, so that repeats of a layout teach the GP its noise
+// term (and a layout measured n times has its mean known to about noise / sqrt(n)); a sliced
+// outcome has extra noise (sliced_noise_sd, in z's units).
 void Proposer::FitGp(const Evidence& e, State* s) const {
-  const Eigen::Index n = static_cast<Eigen::Index>(e.sums.size());
+  const Eigen::Index n = static_cast<Eigen::Index>(e.measured.size());
   s->log_time.resize(n);
-  for (const auto& [i, sum_count] : e.sums) {
-    s->log_time[static_cast<Eigen::Index>(s->observed.size())] = sum_count.first / sum_count.second;
-    s->observed.push_back(i);
+  for (const Evidence::Measurement& m : e.measured) {
+    s->log_time[static_cast<Eigen::Index>(s->observed.size())] = m.log_time;
+    s->observed.push_back(m.index);
   }
   Eigen::MatrixXd x(n, x_.cols());
   Eigen::VectorXd u(n), residual(n);
@@ -193,20 +200,53 @@ void Proposer::FitGp(const Evidence& e, State* s) const {
   s->random_design = !options_.use_prior && n < 2;
   Eigen::VectorXd z = (residual.array() - s->offset) / s->scale;
   Eigen::VectorXd extra;
-  if (!e.sliced.empty()) {
+  if (std::any_of(e.measured.begin(), e.measured.end(), [](const Evidence::Measurement& m) { return m.sliced; })) {
     extra.setZero(n);
+    const double sd = options_.sliced_noise_sd / s->scale;
     for (Eigen::Index k = 0; k < n; ++k) {
-      const auto it = e.sliced.find(s->observed[k]);
-      if (it == e.sliced.end()) continue;
-      const double count = e.sums.at(s->observed[k]).second;
-      const double sd = options_.sliced_noise_sd / s->scale;
-      extra[k] = it->second * sd * sd / (count * count);
+      if (e.measured[static_cast<size_t>(k)].sliced) extra[k] = sd * sd;
     }
   }
   GpOptions gp = options_.gp;
   gp.seed = options_.seed;
   gp.use_feature = options_.use_prior;
+  InformNoisePrior(e, s->scale, &gp.prior);
   s->gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp, std::move(extra));
+}
+
+// What repeats say of the noise: the pooled variance of the log step times of layouts measured
+// more than once (whole measurements only), with its degrees of freedom.
+std::pair<double, int> Proposer::PooledNoise(const Evidence& e) {
+  const std::vector<Evidence::Measurement>& measured = e.measured;
+  double squares = 0;
+  int df = 0;
+  for (size_t a = 0; a < measured.size();) {
+    size_t b = a;
+    double sum = 0;
+    int n = 0;
+    for (; b < measured.size() && measured[b].index == measured[a].index; ++b) {
+      if (measured[b].sliced) continue;
+      sum += measured[b].log_time;
+      ++n;
+    }
+    const double mean = n > 0 ? sum / n : 0;
+    for (size_t k = a; k < b; ++k) {
+      if (!measured[k].sliced) squares += (measured[k].log_time - mean) * (measured[k].log_time - mean);
+    }
+    df += std::max(0, n - 1);
+    a = b;
+  }
+  return {df > 0 ? squares / df : 0.0, df};
+}
+
+// The GP's noise prior centred on the repeats' pooled noise (in z's units), as sure of it as
+// its degrees of freedom make it (the log of a sample sd has sd about 1 / sqrt(2 df)); without
+// repeats the default prior stands, and the noise is hardly told from the function.
+void Proposer::InformNoisePrior(const Evidence& e, double scale, GpPrior* prior) const {
+  const auto [variance, df] = PooledNoise(e);
+  if (df < 1 || !(variance > 0)) return;
+  prior->log_noise_mean = std::log(std::sqrt(variance) / scale);
+  prior->log_noise_sd = std::min(prior->log_noise_sd, 1.0 / std::sqrt(2.0 * df));
 }
 
 // Layouts that crashed, hung or printed no metric taught nothing about speed, but they are not
@@ -353,6 +393,63 @@ void Proposer::BelievePick(int chosen, State* s, std::vector<double>* mean, std:
   s->gp.AddObservation(x_.row(chosen), feature_[chosen], ((*mean)[chosen] - prior - s->offset) / s->scale);
   s->best = std::min(s->best, (*mean)[chosen]);
   Score(*s, mean, sd);
+}
+
+// An upper 90% bound on the noise sd from a pooled variance with `df` degrees of freedom
+// (variance x df / the chi-square's 10% quantile, by Wilson-Hilferty): a handful of repeats that
+// happen to agree must not make a gap look certain.
+double UpperNoiseSd(double variance, int df) {
+  if (df < 1) return 0;
+  const double a = 2.0 / (9.0 * df);
+  const double quantile = df * std::pow(std::max(1e-3, 1.0 - a - 1.2816 * std::sqrt(a)), 3);
+  return std::sqrt(variance * df / quantile);
+}
+
+Standing Proposer::Stand(const std::vector<Outcome>& history, double confidence) const {
+  const State s = Fit(history);
+  Standing out;
+  if (s.observed.empty() || s.random_design) return out;
+  std::vector<double> mean, sd;
+  Score(s, &mean, &sd);
+  std::map<int, int> count;  // measurements per measured layout
+  for (int i : s.observed) ++count[i];
+  const auto [pooled, degrees_of_freedom] = PooledNoise(Gather(history));
+  out.noise_sd = std::max(s.scale * std::sqrt(s.gp.noise_variance()), std::sqrt(pooled));
+  // A measured layout's uncertainty: the surrogate's, but never below what its own measurements
+  // allow (the upper noise bound over the root of their number): the surrogate's smoothness
+  // lends certainty that a rugged machine does not have.
+  const double noise = std::max(out.noise_sd, UpperNoiseSd(pooled, degrees_of_freedom));
+  auto uncertainty = [&](int i) { return std::max(sd[i], noise / std::sqrt(count[i])); };
+  int best = -1;
+  for (const auto& [i, n] : count) {
+    if (best < 0 || mean[i] < mean[best]) best = i;
+  }
+  out.best = legal_[best];
+  out.log_step_time = mean[best];
+  out.sd = uncertainty(best);
+  out.measurements = count[best];
+  int runner_up = -1;
+  double closest = kInf;
+  for (const auto& [i, n] : count) {
+    if (i == best) continue;
+    const double z = (mean[i] - mean[best]) / std::hypot(uncertainty(i), out.sd);
+    out.probability_best *= NormalCdf(z);
+    if (z < closest) {
+      closest = z;
+      runner_up = i;
+    }
+  }
+  if (runner_up < 0) return out;
+  out.runner_up = legal_[runner_up];
+  // Until repeats give the noise a few degrees of freedom, it is hardly told from real
+  // differences: measure the leaders again in turn first; then whichever of the two is less
+  // certain, while the best is not clearly the fastest.
+  if (degrees_of_freedom < kNoiseDegreesOfFreedom) {
+    out.remeasure = legal_[count[best] <= count[runner_up] ? best : runner_up];
+  } else if (out.probability_best < confidence) {
+    out.remeasure = legal_[uncertainty(runner_up) > out.sd ? runner_up : best];
+  }
+  return out;
 }
 
 std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int q) const {

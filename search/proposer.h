@@ -97,6 +97,23 @@ struct Surrogate {
   double incumbent = 0;
 };
 
+// Which measured layout is the fastest, how sure the surrogate is, and whether to measure a
+// leading layout again before naming it (a confirmation trial). Log step times are the
+// surrogate's posterior of the layout's true (noise-free) value.
+struct Standing {
+  std::optional<Layout> best;    // the measured layout with the lowest posterior mean (none measured: nullopt)
+  double log_step_time = 0;      // its posterior mean ...
+  double sd = 0;                 // ... and standard deviation (relative uncertainty of its step time)
+  int measurements = 0;          // its ok measurements
+  double noise_sd = 0;           // the fitted noise of one measurement (log step time)
+  // P(no other measured layout is faster), the contenders taken as independent.
+  double probability_best = 1;
+  std::optional<Layout> runner_up;  // the contender most likely to be faster
+  // Measure this layout again (the best or the runner-up, whichever is less certain), unless
+  // probability_best reaches the confidence asked for.
+  std::optional<Layout> remeasure;
+};
+
 struct StopAdvice {
   bool stop = false;
   double best_probability =
@@ -115,6 +132,10 @@ class Proposer {
   // `gain` (e.g. 0.02) with probability at least `probability`.
   StopAdvice Advise(const std::vector<Outcome>& history, double gain, double probability) const;
 
+  // The fastest measured layout, with its uncertainty, and the confirmation trial to run when
+  // probability_best < `confidence`.
+  Standing Stand(const std::vector<Outcome>& history, double confidence) const;
+
   // The surrogate fitted to `history`, evaluated on every legal layout.
   Surrogate Posterior(const std::vector<Outcome>& history) const;
 
@@ -129,6 +150,8 @@ class Proposer {
   State Fit(const std::vector<Outcome>& history) const;
   Evidence Gather(const std::vector<Outcome>& history) const;
   void FitGp(const Evidence& evidence, State* state) const;
+  void InformNoisePrior(const Evidence& evidence, double scale, GpPrior* prior) const;
+  static std::pair<double, int> PooledNoise(const Evidence& evidence);
   void ConditionOnFailures(const std::vector<Outcome>& history, State* state) const;
   void SetIncumbent(State* state) const;
   Proposal MakeProposal(size_t index, double mean, double sd, double feasibility, double acquisition) const;

@@ -78,6 +78,87 @@ TEST(CommandTemplate, UnknownPlaceholderIsNamed) {
   EXPECT_FALSE(ExpandCommand("run {tp", Layout(1, 1), TrialContext{}).ok());
 }
 
+// A space with every knob open (sizes as divisors of the world).
+SpaceSpec OpenSpace() {
+  SpaceSpec space;
+  space.precision = {Precision::kBf16, Precision::kFp16, Precision::kFp32};
+  space.zero = {0, 1};
+  space.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  space.seq_parallel = {false, true};
+  space.virtual_stages = {1, 2};
+  space.flash_attention = {false, true};
+  return space;
+}
+
+CommandBackend Backend(const std::string& command, bool reads_layout_env = false) {
+  CommandBackendOptions o;
+  o.command = command;
+  o.metric_regex = "step: ([0-9.]+)";
+  o.reads_layout_env = reads_layout_env;
+  return CommandBackend(o);
+}
+
+TEST(CommandKnobs, OnlyWhatTheTemplatePassesIsReceived) {
+  const CommandBackend backend = Backend(
+      "train --tp {tp} --pp {pp} --mbs {mbs} --{precision} {recompute=full?--recompute-full} "
+      "--out {trial_dir}/t{trial} --seed {seed}");
+  Result<KnobSupport> support = backend.SupportedKnobs(OpenSpace(), 8);
+  ASSERT_TRUE(support.ok()) << support.status().message();
+  // Not received: fixed at the value a program runs with untold; per-trial placeholders do not count.
+  EXPECT_EQ(support->Of(Knob::kZero), std::vector<int>{0});
+  EXPECT_EQ(support->Of(Knob::kSeqParallel), std::vector<int>{0});
+  EXPECT_EQ(support->Of(Knob::kVirtualStages), std::vector<int>{1});
+  EXPECT_EQ(support->Of(Knob::kFlashAttention), std::vector<int>{0});
+  // Received in full.
+  EXPECT_TRUE(support->Of(Knob::kTp).empty());
+  EXPECT_TRUE(support->Of(Knob::kPp).empty());
+  EXPECT_TRUE(support->Of(Knob::kMicroBatch).empty());
+  EXPECT_TRUE(support->Of(Knob::kPrecision).empty());
+  // Received in part: none and selective run the same program; none (listed first) stands for both.
+  EXPECT_EQ(support->Of(Knob::kRecompute),
+            (std::vector<int>{static_cast<int>(Recompute::kNone), static_cast<int>(Recompute::kFull)}));
+  EXPECT_EQ(PinnedKnobs(*support), "zero0 rcnone rcfull sp0 vpp1 fa0");
+  EXPECT_EQ(UnreceivedKnobs(*support), "zero 0, seq_parallel off, virtual_stages 1, flash_attention off");
+}
+
+TEST(CommandKnobs, DerivedAndConditionalPlaceholdersCarryTheirKnobs) {
+  // dp carries tp and pp; the micro-batch count carries the micro-batch size; a switch's text
+  // carries the switch; layers per virtual stage carries the interleaving.
+  Result<KnobSupport> support = Backend(
+      "train --dp {dp} --nmb {nmb} {sp?--sequence-parallel} {flash_attention?--flash} --zero {zero} "
+      "--layers-per-chunk {layers_per_virtual_stage} --{precision} --recompute {recompute}")
+                                    .SupportedKnobs(OpenSpace(), 8);
+  ASSERT_TRUE(support.ok()) << support.status().message();
+  EXPECT_EQ(PinnedKnobs(*support), "");
+}
+
+TEST(CommandKnobs, TheLayoutVariableCountsOnlyWhenTheProgramReadsIt) {
+  EXPECT_EQ(PinnedKnobs(Backend("train {tp} {pp} {mbs} {precision}").SupportedKnobs(OpenSpace(), 8).value()),
+            "zero0 rcnone sp0 vpp1 fa0");
+  EXPECT_EQ(PinnedKnobs(Backend("train", true).SupportedKnobs(OpenSpace(), 8).value()), "");
+}
+
+TEST(CommandKnobs, AKnobWithNoValueToRunAtMustBeDeclared) {
+  SpaceSpec space = OpenSpace();
+  const CommandBackend backend = Backend("train --tp {tp} --pp {pp} --{precision}");
+  Result<KnobSupport> support = backend.SupportedKnobs(space, 8);
+  ASSERT_FALSE(support.ok());
+  EXPECT_EQ(support.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(support.status().message().find("never receives micro_batch"), std::string::npos)
+      << support.status().message();
+  EXPECT_NE(support.status().message().find("--fix micro_batch=VALUE"), std::string::npos);
+  space.micro_batch = {2};  // declared: the program runs with 2
+  support = backend.SupportedKnobs(space, 8);
+  ASSERT_TRUE(support.ok()) << support.status().message();
+  EXPECT_EQ(support->Of(Knob::kMicroBatch), std::vector<int>{2});
+  // A neutral value the space does not allow: say which the program runs with.
+  space.zero = {1};
+  EXPECT_EQ(backend.SupportedKnobs(space, 8).value().Of(Knob::kZero), std::vector<int>{1});
+  space.virtual_stages = {2, 4};
+  EXPECT_NE(backend.SupportedKnobs(space, 8).status().message().find("never receives virtual_stages"),
+            std::string::npos);
+}
+
 TEST(CommandOptions, Validation) {
   CommandBackendOptions o;
   o.command = "train {tp}";

@@ -88,31 +88,53 @@ TEST(LayoutKey, RejectsMalformedKeys) {
 namespace tunepar {
 namespace {
 
+KnobSupport CoreLike() {
+  KnobSupport core;
+  core.Of(Knob::kSeqParallel) = {0};
+  core.Of(Knob::kVirtualStages) = {1};
+  core.Of(Knob::kFlashAttention) = {0};
+  return core;
+}
+
 TEST(KnobSupport, RestrictsASpaceToWhatTheProgramRuns) {
   SpaceSpec space;
   space.seq_parallel = {false, true};
   space.virtual_stages = {1, 2, 4};
   space.flash_attention = {true, false};
-  const KnobSupport core{.seq_parallel = false, .interleaving = false, .flash_attention = false};
-  const SpaceSpec restricted = Restrict(space, core);
+  space.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const KnobSupport core = CoreLike();
+  const SpaceSpec restricted = Restrict(space, core, 16);
   EXPECT_EQ(restricted.seq_parallel, std::vector<bool>{false});
   EXPECT_EQ(restricted.virtual_stages, std::vector<int>{1});
   EXPECT_EQ(restricted.flash_attention, std::vector<bool>{false});
-  EXPECT_EQ(Restrict(space, KnobSupport{}).virtual_stages, space.virtual_stages);  // all supported: unchanged
-  // Recorded in a study's settings as the pinned values, and read back.
+  EXPECT_EQ(restricted.recompute, space.recompute);
+  EXPECT_EQ(Restrict(space, KnobSupport{}, 16).virtual_stages, space.virtual_stages);  // all supported: unchanged
+  // A program that tells only full recomputation apart, and runs tensor parallelism 1 only.
+  KnobSupport folded;
+  folded.Of(Knob::kRecompute) = {static_cast<int>(Recompute::kNone), static_cast<int>(Recompute::kFull)};
+  folded.Of(Knob::kTp) = {1};
+  const SpaceSpec f = Restrict(space, folded, 16);
+  EXPECT_EQ(f.recompute, (std::vector<Recompute>{Recompute::kNone, Recompute::kFull}));
+  EXPECT_FALSE(f.tp.divisors_of_world);
+  EXPECT_EQ(f.tp.For(16), std::vector<int>{1});
+  EXPECT_EQ(f.pp.For(16), (std::vector<int>{1, 2, 4, 8, 16}));
+  // Recorded in a study's settings as the allowed values (layout-key fragments), and read back.
   EXPECT_EQ(PinnedKnobs(core), "sp0 vpp1 fa0");
+  EXPECT_EQ(PinnedKnobs(folded), "tp1 rcnone rcfull");
   EXPECT_EQ(PinnedKnobs(KnobSupport{}), "");
-  const KnobSupport flash_only{.seq_parallel = true, .interleaving = true, .flash_attention = false};
-  for (const KnobSupport& s : {core, KnobSupport{}, flash_only}) {
+  for (const KnobSupport& s : {core, KnobSupport{}, folded}) {
     Result<KnobSupport> parsed = ParsePinnedKnobs(PinnedKnobs(s));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, s);
   }
-  EXPECT_FALSE(ParsePinnedKnobs("sp0 tp8").ok());
+  EXPECT_EQ(UnreceivedKnobs(core), "seq_parallel off, virtual_stages 1, flash_attention off");
+  EXPECT_EQ(UnreceivedKnobs(folded), "tp 1");  // recompute is received (two values told apart)
+  EXPECT_FALSE(ParsePinnedKnobs("sp0 tq8").ok());
+  EXPECT_FALSE(ParsePinnedKnobs("sp2").ok());
 }
 
 TEST(KnobSupport, NamesWhatAProgramCannotRun) {
-  const KnobSupport core{.seq_parallel = false, .interleaving = false, .flash_attention = false};
+  const KnobSupport core = CoreLike();
   Layout l;
   l.tp = 2;
   EXPECT_TRUE(CheckSupported(l, core, "tunepar-core").ok());
@@ -121,9 +143,29 @@ TEST(KnobSupport, NamesWhatAProgramCannotRun) {
   const Status s = CheckSupported(l, core, "tunepar-core");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("tunepar-core cannot run"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("sequence parallelism, interleaved stages"), std::string::npos) << s.message();
-  EXPECT_EQ(s.message().find("flash"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("seq_parallel on, virtual_stages 2"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("flash_attention on"), std::string::npos) << s.message();
   EXPECT_TRUE(CheckSupported(l, KnobSupport{}, "a command").ok());
+}
+
+TEST(Knobs, FragmentsAndValuesRoundTrip) {
+  Layout l;
+  for (Knob k : kKnobs) {
+    const int code = KnobCode(k, l);
+    Result<std::pair<Knob, int>> parsed = ParseKnobFragment(KnobFragment(k, code));
+    ASSERT_TRUE(parsed.ok()) << KnobFragment(k, code);
+    EXPECT_EQ(parsed->first, k);
+    EXPECT_EQ(parsed->second, code);
+    EXPECT_EQ(ParseKnobValue(k, KnobValueText(k, code)).value(), code) << KnobName(k);
+    EXPECT_EQ(KnobCode(k, WithKnob(l, k, code)), code);
+  }
+  EXPECT_EQ(ParseKnobFragment("vpp4").value().first, Knob::kVirtualStages);
+  EXPECT_EQ(ParseKnobFragment("pp4").value().first, Knob::kPp);
+  EXPECT_EQ(ParseKnobFragment("fp16").value().second, static_cast<int>(Precision::kFp16));
+  EXPECT_EQ(ParseKnobName("vpp").value(), Knob::kVirtualStages);
+  EXPECT_FALSE(ParseKnobValue(Knob::kZero, "2").ok());
+  EXPECT_FALSE(ParseKnobValue(Knob::kTp, "0").ok());
+  EXPECT_FALSE(ParseKnobName("tensor").ok());
 }
 
 }  // namespace

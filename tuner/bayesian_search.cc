@@ -130,9 +130,29 @@ std::vector<TrialIdentity> BayesianSearch::ProposeNextBatch() const {
       batch.push_back({session_.study().id, node, t.number, t.attempt + 1, t.layout});
   }
   if (!batch.empty()) return batch;
+  if (room > 0) {
+    if (std::optional<Layout> again = ConfirmationDue(false))
+      return {{session_.study().id, node, next_number, 1, *again}};
+  }
   for (const search::Proposal& p : proposer_.Propose(History(session_.trials), room))
     batch.push_back({session_.study().id, node, next_number++, 1, p.layout});
+  if (batch.empty() && room > 0) {
+    if (std::optional<Layout> again = ConfirmationDue(true))
+      batch.push_back({session_.study().id, node, next_number, 1, *again});
+  }
   return batch;
+}
+
+search::Standing BayesianSearch::Standing() const {
+  return proposer_.Stand(History(session_.trials), options_.confidence);
+}
+
+std::optional<Layout> BayesianSearch::ConfirmationDue(bool exhausted) const {
+  if (options_.confirmations == 0) return std::nullopt;  // --confirm 0: never
+  const int left = options_.budget - CountFinished(session_.trials);
+  const bool in_reserve = left <= options_.ConfirmationReserve();
+  if (!(in_reserve || confirming_ || exhausted)) return std::nullopt;
+  return Standing().remeasure;
 }
 
 store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const runner::Prediction& predicted,
@@ -143,6 +163,10 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
   r.hosts = HostName();
   r.process_group = trial.process_group();
   r.message = id.attempt > 1 ? fmt::format("re-run after an interruption (attempt {})", id.attempt) : "";
+  const bool measured_before = std::any_of(session_.trials.begin(), session_.trials.end(), [&](const store::TrialRecord& t) {
+    return t.status == TrialStatus::kOk && t.layout == id.layout;
+  });
+  if (id.attempt == 1 && measured_before) r.message = std::string(kConfirmation) + " the leaders are within noise";
   r.log_path = dir + "/output.log";
   r.started_at = r.heartbeat_at = UtcNow();
   r.lease_expires_at = UtcIn(options_.lease_s);
@@ -174,7 +198,9 @@ Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(const std::vector<Tr
 }
 
 Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialResult& result) {
-  const store::TrialRecord r = WithResult(a.record, result);
+  store::TrialRecord r = WithResult(a.record, result);
+  const bool confirmation = a.record.message.rfind(kConfirmation, 0) == 0;
+  if (confirmation) r.message = std::string(kConfirmation) + " " + r.message;
   TUNEPAR_RETURN_IF_ERROR(session_.Record({r}));
   if (IsFinished(r.status)) {
     this_run_.push_back(r);
@@ -184,7 +210,8 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   const store::TrialRecord* best = BestTrial(session_.trials);
   progress_.Line(fmt::format(
       "trial {:>3}/{}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", CountFinished(session_.trials), options_.budget,
-      LayoutKey(r.layout), std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : ""),
+      LayoutKey(r.layout),
+      std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + (confirmation ? " (again)" : ""),
       r.status == TrialStatus::kOk ? ThroughputText(r) : "-",
       a.predicted.fits ? fmt::format("{} tok/s", WithCommas(std::llround(a.predicted.tokens_per_s))) : "oom",
       best != nullptr ? ThroughputText(*best) : "-",
@@ -225,7 +252,7 @@ Result<bool> BayesianSearch::PollBatch(std::vector<ActiveTrial>& active) {
   return false;
 }
 
-Result<std::string> BayesianSearch::CheckStop() const {
+Result<std::string> BayesianSearch::CheckStop() {
   const bool any_ok = std::any_of(session_.trials.begin(), session_.trials.end(),
                                   [](const store::TrialRecord& t) { return t.status == TrialStatus::kOk; });
   if (!any_ok && static_cast<int>(this_run_.size()) >= options_.failures_to_abort) {
@@ -243,6 +270,10 @@ Result<std::string> BayesianSearch::CheckStop() const {
   const auto [gain, probability] = *options_.early_stop;
   const search::StopAdvice advice = proposer_.Advise(History(session_.trials), gain, probability);
   if (!advice.stop) return std::string();
+  if (options_.confirmations != 0 && CountFinished(session_.trials) < options_.budget && Standing().remeasure) {
+    confirming_ = true;  // no new layout is worth a trial; make sure of the best first
+    return std::string();
+  }
   return fmt::format(
       "early stop: no untried layout can improve the best by more than {:g}% with probability {:g}% or more (the "
       "most promising, {}, has {:.2g}%)",
@@ -264,6 +295,8 @@ void BayesianSearch::PrintHeader(const std::vector<store::TrialRecord>& recovere
              options_.time_budget_s > 0 ? fmt::format(", time budget {}", Clock(options_.time_budget_s)) : "");
   fmt::print("study {} ({}; {} finished trials so far), node {}\n", session_.study().name,
              session_.resumed ? "resumed" : "new", CountFinished(session_.trials), session_.node_id());
+  if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
+    fmt::print("not measured: {} (the program does not receive them: fixed, every trial runs with these)\n", fixed);
   for (const store::TrialRecord& r : recovered) {
     fmt::print("trial {}/{} was left running by a stopped tuner: marked interrupted, will be re-run first\n",
                session_.node_id(), r.number);

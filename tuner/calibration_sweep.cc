@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "runner/core/supported_knobs.h"
+
 #include "runner/core_backend.h"
 #include "search/space.h"
 #include "tuner/problem.h"
@@ -199,7 +201,10 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
       ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
                          problem->hardware, o.world, o.timeout_s);
   if (!core.ok()) return core.status();
-  problem->space = Restrict(problem->space, runner::CoreBackend(*core, problem->model, problem->hardware).SupportedKnobs());
+  Result<KnobSupport> support =
+      runner::CoreBackend(*core, problem->model, problem->hardware).SupportedKnobs(problem->space, o.world);
+  if (!support.ok()) return support.status();
+  problem->space = Restrict(problem->space, *support, o.world);
   size_t legal = 0;
   Result<std::vector<Planned>> plan = PlanSweep(*problem, o, &legal);
   if (!plan.ok()) return plan.status();

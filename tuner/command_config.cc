@@ -5,13 +5,36 @@
 
 #include <fmt/format.h>
 
+#include "base/knobs.h"
 #include "base/toml_fields.h"
 
 namespace tunepar {
 
 namespace {
 
-Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::string* metric) {
+// The [knobs] table: the values the program supports, as TOML lines for LoadProblem.
+Status ReadKnobs(TomlFields& f, std::string* knobs) {
+  const toml::table* table = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("knobs", &table, false));
+  if (table == nullptr) return Status::Ok();
+  toml::table declared;
+  for (auto&& [key, value] : *table) {
+    const std::string name(key.str());
+    Result<Knob> knob = ParseKnobName(name);
+    if (!knob.ok() || KnobName(*knob) != name)
+      return f.ErrorAt(value, "knobs." + name,
+                       "is no knob (expected tp, pp, micro_batch, precision, zero, recompute, seq_parallel, "
+                       "virtual_stages or flash_attention)");
+    if (!value.is_array()) return f.ErrorAt(value, "knobs." + name, "must be a list of values, e.g. [1, 2]");
+    declared.insert(key, value);
+  }
+  std::ostringstream text;
+  text << declared << "\n";
+  *knobs = text.str();
+  return Status::Ok();
+}
+
+Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::string* metric, std::string* knobs) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ConfigError(fmt::format("cannot read command config '{}'", path));
   std::stringstream text;
@@ -27,6 +50,8 @@ Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::
   TUNEPAR_RETURN_IF_ERROR(f.String("memory_json", &o->memory_json, false));
   TUNEPAR_RETURN_IF_ERROR(f.Number("timeout_s", &o->timeout_s, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("workdir", &o->workdir, false));
+  TUNEPAR_RETURN_IF_ERROR(f.Bool("reads_layout_env", &o->reads_layout_env, false));
+  TUNEPAR_RETURN_IF_ERROR(ReadKnobs(f, knobs));
   if (const toml::node* patterns = f.Take("oom_patterns")) {
     if (!patterns->is_array()) return f.Error("oom_patterns", "must be an array of regular expressions");
     o->oom_patterns.clear();
@@ -48,10 +73,13 @@ Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::
 
 }  // namespace
 
-Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags) {
+Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags, std::string* knobs) {
   runner::CommandBackendOptions o;
   std::string metric = "step_time_s";
-  if (!flags.config_file.empty()) TUNEPAR_RETURN_IF_ERROR(ReadFile(flags.config_file, &o, &metric));
+  std::string declared;
+  if (!flags.config_file.empty()) TUNEPAR_RETURN_IF_ERROR(ReadFile(flags.config_file, &o, &metric, &declared));
+  if (knobs != nullptr) *knobs = declared;
+  if (flags.reads_layout_env) o.reads_layout_env = true;
   if (!flags.command.empty()) o.command = flags.command;
   if (!flags.metric.empty()) metric = flags.metric;
   if (!flags.metric_regex.empty()) {

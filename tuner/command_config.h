@@ -8,6 +8,11 @@
 //   oom_patterns = ["out of memory"]             # replaces the defaults
 //   timeout_s = 1800
 //   workdir = "/path/to/run"
+//   reads_layout_env = false                     # true: the program reads $TUNEPAR_LAYOUT, so
+//                                                # it receives every knob
+//   [knobs]                                      # the values the program supports (they replace
+//   tp = [1]                                     # the space's; same keys and values as a space file)
+//   precision = ["fp32", "bf16"]
 //   [env]
 //   NCCL_DEBUG = "WARN"
 #pragma once
@@ -32,8 +37,11 @@ struct CommandFlags {
   std::vector<std::string> env;           // KEY=VALUE
   double timeout_s = 0;                   // 0: the file's, or the default
   std::string workdir;
+  bool reads_layout_env = false;
 };
 
-Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags);
+// The options; `knobs` (when given) receives the config's [knobs] table as TOML lines, for
+// LoadProblem (KnobDeclarations).
+Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags, std::string* knobs = nullptr);
 
 }  // namespace tunepar

@@ -64,7 +64,7 @@ Result<std::string> WithoutLauncher(std::string command) {
 }
 
 Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
-  if (Status supported = CheckSupported(chosen.layout, core::kSupportedKnobs, "tunepar-core"); !supported.ok()) {
+  if (Status supported = CheckSupported(chosen.layout, core::SupportedKnobs(), "tunepar-core"); !supported.ok()) {
     return InvalidArgument(supported.message() +
                            "; give --command-config configs/commands/megatron-deepspeed.toml or --training-command");
   }

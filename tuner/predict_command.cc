@@ -76,7 +76,7 @@ std::string Seconds(double s) {
 }
 
 Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
-  Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
+  Result<Problem> problem = o.problem.Load();
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
   if (o.gbs != 0) {

@@ -1,17 +1,90 @@
 #include "tuner/problem.h"
 
+#include <sstream>
+
 #include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "base/knobs.h"
+#include "base/toml_fields.h"
 
 namespace tunepar {
 
-Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space) {
+namespace {
+
+// A knob value as a space file writes it: 4, "bf16", "full", true.
+std::string TomlItem(Knob knob, int code) {
+  if (knob == Knob::kPrecision || knob == Knob::kRecompute) return fmt::format("\"{}\"", KnobValueText(knob, code));
+  if (knob == Knob::kSeqParallel || knob == Knob::kFlashAttention) return code != 0 ? "true" : "false";
+  return std::to_string(code);
+}
+
+// "tp = [1]; precision = [\"fp32\"]" from TOML lines, for a one-line origin.
+std::string Flatten(const std::string& lines) {
+  std::string out;
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    out += (out.empty() ? "" : "; ") + line;
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// The space's text with the declared knobs' lists in place of its own.
+Result<ConfigText> WithDeclaredKnobs(ConfigText space, const std::string& knobs) {
+  if (knobs.empty()) return space;
+  Result<toml::table> declared = ParseToml(knobs, "the declared knobs");
+  if (!declared.ok()) return declared.status();
+  Result<toml::table> doc = ParseToml(space.text, space.origin);
+  if (!doc.ok()) return doc.status();
+  if (!doc->contains("knobs")) doc->insert("knobs", toml::table{});
+  toml::table* table = (*doc)["knobs"].as_table();
+  if (table == nullptr) return ConfigError(fmt::format("{}: knobs must be a table", space.origin));
+  for (auto&& [key, value] : *declared) table->insert_or_assign(key, value);
+  std::ostringstream text;
+  text << *doc;
+  space.text = text.str();
+  space.origin += " with the declared knobs (" + Flatten(knobs) + ")";
+  return space;
+}
+
+}  // namespace
+
+Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space,
+                            const std::string& knobs) {
   Result<ConfigText> m = ResolveConfig("models", model);
   if (!m.ok()) return m.status();
   Result<ConfigText> h = ResolveConfig("hardware", hardware);
   if (!h.ok()) return h.status();
   Result<ConfigText> s = ResolveConfig("spaces", space);
   if (!s.ok()) return s.status();
-  return ParseProblem(std::move(*m), std::move(*h), std::move(*s));
+  Result<ConfigText> declared = WithDeclaredKnobs(std::move(*s), knobs);
+  if (!declared.ok()) return declared.status();
+  return ParseProblem(std::move(*m), std::move(*h), std::move(*declared));
+}
+
+Result<std::string> KnobDeclarations(const std::string& declared, const std::vector<std::string>& fixes) {
+  std::string lines = declared;
+  for (const std::string& fix : fixes) {
+    const size_t eq = fix.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == fix.size())
+      return InvalidArgument(fmt::format("--fix '{}' is not KNOB=VALUE (e.g. --fix tp=1, --fix precision=bf16)", fix));
+    Result<Knob> knob = ParseKnobName(fix.substr(0, eq));
+    if (!knob.ok()) return knob.status().WithContext("--fix " + fix);
+    std::vector<std::string> items;
+    std::istringstream values(fix.substr(eq + 1));
+    for (std::string value; std::getline(values, value, ',');) {
+      Result<int> code = ParseKnobValue(*knob, value);
+      if (!code.ok()) return code.status().WithContext("--fix " + fix);
+      items.push_back(TomlItem(*knob, *code));
+    }
+    lines += fmt::format("{} = [{}]\n", KnobName(*knob), fmt::join(items, ", "));
+  }
+  return lines;
 }
 
 Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText space) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "runner/hardware_profile.h"
@@ -20,7 +21,15 @@ struct Problem {
   SpaceSpec space;
 };
 
-Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space);
+// `knobs`: declared values of some knobs, as TOML lines under a [knobs] table ("tp = [1]",
+// KnobDeclarations); they replace the space's candidates of those knobs, and the study records
+// the space with them.
+Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space,
+                            const std::string& knobs = "");
+
+// --fix KNOB=VALUE[,VALUE...] (repeatable) as TOML lines for LoadProblem, after `declared` (a
+// command config's [knobs]); a later declaration of a knob replaces an earlier one.
+Result<std::string> KnobDeclarations(const std::string& declared, const std::vector<std::string>& fixes);
 
 // Parses and validates the three configs (as LoadProblem, from texts already at hand).
 Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText space);

@@ -1,10 +1,13 @@
-// The options every problem-level command shares: --world, --model, --hardware, --space.
+// The options every problem-level command shares: --world, --model, --hardware, --space, --fix.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "tuner/problem.h"
 
 namespace tunepar {
 
@@ -13,6 +16,15 @@ struct ProblemOptions {
   std::string model = "gpt-1t";
   std::string hardware = "frontier-mi250x";
   std::string space = "default";
+  std::vector<std::string> fix;  // KNOB=VALUE[,VALUE...]: the values of a knob, replacing the space's
+
+  // The problem these options name, the --fix values applied after `declared` (a command
+  // config's [knobs], as TOML lines).
+  Result<Problem> Load(const std::string& declared = "") const {
+    Result<std::string> knobs = KnobDeclarations(declared, fix);
+    if (!knobs.ok()) return knobs.status();
+    return LoadProblem(model, hardware, space, *knobs);
+  }
 
   void AddTo(CLI::App* cmd) {
     // World is read as a signed number so that 0 and negatives reach our own clear message.
@@ -22,6 +34,9 @@ struct ProblemOptions {
     cmd->add_option("--model,-m", model, "Model preset or TOML path")->capture_default_str();
     cmd->add_option("--hardware", hardware, "Hardware preset or TOML path")->capture_default_str();
     cmd->add_option("--space", space, "Search-space preset or TOML path")->capture_default_str();
+    cmd->add_option("--fix", fix,
+                    "KNOB=VALUE[,VALUE...]: only these values of a knob, e.g. --fix tp=1 --fix precision=fp32,bf16 "
+                    "(repeatable; replaces the space's list)");
   }
 };
 

@@ -26,6 +26,9 @@ void AddCounts(const StudyContext& context, const StudyTrials& trials, Report* r
                               count_text.empty() ? "none" : count_text);
   report->text += fmt::format("legal layouts {}; {} ranks per node, as the trials ran\n",
                               WithCommas(static_cast<int64_t>(context.space.legal.size())), context.PlacedRanksPerNode());
+  if (const std::string fixed = UnreceivedKnobs(context.support); !fixed.empty())
+    report->text += fmt::format("not measured (the program does not receive them): {}\n", fixed);
+  report->json["unmeasured_knobs"] = UnmeasuredKnobsJson(context.support);
   report->json["study"] = study.name;
   report->json["study_id"] = study.id;
   report->json["trials"] = trials.all.size();

@@ -38,12 +38,17 @@ struct SearchOptions {
   int64_t seed = 0;
   CommandFlags command;
   CoreFlags core;
+  std::string knobs;  // the declared knob values (command config [knobs], --fix) as TOML lines
 };
 
 Status CheckSearchOptions(const SearchOptions& o) {
   if (o.bayes.budget < 1) return InvalidArgument(fmt::format("--budget must be at least 1, got {}", o.bayes.budget));
   if (o.bayes.batch < 1) return InvalidArgument(fmt::format("--batch must be at least 1, got {}", o.bayes.batch));
   if (o.seed < 0) return InvalidArgument(fmt::format("--seed must be non-negative, got {}", o.seed));
+  if (o.bayes.confirmations < -1)
+    return InvalidArgument(fmt::format("--confirm must be a number of trials (0: none), got {}", o.bayes.confirmations));
+  if (!(o.bayes.confidence > 0 && o.bayes.confidence < 1))
+    return InvalidArgument(fmt::format("--confidence must be in (0, 1), got {}", o.bayes.confidence));
   if (o.early_stop_gain < 0 || o.early_stop_probability <= 0 || o.early_stop_probability >= 1)
     return InvalidArgument("--early-stop GAIN needs GAIN >= 0 and --early-stop-probability in (0, 1)");
   return Status::Ok();
@@ -51,13 +56,22 @@ Status CheckSearchOptions(const SearchOptions& o) {
 
 // The backend that measures (command, local or slurm), set up from the flags; checks that need
 // the problem but touch nothing on disk come first, so bad input leaves the store alone.
-Result<std::unique_ptr<runner::Backend>> MeasuringBackend(const SearchOptions& o) {
+// Sets o->knobs: the command config's [knobs], then --fix.
+Result<std::unique_ptr<runner::Backend>> MeasuringBackend(SearchOptions* options) {
+  const SearchOptions& o = *options;
   if (o.backend == "command") {
-    Result<runner::CommandBackendOptions> command = ResolveCommandOptions(o.command);
+    std::string declared;
+    Result<runner::CommandBackendOptions> command = ResolveCommandOptions(o.command, &declared);
     if (!command.ok()) return command.status();
+    Result<std::string> knobs = KnobDeclarations(declared, o.problem.fix);
+    if (!knobs.ok()) return knobs.status();
+    options->knobs = *knobs;
     return std::unique_ptr<runner::Backend>(std::make_unique<runner::CommandBackend>(std::move(*command)));
   }
-  Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
+  Result<std::string> knobs = KnobDeclarations("", o.problem.fix);
+  if (!knobs.ok()) return knobs.status();
+  options->knobs = *knobs;
+  Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space, o.knobs);
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
   Result<runner::CoreBackendOptions> core =
@@ -78,12 +92,13 @@ std::string BackendSettingsJson(const SearchOptions& o, const StudySettings& set
     j["metric"] = runner::ToString(command->options().metric);
     j["metric_regex"] = command->options().metric_regex;
     j["metric_json"] = command->options().metric_json;
+    if (command->options().reads_layout_env) j["reads_layout_env"] = true;
   }
   if (dynamic_cast<const runner::CoreBackend*>(backend) != nullptr) {
     j["core"] = {{"steps", o.core.steps},
                  {"warmup", o.core.warmup},
                  {"slice", o.core.slice},
-                 {"knobs", PinnedKnobs(backend->SupportedKnobs())}};
+                 {"knobs", PinnedKnobs(core::SupportedKnobs())}};
   }
   if (backend != nullptr) {
     j["seed"] = settings.seed;
@@ -97,6 +112,7 @@ SessionRequest MakeSessionRequest(const SearchOptions& o, const runner::Backend*
   r.model = o.problem.model;
   r.hardware = o.problem.hardware;
   r.space = o.problem.space;
+  r.knobs = o.knobs;
   r.world = o.problem.world;
   r.study = o.study;
   r.node_id = o.node_id;
@@ -109,7 +125,7 @@ SessionRequest MakeSessionRequest(const SearchOptions& o, const runner::Backend*
   r.settings.acquisition = backend != nullptr ? o.acquisition : "logei";
   r.settings.backend_settings = BackendSettingsJson(o, r.settings, backend);
   if (backend != nullptr) {
-    r.support = backend->SupportedKnobs();
+    r.backend = backend;
     r.ranks_per_node = backend->RanksPerNode(static_cast<int>(o.problem.world));
   }
   return r;
@@ -131,9 +147,13 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   }
   std::unique_ptr<runner::Backend> backend;
   if (o.backend != "model") {
-    Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(o);
+    Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(&o);
     if (!made.ok()) return made.status();
     backend = std::move(*made);
+  } else {
+    Result<std::string> knobs = KnobDeclarations("", o.problem.fix);
+    if (!knobs.ok()) return knobs.status();
+    o.knobs = *knobs;
   }
   Result<StudySession> session = OpenStudySession(global, MakeSessionRequest(o, backend.get()));
   if (!session.ok()) return session.status();
@@ -186,6 +206,12 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
       ->add_option("--early-stop-probability", o->early_stop_probability,
                    "... with at least this probability")
       ->capture_default_str();
+  bayes->add_option("--confirm", o->bayes.confirmations,
+                    "Confirmation trials: in the last N trials of the budget (default: a fifth), and before an early "
+                    "stop, measure a leading layout again while the best is not clearly the fastest (0: never)");
+  bayes->add_option("--confidence", o->bayes.confidence,
+                    "... until the best is this likely faster than every other measured layout")
+      ->capture_default_str();
   bayes->add_option("--lease", o->bayes.lease_s, "Lease of a running trial, renewed every lease/4 (s)")
       ->capture_default_str();
 
@@ -207,6 +233,9 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
                 "Seconds before a trial is killed (default 3600; 600 for local and slurm)");
   c->add_option("--env", o->command.env, "KEY=VALUE for the command's environment (repeatable)");
   c->add_option("--workdir", o->command.workdir, "Working directory of the command");
+  c->add_flag("--reads-layout-env", o->command.reads_layout_env,
+              "The program reads its layout from $TUNEPAR_LAYOUT: it receives every knob (without it, a knob "
+              "the template does not pass is fixed and not measured)");
   auto* k = cmd->add_option_group("Core backends (local, slurm: tunepar-core)");
   k->add_option("--core", o->core.core, "tunepar-core binary (default: next to tunepar, then $PATH)");
   k->add_option("--steps", o->core.steps, "Measured steps per trial")->capture_default_str();

@@ -1,5 +1,6 @@
 // The end of a Bayesian search: what stopped it, the best layout found, how the performance
 // model's own top layout fared, and how to go on, as text or as one JSON object.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -48,6 +49,45 @@ std::string ModelTopText(const ModelTop& top, const store::TrialRecord* best) {
                      measured->message);
 }
 
+// The fastest trial of `layout` (nullptr when it has none ok).
+const store::TrialRecord* FastestTrialOf(const std::vector<store::TrialRecord>& trials, const Layout& layout) {
+  const store::TrialRecord* fastest = nullptr;
+  for (const store::TrialRecord& t : trials) {
+    const std::optional<double> v = t.layout == layout ? ObjectiveOf(t) : std::nullopt;
+    if (v && (fastest == nullptr || *v < *ObjectiveOf(*fastest))) fastest = &t;
+  }
+  return fastest;
+}
+
+int CountConfirmations(const std::vector<store::TrialRecord>& trials) {
+  return static_cast<int>(std::count_if(trials.begin(), trials.end(), [](const store::TrialRecord& t) {
+    return t.message.rfind(kConfirmation, 0) == 0;
+  }));
+}
+
+// "233 tok/s ± 2.1% (3 measurements, noise 9.5% each; 94% likely the fastest measured)": the
+// surrogate's estimate of the layout's true throughput (or objective), not one sample of it.
+std::string EstimateText(const search::Standing& st, const store::TrialRecord& trial, double tokens_per_step) {
+  const double value = std::exp(st.log_step_time);
+  const std::string estimate =
+      trial.tokens_per_s && tokens_per_step > 0
+          ? fmt::format("{} tok/s", WithCommas(std::llround(tokens_per_step / value)))
+          : fmt::format("objective {:.4g}", value);
+  return fmt::format("{} ± {:.1f}% ({} measurement{}, noise {:.1f}% each; {:.0f}% likely the fastest measured)",
+                     estimate, 100 * st.sd, st.measurements, st.measurements == 1 ? "" : "s", 100 * st.noise_sd,
+                     100 * st.probability_best);
+}
+
+nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) {
+  return {{"layout", LayoutKey(*st.best)},
+          {"step_time_s", std::exp(st.log_step_time)},
+          {"tokens_per_s", tokens_per_step > 0 ? tokens_per_step / std::exp(st.log_step_time) : 0.0},
+          {"relative_sd", st.sd},
+          {"measurements", st.measurements},
+          {"noise_sd", st.noise_sd},
+          {"probability_best", st.probability_best}};
+}
+
 }  // namespace
 
 void BayesianSearch::Summarise(const std::string& stop_reason) const {
@@ -60,16 +100,23 @@ void BayesianSearch::Summarise(const std::string& stop_reason) const {
 
 void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
   const std::vector<store::TrialRecord>& trials = session_.trials;
-  const store::TrialRecord* best = BestTrial(trials);
+  const search::Standing standing = Standing();
+  const store::TrialRecord* best = standing.best ? FastestTrialOf(trials, *standing.best) : BestTrial(trials);
   fmt::print("\nStopped: {}.\n", stop_reason);
   if (best != nullptr) {
     fmt::print("Best layout: {}  {} {} (trial {}/{}; model predicted {} tok/s)\n", LayoutKey(best->layout),
                ThroughputText(*best), best->sliced ? "from a slice + the model" : "measured", best->node_id,
                best->number,
                best->predicted_tokens_per_s ? WithCommas(std::llround(*best->predicted_tokens_per_s)) : "-");
+    if (standing.best)
+      fmt::print("  estimate: {}\n", EstimateText(standing, *best, context_.proposer_options.tokens_per_step));
+    if (const int n = CountConfirmations(trials); n > 0)
+      fmt::print("  {} confirmation trial{} (counted in the budget) measured leading layouts again\n", n, n == 1 ? "" : "s");
   } else {
     fmt::print("No trial has finished ok yet.\n");
   }
+  if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
+    fmt::print("Not measured (the program does not receive them): {}.\n", fixed);
   const ModelTop top = ModelTopOf(context_, trials);
   if (top.layout) fmt::print("{}", ModelTopText(top, best));
   std::string count_text;
@@ -83,7 +130,8 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
 
 void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {
   const std::vector<store::TrialRecord>& trials = session_.trials;
-  const store::TrialRecord* best = BestTrial(trials);
+  const search::Standing standing = Standing();
+  const store::TrialRecord* best = standing.best ? FastestTrialOf(trials, *standing.best) : BestTrial(trials);
   nlohmann::json j = {{"study", session_.study().name},
                       {"study_id", session_.study().id},
                       {"resumed", session_.resumed},
@@ -95,6 +143,9 @@ void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {
                       {"trials", trials.size()},
                       {"status_counts", CountByStatus(trials)}};
   j["best"] = best != nullptr ? TrialJson(*best) : nlohmann::json();
+  j["best_estimate"] = standing.best ? EstimateJson(standing, context_.proposer_options.tokens_per_step) : nlohmann::json();
+  j["confirmation_trials"] = CountConfirmations(trials);
+  j["unmeasured_knobs"] = UnmeasuredKnobsJson(context_.support);
   const ModelTop top = ModelTopOf(context_, trials);
   if (top.layout) {
     j["model_best"] = {{"layout", LayoutKey(*top.layout)},

@@ -26,6 +26,13 @@ struct BayesianSearchOptions {
   double lease_s = 120;                                 // a running trial's lease, renewed every lease/4
   int failures_to_abort = 3;  // this many identical failures and no success end the run
   int top = 10;
+  // Confirmation trials: in the last `confirmations` trials of the budget (-1: a fifth of it),
+  // and whenever the search would otherwise end early (the early stop, or no untried layout
+  // left), a leading layout is measured again while the best is less than `confidence` likely
+  // to be faster than every other measured layout. They count in the budget.
+  int confirmations = -1;
+  double confidence = 0.9;
+  int ConfirmationReserve() const { return confirmations >= 0 ? confirmations : budget / 5; }
 };
 
 // Proposes, runs and records trials until the budget, the time budget, the early stop, the end

@@ -32,7 +32,7 @@ std::string DimensionName(const search::EncodedDimension& d) {
 }
 
 Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
-  Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space);
+  Result<Problem> problem = o.problem.Load();
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
   const search::SpaceQuery query = MakeSpaceQuery(*problem, static_cast<int>(o.problem.world));

@@ -42,7 +42,8 @@ nlohmann::json StudyJson(const store::StudyRecord& s, const std::vector<store::T
           {"created_at", s.created_at},
           {"created_by", s.created_by},
           {"trials", trials.size()},
-          {"status_counts", CountByStatus(trials)}};
+          {"status_counts", CountByStatus(trials)},
+          {"unmeasured_knobs", UnmeasuredKnobsJson(SupportOf(s))}};
 }
 
 std::string CountsText(const std::map<std::string, int64_t>& counts) {
@@ -128,6 +129,8 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
   fmt::print("  model {}, hardware {}, space {}, world {}, backend {}, objective {}\n", study->model_name,
              study->hardware_name, study->space_name, study->world, study->backend, study->objective);
   fmt::print("  created {} by node {}\n", study->created_at, study->created_by);
+  if (const std::string fixed = UnreceivedKnobs(SupportOf(*study)); !fixed.empty())
+    fmt::print("  not measured (the program does not receive them): {}\n", fixed);
   fmt::print("  trials {}: {}\n\n", WithCommas(static_cast<int64_t>(trials.size())),
              CountsText(CountByStatus(trials)));
   if (o.all) {

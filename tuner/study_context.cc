@@ -63,7 +63,7 @@ Result<StudyContext> MakeStudyContext(const store::StudyRecord& study, int ranks
   Result<KnobSupport> support = ParsePinnedKnobs(study.pinned_knobs);
   if (!support.ok()) return support.status().WithContext("study " + study.name);
   c.support = *support;
-  c.problem.space = Restrict(c.problem.space, c.support);
+  c.problem.space = Restrict(c.problem.space, c.support, study.world);
   c.world = study.world;
   Result<search::SpaceEnumeration> space = search::EnumerateSpace(c.Query());
   if (!space.ok()) return space.status();

@@ -19,17 +19,24 @@ struct Proposed {
   Problem problem;
   StudySettings settings;
   store::StudyRecord study;
+  // Why the backend cannot say what its program runs (a knob it never receives, with no value
+  // to fix it at): refuses a new study; a stored one resumes with what it recorded.
+  Status support;
 };
 
 Result<Proposed> ProposeStudy(const SessionRequest& r) {
   Proposed p;
-  Result<Problem> problem = LoadProblem(r.model, r.hardware, r.space);
+  Result<Problem> problem = LoadProblem(r.model, r.hardware, r.space, r.knobs);
   if (!problem.ok()) return problem.status();
   p.problem = std::move(*problem);
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(r.world, p.problem.hardware));
   p.settings = r.settings;
   p.settings.world = static_cast<int>(r.world);
-  p.settings.pinned_knobs = PinnedKnobs(r.support);
+  if (r.backend != nullptr) {
+    Result<KnobSupport> support = r.backend->SupportedKnobs(p.problem.space, p.settings.world);
+    if (support.ok()) p.settings.pinned_knobs = PinnedKnobs(*support);
+    p.support = support.status();
+  }
   const std::string id = StudyId(p.problem, p.settings);
   const std::string name = r.study.empty() ? DefaultStudyName(p.problem, p.settings, id) : r.study;
   p.study = MakeStudyRecord(p.problem, p.settings, id, name, "");
@@ -83,6 +90,7 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
         "another --study name",
         clash->name));
   }
+  if (!p.support.ok()) return p.support;
   if (r.resume_only) {
     return NotFound(
         fmt::format("no study '{}' to resume in store '{}' (drop --resume-only to start it)", name, global.store));

@@ -9,6 +9,7 @@
 
 #include "base/knob_support.h"
 #include "base/status.h"
+#include "runner/backend.h"
 #include "store/shard_writer.h"
 #include "tuner/commands.h"
 #include "tuner/study_context.h"
@@ -18,14 +19,15 @@ namespace tunepar {
 
 struct SessionRequest {
   std::string model, hardware, space;
+  std::string knobs;  // declared knob values, TOML lines (LoadProblem)
   int64_t world = 0;
-  StudySettings settings;  // world and pinned_knobs are filled in from `world` and `support`
+  StudySettings settings;  // world and pinned_knobs are filled in from `world` and `backend`
   std::string study;       // the name asked for; "" = the default name
   std::string node_id;     // "" = DefaultNodeId()
   std::string work_dir;
   bool new_study = false;    // --new: a fresh study even if one with these inputs exists
   bool resume_only = false;  // --resume-only: the study must exist
-  KnobSupport support;       // what the backend's program can run (Backend::SupportedKnobs)
+  const runner::Backend* backend = nullptr;  // what its program can run (SupportedKnobs); none: every value
   int ranks_per_node = 0;    // where the backend places the ranks (Backend::RanksPerNode)
 };
 

@@ -133,4 +133,17 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
           {"finished_at", t.finished_at}};
 }
 
+nlohmann::json UnmeasuredKnobsJson(const KnobSupport& support) {
+  nlohmann::json j = nlohmann::json::object();
+  for (Knob k : kKnobs) {
+    if (support.Unreceived(k)) j[std::string(KnobName(k))] = KnobValueText(k, support.Of(k).front());
+  }
+  return j;
+}
+
+KnobSupport SupportOf(const store::StudyRecord& study) {
+  Result<KnobSupport> support = ParsePinnedKnobs(study.pinned_knobs);
+  return support.ok() ? *support : KnobSupport{};
+}
+
 }  // namespace tunepar

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/knob_support.h"
 #include "store/records.h"
 #include "tuner/text_table.h"
 
@@ -32,5 +33,11 @@ std::map<std::string, int64_t> CountByStatus(const std::vector<store::TrialRecor
 // Every field of a trial: layout (key and knobs), status, measured and predicted metrics,
 // details (the breakdowns), provenance.
 nlohmann::json TrialJson(const store::TrialRecord& trial);
+
+// The knobs a study's program does not receive, with the value every trial ran with, e.g.
+// {"virtual_stages": "1", "flash_attention": "off"}: not measured. From the support, or from the
+// study's pinned knobs (an unreadable record: none).
+nlohmann::json UnmeasuredKnobsJson(const KnobSupport& support);
+KnobSupport SupportOf(const store::StudyRecord& study);
 
 }  // namespace tunepar

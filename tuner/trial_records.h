@@ -38,6 +38,9 @@ std::optional<double> ObjectiveOf(const store::TrialRecord& trial);
 
 // The finished trials (and, as tried but unmeasured, those still running) as the proposer's
 // history, in the order given.
+// How a confirmation trial's message begins (a layout measured again before naming the best).
+inline constexpr std::string_view kConfirmation = "confirmation:";
+
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials);
 
 }  // namespace tunepar

@@ -8,6 +8,13 @@
 
 namespace tunepar::core {
 
-inline constexpr KnobSupport kSupportedKnobs{.seq_parallel = false, .interleaving = false, .flash_attention = false};
+// sp0 vpp1 fa0: the knobs it does not implement, fixed off.
+inline KnobSupport SupportedKnobs() {
+  KnobSupport support;
+  support.Of(Knob::kSeqParallel) = {0};
+  support.Of(Knob::kVirtualStages) = {1};
+  support.Of(Knob::kFlashAttention) = {0};
+  return support;
+}
 
 }  // namespace tunepar::core
