@@ -106,6 +106,7 @@ struct Standing {
   double sd = 0;                 // ... and standard deviation (relative uncertainty of its step time)
   int measurements = 0;          // its ok measurements
   double noise_sd = 0;           // the fitted noise of one measurement (log step time)
+  int noise_degrees_of_freedom = 0;  // the repeats it was learned from (measurements beyond each layout's first)
   // P(no other measured layout is faster), the contenders taken as independent.
   double probability_best = 1;
   std::optional<Layout> runner_up;  // the contender most likely to be faster

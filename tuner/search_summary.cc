@@ -73,9 +73,12 @@ std::string EstimateText(const search::Standing& st, const store::TrialRecord& t
       trial.tokens_per_s && tokens_per_step > 0
           ? fmt::format("{} tok/s", WithCommas(std::llround(tokens_per_step / value)))
           : fmt::format("objective {:.4g}", value);
-  return fmt::format("{} ± {:.1f}% ({} measurement{}, noise {:.1f}% each; {:.0f}% likely the fastest measured)",
-                     estimate, 100 * st.sd, st.measurements, st.measurements == 1 ? "" : "s", 100 * st.noise_sd,
-                     100 * st.probability_best);
+  const std::string noise = st.noise_degrees_of_freedom > 0
+                                ? fmt::format("noise {:.1f}% each from {} repeat{}", 100 * st.noise_sd,
+                                              st.noise_degrees_of_freedom, st.noise_degrees_of_freedom == 1 ? "" : "s")
+                                : fmt::format("noise {:.1f}% each, no repeat yet", 100 * st.noise_sd);
+  return fmt::format("{} ± {:.1f}% ({} measurement{}, {}; {:.0f}% likely the fastest measured)", estimate,
+                     100 * st.sd, st.measurements, st.measurements == 1 ? "" : "s", noise, 100 * st.probability_best);
 }
 
 nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) {
@@ -85,6 +88,7 @@ nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) 
           {"relative_sd", st.sd},
           {"measurements", st.measurements},
           {"noise_sd", st.noise_sd},
+          {"noise_repeats", st.noise_degrees_of_freedom},
           {"probability_best", st.probability_best}};
 }
 
