@@ -151,8 +151,16 @@ std::optional<Layout> BayesianSearch::ConfirmationDue(bool exhausted) const {
   if (options_.confirmations == 0) return std::nullopt;  // --confirm 0: never
   const int left = options_.budget - CountFinished(session_.trials);
   const bool in_reserve = left <= options_.ConfirmationReserve();
-  if (!(in_reserve || confirming_ || exhausted)) return std::nullopt;
+  // After an early stop's advice the search only confirms (a function of the history, so a
+  // resumed search does the same).
+  if (!(in_reserve || exhausted || EarlyStopAdvice().stop)) return std::nullopt;
   return Standing().remeasure;
+}
+
+search::StopAdvice BayesianSearch::EarlyStopAdvice() const {
+  if (!options_.early_stop) return {};
+  const auto [gain, probability] = *options_.early_stop;
+  return proposer_.Advise(History(session_.trials), gain, probability);
 }
 
 store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const runner::Prediction& predicted,
@@ -252,7 +260,7 @@ Result<bool> BayesianSearch::PollBatch(std::vector<ActiveTrial>& active) {
   return false;
 }
 
-Result<std::string> BayesianSearch::CheckStop() {
+Result<std::string> BayesianSearch::CheckStop() const {
   const bool any_ok = std::any_of(session_.trials.begin(), session_.trials.end(),
                                   [](const store::TrialRecord& t) { return t.status == TrialStatus::kOk; });
   if (!any_ok && static_cast<int>(this_run_.size()) >= options_.failures_to_abort) {
@@ -268,12 +276,11 @@ Result<std::string> BayesianSearch::CheckStop() {
   }
   if (!options_.early_stop) return std::string();
   const auto [gain, probability] = *options_.early_stop;
-  const search::StopAdvice advice = proposer_.Advise(History(session_.trials), gain, probability);
+  const search::StopAdvice advice = EarlyStopAdvice();
   if (!advice.stop) return std::string();
-  if (options_.confirmations != 0 && CountFinished(session_.trials) < options_.budget && Standing().remeasure) {
-    confirming_ = true;  // no new layout is worth a trial; make sure of the best first
+  // No new layout is worth a trial: make sure of the best first (ConfirmationDue).
+  if (options_.confirmations != 0 && CountFinished(session_.trials) < options_.budget && Standing().remeasure)
     return std::string();
-  }
   return fmt::format(
       "early stop: no untried layout can improve the best by more than {:g}% with probability {:g}% or more (the "
       "most promising, {}, has {:.2g}%)",

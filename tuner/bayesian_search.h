@@ -53,13 +53,15 @@ class BayesianSearch {
   // After a batch: kTrialsFailed when every trial of this run failed the same way and none in
   // the study succeeded (the command or its setup is wrong); else why to stop early ("": go on).
   // An early stop waits while a confirmation trial is due (the search turns to confirming).
-  Result<std::string> CheckStop();
+  Result<std::string> CheckStop() const;
   // The layout to measure again before naming the best (nullopt: none due now): in the
-  // budget's confirmation reserve, or once the search has turned to confirming (`exhausted`:
-  // nothing untried is left to propose).
+  // budget's confirmation reserve, once the early stop advises stopping, or when `exhausted`
+  // (nothing untried is left to propose).
   std::optional<Layout> ConfirmationDue(bool exhausted) const;
   // Where the search stands: the best measured layout, with its uncertainty.
   search::Standing Standing() const;
+  // Whether --early-stop advises stopping now (never without it).
+  search::StopAdvice EarlyStopAdvice() const;
   // The final summary on stdout, as text or JSON.
   void Summarise(const std::string& stop_reason) const;
 
@@ -86,7 +88,6 @@ class BayesianSearch {
   Progress progress_;
   std::chrono::steady_clock::time_point run_start_;
   std::vector<store::TrialRecord> this_run_;
-  bool confirming_ = false;  // the early stop advised stopping: confirm, then stop
 };
 
 // Finished trials among `trials`.
