@@ -366,6 +366,11 @@ TEST(SearchLoop, KnobsTheCommandNeverReceivesAreFixedAndNotMeasured) {
   EXPECT_EQ(summary["unmeasured_knobs"]["virtual_stages"], "1") << summary.dump();
   EXPECT_EQ(summary["unmeasured_knobs"]["flash_attention"], "off") << summary.dump();
   EXPECT_FALSE(summary["unmeasured_knobs"].contains("recompute"));
+  // The best comes with its uncertainty (the stand-in trainer is deterministic: a small one).
+  ASSERT_TRUE(summary["best_estimate"].is_object()) << summary.dump();
+  EXPECT_EQ(summary["best_estimate"]["layout"], summary["best"]["layout"]) << summary.dump();
+  EXPECT_GE(summary["best_estimate"]["measurements"].get<int>(), 1);
+  EXPECT_LT(summary["best_estimate"]["relative_sd"].get<double>(), 0.05);
   const std::string study = OnlyStudy(store);
   const std::vector<Trial> trials = Trials(store, study);
   ASSERT_GE(trials.size(), 6u);
