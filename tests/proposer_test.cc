@@ -248,6 +248,53 @@ TEST(Proposer, SlicedMeasurementsAreLessCertainThanWholeOnes) {
   }
 }
 
+// Repeats teach the noise; the leaders are measured again until the best is clear.
+TEST(Proposer, StandingLearnsTheNoiseFromRepeatsAndAsksForConfirmation) {
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(1.0), o);
+  Layout best, rival, slow;
+  best.tp = 2;
+  best.micro_batch = 8;  // ToyTime 1.0
+  rival.tp = 1;
+  rival.micro_batch = 8;  // 1.05
+  slow.tp = 8;
+  slow.micro_batch = 64;  // 1.1 + 0.45
+  std::vector<Outcome> history = {{best, TrialStatus::kOk, 1.0}, {rival, TrialStatus::kOk, 1.05},
+                                  {slow, TrialStatus::kOk, 2.0}};
+  Standing s = p.Stand(history, 0.9);
+  ASSERT_TRUE(s.best.has_value());
+  EXPECT_EQ(*s.best, best);
+  EXPECT_EQ(s.measurements, 1);
+  EXPECT_EQ(s.noise_degrees_of_freedom, 0);
+  ASSERT_TRUE(s.remeasure.has_value());  // no repeat yet: the noise is unknown, the leader goes again
+  EXPECT_EQ(*s.remeasure, best);
+  // Repeats that spread about 10%: the gap of 5% is within noise, and the less certain of
+  // the two is measured again.
+  const double spread[] = {0.9, 1.1, 1.0, 0.92, 1.08};
+  for (double f : spread) {
+    history.push_back({best, TrialStatus::kOk, 1.0 * f});
+    history.push_back({rival, TrialStatus::kOk, 1.05 * (2 - f)});
+  }
+  s = p.Stand(history, 0.9);
+  EXPECT_EQ(s.noise_degrees_of_freedom, 10);
+  EXPECT_GT(s.noise_sd, 0.04);
+  EXPECT_LT(s.noise_sd, 0.15);
+  EXPECT_GT(s.sd, s.noise_sd / std::sqrt(6.0) * 0.99);  // never surer than its own measurements
+  EXPECT_LT(s.probability_best, 0.9);
+  ASSERT_TRUE(s.remeasure.has_value());
+  // The same gap with measurements that agree to 0.5%: the best is clear, nothing to confirm.
+  std::vector<Outcome> precise = {{slow, TrialStatus::kOk, 2.0}};
+  for (double f : spread) {
+    precise.push_back({best, TrialStatus::kOk, 1.0 * (1 + (f - 1) / 20)});
+    precise.push_back({rival, TrialStatus::kOk, 1.05 * (1 - (f - 1) / 20)});
+  }
+  s = p.Stand(precise, 0.9);
+  EXPECT_EQ(*s.best, best);
+  EXPECT_LT(s.noise_sd, 0.02);
+  EXPECT_GE(s.probability_best, 0.9);
+  EXPECT_FALSE(s.remeasure.has_value());
+}
+
 TEST(Proposer, AConstantFactorErrorInTheModelCostsNothing) {
   // The model is 3x too slow everywhere: one measurement fixes the offset, and the ranking the
   // model gives is followed.
