@@ -166,6 +166,31 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   return RunBayesianSearch(global, *session, *backend, BayesOptions(o));
 }
 
+// The command backend's options (--command-config and what it may hold).
+void AddCommandBackendOptions(CLI::App* cmd, CommandFlags* flags) {
+  auto* c = cmd->add_option_group("Command backend");
+  c->add_option("--command-config", flags->config_file, "TOML file with the options below");
+  c->add_option("--command", flags->command,
+                "Command template, e.g. \"train.py --tp {tp} --pp {pp} --mbs {mbs}\"");
+  c->add_option("--metric", flags->metric,
+                "step_time_s|step_time_ms|tokens_per_s|samples_per_s|tflops_per_gpu|higher|lower (default "
+                "step_time_s)");
+  c->add_option("--metric-regex", flags->metric_regex,
+                "Regex whose first group is the metric (last match wins)");
+  c->add_option("--metric-json", flags->metric_json, "Or: key of the metric in JSON lines of the output");
+  c->add_option("--memory-regex", flags->memory_regex,
+                "Regex whose first group is the peak device memory, a size like 40.2 GiB (largest match wins)");
+  c->add_option("--memory-json", flags->memory_json, "Or: key of the peak memory (bytes) in JSON lines");
+  c->add_option("--oom-pattern", flags->oom_patterns, "Extra regex meaning out-of-memory (repeatable)");
+  c->add_option("--timeout", flags->timeout_s,
+                "Seconds before a trial is killed (default 3600; 600 for local and slurm)");
+  c->add_option("--env", flags->env, "KEY=VALUE for the command's environment (repeatable)");
+  c->add_option("--workdir", flags->workdir, "Working directory of the command");
+  c->add_flag("--reads-layout-env", flags->reads_layout_env,
+              "The program reads its layout from $TUNEPAR_LAYOUT: it receives every knob (without it, a knob "
+              "the template does not pass is fixed and not measured)");
+}
+
 }  // namespace
 
 void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
@@ -215,27 +240,7 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   bayes->add_option("--lease", o->bayes.lease_s, "Lease of a running trial, renewed every lease/4 (s)")
       ->capture_default_str();
 
-  auto* c = cmd->add_option_group("Command backend");
-  c->add_option("--command-config", o->command.config_file, "TOML file with the options below");
-  c->add_option("--command", o->command.command,
-                "Command template, e.g. \"train.py --tp {tp} --pp {pp} --mbs {mbs}\"");
-  c->add_option("--metric", o->command.metric,
-                "step_time_s|step_time_ms|tokens_per_s|samples_per_s|tflops_per_gpu|higher|lower (default "
-                "step_time_s)");
-  c->add_option("--metric-regex", o->command.metric_regex,
-                "Regex whose first group is the metric (last match wins)");
-  c->add_option("--metric-json", o->command.metric_json, "Or: key of the metric in JSON lines of the output");
-  c->add_option("--memory-regex", o->command.memory_regex,
-                "Regex whose first group is the peak device memory, a size like 40.2 GiB (largest match wins)");
-  c->add_option("--memory-json", o->command.memory_json, "Or: key of the peak memory (bytes) in JSON lines");
-  c->add_option("--oom-pattern", o->command.oom_patterns, "Extra regex meaning out-of-memory (repeatable)");
-  c->add_option("--timeout", o->command.timeout_s,
-                "Seconds before a trial is killed (default 3600; 600 for local and slurm)");
-  c->add_option("--env", o->command.env, "KEY=VALUE for the command's environment (repeatable)");
-  c->add_option("--workdir", o->command.workdir, "Working directory of the command");
-  c->add_flag("--reads-layout-env", o->command.reads_layout_env,
-              "The program reads its layout from $TUNEPAR_LAYOUT: it receives every knob (without it, a knob "
-              "the template does not pass is fixed and not measured)");
+  AddCommandBackendOptions(cmd, &o->command);
   auto* k = cmd->add_option_group("Core backends (local, slurm: tunepar-core)");
   k->add_option("--core", o->core.core, "tunepar-core binary (default: next to tunepar, then $PATH)");
   k->add_option("--steps", o->core.steps, "Measured steps per trial")->capture_default_str();
