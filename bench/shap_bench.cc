@@ -63,11 +63,7 @@ int main(int argc, char** argv) {
     search::ProposerOptions po;
     po.device_memory_bytes = p.hardware.MemoryBytes();
     const search::Proposer proposer(
-        space.legal,
-        [&](const Layout& l) {
-          return PriorOf(nominal.Predict(l));
-        },
-        po);
+        space.legal, [&](const Layout& l) { return PriorOf(nominal.Predict(l)); }, po);
     fmt::print("\n{}: {} legal layouts, {} trials of the Bayesian search per hidden machine\n", spec.name,
                space.legal.size(), trials);
     std::vector<double> rhos;
@@ -81,10 +77,11 @@ int main(int argc, char** argv) {
         const std::vector<search::Proposal> next = proposer.Propose(history, 1);
         if (next.empty()) break;
         const int i = proposer.IndexOf(next[0].layout);
-        history.push_back({next[0].layout,
-                           truth.fits[i] ? TrialStatus::kOk : TrialStatus::kOom,
-                           truth.fits[i] ? std::optional<double>(truth.step[i] * (1 + 0.02 * normal(noise)))
-                                         : std::nullopt});
+        search::Outcome o;
+        o.layout = next[0].layout;
+        o.status = truth.fits[i] ? TrialStatus::kOk : TrialStatus::kOom;
+        if (truth.fits[i]) o.step_time_s = truth.step[i] * (1 + 0.02 * normal(noise));
+        history.push_back(o);
       }
       const search::Surrogate s = proposer.Posterior(history);
       std::vector<double> f_true(space.legal.size()), f_surrogate(space.legal.size()),
