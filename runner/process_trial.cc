@@ -1,5 +1,7 @@
 #include "runner/process_trial.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "base/flops.h"
@@ -8,7 +10,12 @@
 namespace tunepar::runner {
 
 ProcessTrial::ProcessTrial(ProcessTrialLimits limits, ProcessOptions process)
-    : limits_(std::move(limits)), process_(std::move(process)), started_at_(UtcNow()) {}
+    : limits_(std::move(limits)), process_(std::move(process)), started_at_(UtcNow()) {
+  // Both backends keep the log in the trial's directory; the process record goes beside it,
+  // where a resumed tunepar looks for it (ProcessRecordPath of the trial's directory).
+  if (process_.record_path.empty() && !process_.log_path.empty())
+    process_.record_path = ProcessRecordPath(std::filesystem::path(process_.log_path).parent_path().string());
+}
 
 Status ProcessTrial::Launch() {
   start_ = std::chrono::steady_clock::now();
@@ -23,8 +30,12 @@ std::optional<TrialResult> ProcessTrial::Poll() {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (elapsed > limits_.timeout_s) {
     group_->Stop(limits_.stop_grace_s);
-    return Finish(TrialStatus::kTimeout, fmt::format("killed after the {:g} s timeout, with every {} of the trial",
-                                                     limits_.timeout_s, limits_.processes));
+    // "Every process" only once it is checked that none is left.
+    const std::vector<pid_t> survivors = group_->Survivors();
+    const std::string killed = fmt::format("killed after the {:g} s timeout", limits_.timeout_s);
+    return Finish(TrialStatus::kTimeout, survivors.empty()
+                                             ? fmt::format("{}, with every {} of the trial", killed, limits_.processes)
+                                             : fmt::format("{}; {}", killed, SurvivorsText(survivors)));
   }
   const std::optional<ExitInfo> exit = group_->Poll();
   if (!exit) return std::nullopt;
@@ -34,7 +45,9 @@ std::optional<TrialResult> ProcessTrial::Poll() {
 TrialResult ProcessTrial::Interrupt() {
   if (result_) return *result_;
   group_->Stop(limits_.stop_grace_s);
-  return *Finish(TrialStatus::kInterrupted, "stopped by tunepar (signal or shutdown)");
+  const std::string survivors = SurvivorsText(group_->Survivors());
+  return *Finish(TrialStatus::kInterrupted,
+                 "stopped by tunepar (signal or shutdown)" + (survivors.empty() ? "" : "; " + survivors));
 }
 
 std::optional<TrialResult> ProcessTrial::Finish(TrialStatus status, std::string message) {
