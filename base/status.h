@@ -22,6 +22,7 @@ enum class StatusCode {
   kSchemaTooNew,     // a shard was written by a newer tunepar
   kNotFound,         // a named study, trial or preset does not exist
   kTrialsFailed,     // every trial failed the same way: the command or its setup is wrong
+  kDamaged,          // a damaged shard was skipped: the result leaves out its trials
   kInterrupted,      // stopped by SIGINT or SIGTERM (cleanly)
   kInternal,         // a bug: an invariant did not hold
 };

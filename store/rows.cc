@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "store/row_checksum.h"
+
 namespace tunepar::store {
 
 namespace {
@@ -148,9 +150,24 @@ std::string Placeholders(size_t n) {
   return p;
 }
 
+// The checksum column is computed from the bound values by the same SQL function that
+// verifies it on reading (row_checksum.h).
 template <typename Record, size_t N>
 std::string InsertSql(std::string_view verb, std::string_view table, const std::array<Column<Record>, N>& columns) {
-  return fmt::format("{} INTO {} ({}) VALUES ({})", verb, table, Names(columns), Placeholders(N));
+  return fmt::format("{} INTO {} ({}, checksum) VALUES ({}, {}({}))", verb, table, Names(columns), Placeholders(N),
+                     kRowChecksumFunction, Placeholders(N));
+}
+
+// Selects the columns, then the stored checksum (column N) and the one the values give now
+// (column N + 1).
+template <typename Record, size_t N>
+std::string SelectSql(std::string_view table, const std::array<Column<Record>, N>& columns, std::string_view rest) {
+  const std::string names = Names(columns);
+  return fmt::format("SELECT {}, checksum, {}({}) FROM {}{}", names, kRowChecksumFunction, names, table, rest);
+}
+
+bool ChecksumMatches(const Statement& st, size_t column_count) {
+  return st.Int(static_cast<int>(column_count)) == st.Int(static_cast<int>(column_count) + 1);
 }
 
 template <typename Record, size_t N>
@@ -163,6 +180,19 @@ bool ReadAll(const Statement& st, const std::array<Column<Record>, N>& columns, 
   bool ok = true;
   for (size_t i = 0; i < N; ++i) ok = columns[i].read(st, static_cast<int>(i), record) && ok;
   return ok;
+}
+
+// SQL that names the first row of `table` (by `key`) whose checksum is wrong: its `key` columns,
+// then how many rows are wrong; no row when none is.
+template <typename Record, size_t N>
+std::string BadChecksumSql(std::string_view table, const std::array<Column<Record>, N>& columns,
+                           std::string_view key) {
+  return fmt::format("SELECT {}, COUNT(*) OVER () FROM {} WHERE checksum IS NOT {}({}) ORDER BY {} LIMIT 1", key,
+                     table, kRowChecksumFunction, Names(columns), key);
+}
+
+std::string OtherRows(int64_t count) {
+  return count <= 1 ? "" : fmt::format(" and {} other row{}", count - 1, count == 2 ? "" : "s");
 }
 
 }  // namespace
@@ -192,8 +222,7 @@ Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials) {
 }
 
 Result<std::vector<StudyRecord>> SelectStudies(Database& db) {
-  Result<Statement> st =
-      db.Prepare(fmt::format("SELECT {} FROM studies ORDER BY created_at, study_id", Names(kStudyColumns)));
+  Result<Statement> st = db.Prepare(SelectSql("studies", kStudyColumns, " ORDER BY created_at, study_id"));
   if (!st.ok()) return st.status();
   std::vector<StudyRecord> out;
   for (Result<bool> row = st->Step();; row = st->Step()) {
@@ -201,15 +230,19 @@ Result<std::vector<StudyRecord>> SelectStudies(Database& db) {
     if (!*row) break;
     StudyRecord s;
     ReadAll(*st, kStudyColumns, s);
+    if (!ChecksumMatches(*st, kStudyColumns.size())) {
+      return StoreError(fmt::format("{}: bad checksum in study {} ({}): the row changed after it was written",
+                                    db.label(), s.id, s.name));
+    }
     out.push_back(std::move(s));
   }
   return out;
 }
 
 Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& study_id) {
-  std::string sql = fmt::format("SELECT {} FROM trials{} ORDER BY node_id, number", Names(kTrialColumns),
-                                study_id.empty() ? "" : " WHERE study_id = ?1");
-  Result<Statement> st = db.Prepare(sql);
+  Result<Statement> st = db.Prepare(
+      SelectSql("trials", kTrialColumns, study_id.empty() ? " ORDER BY node_id, number"
+                                                          : " WHERE study_id = ?1 ORDER BY node_id, number"));
   if (!st.ok()) return st.status();
   if (!study_id.empty()) st->Bind(1, study_id);
   std::vector<TrialRecord> out;
@@ -217,11 +250,37 @@ Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& s
     if (!row.ok()) return row.status();
     if (!*row) break;
     TrialRecord t;
-    if (!ReadAll(*st, kTrialColumns, t))
+    const bool readable = ReadAll(*st, kTrialColumns, t);
+    if (!ChecksumMatches(*st, kTrialColumns.size())) {
+      return StoreError(fmt::format("{}: bad checksum in trial {} of study {} (node {}): the row changed after it "
+                                    "was written",
+                                    db.label(), t.number, t.study_id, t.node_id));
+    }
+    if (!readable)
       return StoreError(fmt::format("{}: trial {}/{} has an unreadable field", db.label(), t.node_id, t.number));
     out.push_back(std::move(t));
   }
   return out;
+}
+
+Result<std::string> FindBadChecksums(Database& db) {
+  Result<Statement> studies = db.Prepare(BadChecksumSql("studies", kStudyColumns, "study_id, name"));
+  if (!studies.ok()) return studies.status();
+  Result<bool> row = studies->Step();
+  if (!row.ok()) return row.status();
+  if (*row) {
+    return fmt::format("bad checksum in study {} ({}){}: the row changed after it was written", studies->Text(0),
+                       studies->Text(1), OtherRows(studies->Int(2)));
+  }
+  Result<Statement> trials = db.Prepare(BadChecksumSql("trials", kTrialColumns, "node_id, number, study_id"));
+  if (!trials.ok()) return trials.status();
+  row = trials->Step();
+  if (!row.ok()) return row.status();
+  if (*row) {
+    return fmt::format("bad checksum in trial {} of study {} (node {}){}: the row changed after it was written",
+                       trials->Int(1), trials->Text(2), trials->Text(0), OtherRows(trials->Int(3)));
+  }
+  return std::string();
 }
 
 }  // namespace tunepar::store

@@ -14,5 +14,8 @@ Status UpsertTrials(Database& db, const std::vector<TrialRecord>& trials);  // o
 Result<std::vector<StudyRecord>> SelectStudies(Database& db);
 // All trials, or those of one study when `study_id` is not empty; ordered by (node, number).
 Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& study_id);
+// The first study or trial row whose checksum does not match its content, in words ("" when
+// every row matches), e.g. "bad checksum in trial 3 of study 0123abcd (node n0) and 2 other rows".
+Result<std::string> FindBadChecksums(Database& db);
 
 }  // namespace tunepar::store

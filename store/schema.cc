@@ -134,6 +134,24 @@ UPDATE trials SET ranks_per_node = COALESCE(
     (SELECT world FROM studies WHERE studies.study_id = trials.study_id))
   WHERE backend = 'local';
 )sql",
+    // 2 -> 3: every study and trial row gets a checksum of its other columns (row_checksum.h),
+    // in the order of rows.cc's column lists; a later step that adds a column appends it there
+    // and recomputes the checksums with the longer list.
+    R"sql(
+ALTER TABLE studies ADD COLUMN checksum INTEGER NOT NULL DEFAULT 0;
+UPDATE studies SET checksum = tunepar_row_checksum(
+  study_id, name, world, model_name, hardware_name, space_name, model_toml, hardware_toml,
+  space_toml, objective, backend, backend_settings, created_at, created_by, seed, acquisition,
+  pinned_knobs);
+ALTER TABLE trials ADD COLUMN checksum INTEGER NOT NULL DEFAULT 0;
+UPDATE trials SET checksum = tunepar_row_checksum(
+  study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, precision,
+  zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, step_time_s,
+  tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s,
+  predicted_tokens_per_s, predicted_memory_bytes, details, sliced, metric_kind, metric_value,
+  ranks_per_node, message, log_path, backend, hosts, tunepar_version, git_revision, host, pid,
+  process_group, started_at, finished_at, heartbeat_at, lease_expires_at);
+)sql",
 };
 
 }  // namespace

@@ -1,16 +1,22 @@
 #include "store/shard_writer.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "store/rows.h"
 #include "store/schema.h"
+#include "store/shard_check.h"
 #include "store/store_layout.h"
 
 namespace tunepar::store {
@@ -18,6 +24,9 @@ namespace tunepar::store {
 namespace fs = std::filesystem;
 
 namespace {
+
+// How to get trials back out of a damaged file by hand.
+constexpr std::string_view kRecoverHint = "`sqlite3 FILE .recover` may save some of its trials";
 
 Status MakeWritableDir(const std::string& dir, std::string_view what) {
   std::error_code ec;
@@ -29,22 +38,19 @@ Status MakeWritableDir(const std::string& dir, std::string_view what) {
   return Status::Ok();
 }
 
-Status FsyncPath(const std::string& path, int flags) {
-  int fd = open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return StoreError(fmt::format("cannot open '{}' to sync it: {}", path, std::strerror(errno)));
-  int rc = fsync(fd);
-  int err = errno;
-  close(fd);
-  if (rc != 0) return StoreError(fmt::format("cannot sync '{}': {}", path, std::strerror(err)));
-  return Status::Ok();
-}
-
 Result<int64_t> PublishSeq(Database& db) {
   Result<Statement> st = db.Prepare("SELECT value FROM meta WHERE key = 'publish_seq'");
   if (!st.ok()) return st.status();
   Result<bool> row = st->Step();
   if (!row.ok()) return row.status();
-  return *row ? std::stoll(st->Text(0)) : 0;
+  if (!*row) return 0;
+  const std::string text = st->Text(0);
+  int64_t seq = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seq);
+  if (ec != std::errc() || end != text.data() + text.size())
+    return StoreError(
+        fmt::format("{}: damaged: publish_seq '{}' in the meta table is not a number", db.label(), text));
+  return seq;
 }
 
 Status SetMeta(Database& db, std::string_view key, std::string_view value) {
@@ -54,68 +60,251 @@ Status SetMeta(Database& db, std::string_view key, std::string_view value) {
   return st->Run();
 }
 
-}  // namespace
+std::string JournalPath(const std::string& path) {
+  return path + "-journal";
+}
 
-Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& options) {
+struct ShardPaths {
+  std::string node_id, work, snapshot;
+};
+
+// The live shard, open and locked, and what is wrong with it ("" when sound).
+struct LiveShard {
+  Database db;
+  std::string damage;
+  bool fresh = false;            // there was no shard yet (no file, or an empty one)
+  bool created = false;          // this open created the file
+  bool journal_existed = false;  // a rollback journal was there before this open
+};
+
+// A journal that holds no transaction to roll back (empty, or its header zeroed as SQLite's
+// exclusive locking mode leaves it): removing it loses nothing. A hot one stays for SQLite.
+bool JournalIsCold(const std::string& journal) {
+  std::ifstream in(journal, std::ios::binary);
+  char magic[8] = {};
+  if (!in.read(magic, sizeof magic)) return true;
+  return std::all_of(std::begin(magic), std::end(magic), [](char c) { return c == 0; });
+}
+
+// After a refused open: closes the live shard and removes what this open added (the file it
+// created, a journal that was not there), so that a refused run leaves no trace.
+void CloseRefused(LiveShard& live, const std::string& path, FileSystem& file_system) {
+  live.db = Database();
+  // A file this open created goes with whatever journal it has: a journal must never outlive its
+  // database file, or SQLite would roll it into the next file of that name.
+  if (live.created || (!live.journal_existed && JournalIsCold(JournalPath(path))))
+    (void)file_system.Remove(JournalPath(path));
+  if (live.created) (void)file_system.Remove(path);
+}
+
+// Opens the live shard and holds it exclusively for the life of the writer. Taking the lock
+// reads the header and rolls back a transaction a killed writer left behind; only SQLITE_BUSY
+// there means another process holds the shard: other failures are damage, diagnosed from the
+// file's bytes.
+Result<LiveShard> OpenLiveShard(const ShardPaths& paths, FileSystem& file_system) {
+  const std::string& path = paths.work;
+  LiveShard live;
+  std::error_code ec;
+  live.created = !fs::exists(path, ec);
+  live.fresh = live.created || fs::file_size(path, ec) == 0;
+  live.journal_existed = fs::exists(JournalPath(path), ec);
+  Result<Database> db =
+      Database::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, path, file_system.SqliteVfs());
+  if (!db.ok()) return db.status();
+  live.db = std::move(*db);
+  auto refuse = [&](const Status& status) {
+    CloseRefused(live, path, file_system);
+    return status;
+  };
+  if (Status s = live.db.Exec("PRAGMA locking_mode = EXCLUSIVE"); !s.ok()) return refuse(s);
+  Status lock = live.db.Exec("BEGIN EXCLUSIVE");
+  if (lock.ok()) lock = live.db.Exec("COMMIT");
+  if (!lock.ok()) {
+    const int code = live.db.ErrorCode() & 0xff;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {  // nothing to clean up: the files are the holder's
+      return StoreError(
+          fmt::format("shard '{}' is being written by another tunepar process on this node ({}); wait for it "
+                      "or give this one another --node-id",
+                      paths.node_id, path));
+    }
+    if (!IsDamageCode(code)) return refuse(lock.WithContext("cannot open the live shard"));
+    const std::string header = HeaderDamage(live.db);
+    live.damage = !header.empty() ? header : fmt::format("damaged: {}", sqlite3_errmsg(live.db.handle()));
+    return live;
+  }
+  Result<std::string> damage = FindDamage(live.db, CheckDepth::kRows);
+  if (!damage.ok()) return refuse(damage.status());
+  live.damage = std::move(*damage);
+  return live;
+}
+
+std::string UtcStamp() {
+  return fmt::format("{:%Y%m%dT%H%M%SZ}",
+                     fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
+}
+
+// Keeps a damaged file (and its journal, which belongs to it) as <path>.damaged-<utc>.
+Result<std::string> MoveAside(const std::string& path, FileSystem& file_system) {
+  const std::string aside = fmt::format("{}.damaged-{}", path, UtcStamp());
+  TUNEPAR_RETURN_IF_ERROR(file_system.Rename(path, aside));
+  std::error_code ec;
+  if (fs::exists(JournalPath(path), ec))
+    TUNEPAR_RETURN_IF_ERROR(file_system.Rename(JournalPath(path), JournalPath(aside)));
+  return aside;
+}
+
+// A damaged live shard next to a sound published copy: keep the damaged file, start again from
+// the copy (Open restores it). Refused when there is no sound copy to start from.
+Status ReplaceDamagedLiveShard(LiveShard& live, const ShardPaths& paths, const std::string& published_damage,
+                               FileSystem& file_system) {
+  std::error_code ec;
+  if (!fs::exists(paths.snapshot, ec)) {
+    return StoreError(
+        fmt::format("live shard {} is damaged ({}), and there is no published copy to restore it from: move "
+                    "the damaged file aside "
+                    "({}) and run again, which starts this node's shard empty",
+                    paths.work, live.damage, kRecoverHint));
+  }
+  if (!published_damage.empty()) {
+    return StoreError(
+        fmt::format("live shard {} is damaged ({}), and so is the published copy {} ({}): nothing sound to "
+                    "resume from; move both aside "
+                    "({}) and run again",
+                    paths.work, live.damage, paths.snapshot, published_damage, kRecoverHint));
+  }
+  const std::string damage = live.damage;
+  live.db = Database();
+  if (!live.journal_existed && JournalIsCold(JournalPath(paths.work)))
+    (void)file_system.Remove(
+        JournalPath(paths.work));  // ours; one that was there belongs to the damaged file
+  Result<std::string> aside = MoveAside(paths.work, file_system);
+  if (!aside.ok())
+    return aside.status().WithContext(fmt::format("keeping the damaged live shard {}", paths.work));
+  spdlog::warn(
+      "live shard {} is damaged ({}); kept it as {} and restored this node's shard from the intact published "
+      "copy {} "
+      "(trials recorded after that copy was published run again)",
+      paths.work, damage, *aside, paths.snapshot);
+  Result<LiveShard> fresh = OpenLiveShard(paths, file_system);
+  if (!fresh.ok()) return fresh.status();
+  live = std::move(*fresh);
+  if (!live.damage.empty())
+    return StoreError(fmt::format("new live shard {} is damaged ({})", paths.work, live.damage));
+  return Status::Ok();
+}
+
+// A damaged published copy next to a sound live shard: keep the damaged copy; the live shard is
+// published in its place. Refused when there is no live shard (nothing would replace it).
+Status ReplaceDamagedPublishedCopy(const LiveShard& live, const ShardPaths& paths,
+                                   const std::string& published_damage, FileSystem& file_system) {
+  if (live.fresh) {
+    return StoreError(
+        fmt::format("this node's published copy {} is damaged ({}), and there is no live shard to replace "
+                    "it: move it aside ({}) and run "
+                    "again, which starts this node's shard empty",
+                    paths.snapshot, published_damage, kRecoverHint));
+  }
+  Result<std::string> aside = MoveAside(paths.snapshot, file_system);
+  if (!aside.ok())
+    return aside.status().WithContext(fmt::format("keeping the damaged published copy {}", paths.snapshot));
+  spdlog::warn(
+      "this node's published copy {} is damaged ({}); kept it as {}; the sound live shard {} is published in "
+      "its place",
+      paths.snapshot, published_damage, *aside, paths.work);
+  return Status::Ok();
+}
+
+// Restores the live shard from the published copy when that is newer (a node-local disk wiped
+// between jobs, or a damaged live shard set aside).
+Status RestoreIfOlder(Database& db, const std::string& snapshot_path) {
+  std::error_code ec;
+  if (!fs::exists(snapshot_path, ec)) return Status::Ok();
+  Result<Database> snapshot = OpenShardForReading(snapshot_path);
+  if (!snapshot.ok()) return snapshot.status().WithContext("this node's published shard");
+  Result<int64_t> snapshot_seq = PublishSeq(*snapshot);
+  if (!snapshot_seq.ok()) return snapshot_seq.status();
+  Result<int64_t> work_version = db.PragmaInt("user_version");
+  if (!work_version.ok()) return work_version.status();
+  int64_t work_seq = -1;
+  if (*work_version > 0) {
+    Result<int64_t> seq = PublishSeq(db);
+    if (!seq.ok()) return seq.status();
+    work_seq = *seq;
+  }
+  if (work_seq >= *snapshot_seq) return Status::Ok();
+  sqlite3_backup* backup = sqlite3_backup_init(db.handle(), "main", snapshot->handle(), "main");
+  if (backup == nullptr) return db.Error("cannot restore the work shard from the published snapshot");
+  sqlite3_backup_step(backup, -1);
+  if (sqlite3_backup_finish(backup) != SQLITE_OK)
+    return db.Error("cannot restore the work shard from the published snapshot");
+  return Status::Ok();
+}
+
+// Records the node in its shard, refusing a shard that belongs to another node.
+Status ClaimForNode(Database& db, const std::string& work_path, const std::string& node_id) {
+  Result<Statement> st = db.Prepare("SELECT value FROM meta WHERE key = 'node_id'");
+  if (!st.ok()) return st.status();
+  Result<bool> row = st->Step();
+  if (!row.ok()) return row.status();
+  if (*row && st->Text(0) != node_id)
+    return StoreError(fmt::format("{}: belongs to node '{}', not '{}'", work_path, st->Text(0), node_id));
+  return SetMeta(db, "node_id", node_id);
+}
+
+std::string CopyPrefix(const std::string& node_id) {
+  return fmt::format(".{}.sqlite.tmp-", node_id);
+}
+
+// Copies that a publish killed between writing and renaming left behind: this node's, so stale
+// once the node's live shard is held.
+void RemoveStaleCopies(const std::string& shards_dir, const std::string& node_id, FileSystem& file_system) {
+  const std::string prefix = CopyPrefix(node_id);
+  std::error_code ec;
+  for (fs::directory_iterator it(shards_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().rfind(prefix, 0) == 0) (void)file_system.Remove(it->path().string());
+  }
+}
+
+Status PrepareDirectories(const ShardOptions& options, const std::string& work_path) {
   TUNEPAR_RETURN_IF_ERROR(ValidateNodeId(options.node_id));
   TUNEPAR_RETURN_IF_ERROR(CheckShardVersions(options.store_dir));
   TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(options.store_dir, "store directory"));
   TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(ShardsDir(options.store_dir), "store shard directory"));
-  const std::string work_path = WorkPath(options.store_dir, options.node_id, options.work_dir);
-  const std::string snapshot_path = SnapshotPath(options.store_dir, options.node_id);
-  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(fs::path(work_path).parent_path().string(), "work directory"));
+  return MakeWritableDir(fs::path(work_path).parent_path().string(), "work directory");
+}
 
-  // Open the work file normally (SQLite rolls back a transaction a killed writer left behind)
-  // and hold it exclusively for the life of this writer.
-  Result<Database> db = Database::Open(work_path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, work_path);
-  if (!db.ok()) return db.status();
-  TUNEPAR_RETURN_IF_ERROR(db->Exec("PRAGMA locking_mode = EXCLUSIVE"));
-  TUNEPAR_RETURN_IF_ERROR(db->Exec("PRAGMA foreign_keys = ON"));
-  if (!db->Exec("BEGIN EXCLUSIVE").ok() || !db->Exec("COMMIT").ok()) {
-    return StoreError(
-        fmt::format("shard '{}' is being written by another tunepar process on this node ({}); wait for it "
-                    "or give this one another --node-id",
-                    options.node_id, work_path));
-  }
+// Settles which of the live shard and the published copy to go on from when one is damaged.
+Status RecoverFromDamage(LiveShard& live, const ShardPaths& paths, FileSystem& file_system) {
+  Result<std::string> published_damage = FindFileDamage(paths.snapshot, CheckDepth::kRows);
+  if (!published_damage.ok()) return published_damage.status().WithContext("this node's published shard");
+  if (!live.damage.empty()) return ReplaceDamagedLiveShard(live, paths, *published_damage, file_system);
+  if (!published_damage->empty())
+    return ReplaceDamagedPublishedCopy(live, paths, *published_damage, file_system);
+  return Status::Ok();
+}
 
-  // The published snapshot is authoritative when the work file is new (a node-local disk wiped
-  // between jobs) or older than it.
-  std::error_code ec;
-  if (fs::exists(snapshot_path, ec)) {
-    Result<Database> snapshot = OpenShardForReading(snapshot_path);
-    if (!snapshot.ok()) return snapshot.status().WithContext("this node's published shard");
-    Result<int64_t> snapshot_seq = PublishSeq(*snapshot);
-    if (!snapshot_seq.ok()) return snapshot_seq.status();
-    Result<int64_t> work_version = db->PragmaInt("user_version");
-    if (!work_version.ok()) return work_version.status();
-    TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(*db, *work_version));
-    int64_t work_seq = -1;
-    if (*work_version > 0) {
-      Result<int64_t> seq = PublishSeq(*db);
-      if (!seq.ok()) return seq.status();
-      work_seq = *seq;
-    }
-    if (work_seq < *snapshot_seq) {
-      sqlite3_backup* backup = sqlite3_backup_init(db->handle(), "main", snapshot->handle(), "main");
-      if (backup == nullptr) return db->Error("cannot restore the work shard from the published snapshot");
-      sqlite3_backup_step(backup, -1);
-      if (sqlite3_backup_finish(backup) != SQLITE_OK)
-        return db->Error("cannot restore the work shard from the published snapshot");
-    }
+}  // namespace
+
+Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& options) {
+  FileSystem& file_system = options.file_system != nullptr ? *options.file_system : DefaultFileSystem();
+  const ShardPaths paths{options.node_id, WorkPath(options.store_dir, options.node_id, options.work_dir),
+                         SnapshotPath(options.store_dir, options.node_id)};
+  TUNEPAR_RETURN_IF_ERROR(PrepareDirectories(options, paths.work));
+
+  Result<LiveShard> live = OpenLiveShard(paths, file_system);
+  if (!live.ok()) return live.status();
+  Status opened = RecoverFromDamage(*live, paths, file_system);
+  if (opened.ok()) opened = RestoreIfOlder(live->db, paths.snapshot);
+  if (opened.ok()) opened = live->db.Exec("PRAGMA foreign_keys = ON");
+  if (opened.ok()) opened = Migrate(live->db);
+  if (opened.ok()) opened = ClaimForNode(live->db, paths.work, options.node_id);
+  if (!opened.ok()) {
+    CloseRefused(*live, paths.work, file_system);
+    return opened;
   }
-  TUNEPAR_RETURN_IF_ERROR(Migrate(*db));
-  {
-    Result<Statement> st = db->Prepare("SELECT value FROM meta WHERE key = 'node_id'");
-    if (!st.ok()) return st.status();
-    Result<bool> row = st->Step();
-    if (!row.ok()) return row.status();
-    if (*row && st->Text(0) != options.node_id) {
-      return StoreError(
-          fmt::format("{}: belongs to node '{}', not '{}'", work_path, st->Text(0), options.node_id));
-    }
-  }
-  TUNEPAR_RETURN_IF_ERROR(SetMeta(*db, "node_id", options.node_id));
-  return std::unique_ptr<ShardWriter>(new ShardWriter(options, work_path, snapshot_path, std::move(*db)));
+  RemoveStaleCopies(ShardsDir(options.store_dir), options.node_id, file_system);
+  return std::unique_ptr<ShardWriter>(
+      new ShardWriter(options, file_system, paths.work, paths.snapshot, std::move(live->db)));
 }
 
 Status ShardWriter::PutStudy(const StudyRecord& study) {
@@ -140,31 +329,63 @@ Result<std::vector<TrialRecord>> ShardWriter::Trials(const std::string& study_id
   return SelectTrials(db_, study_id);
 }
 
+// A damaged live shard is not published: the published copy stays as it was, and the next run
+// restores the live shard from it (Open).
+Status ShardWriter::CheckBeforePublishing() {
+  Result<std::string> damage = FindDamage(db_, CheckDepth::kRows);
+  if (!damage.ok()) return damage.status().WithContext(fmt::format("cannot publish {}", snapshot_path_));
+  if (damage->empty()) return Status::Ok();
+  Result<std::string> published_damage = FindFileDamage(snapshot_path_, CheckDepth::kRows);
+  std::error_code ec;
+  const bool published_sound =
+      published_damage.ok() && published_damage->empty() && fs::exists(snapshot_path_, ec);
+  return StoreError(fmt::format(
+      "not published: live shard {} is damaged ({}); {}", work_path_, *damage,
+      published_sound
+          ? fmt::format("the published copy {} is intact and left as it was: stop this run, and the next "
+                        "one keeps the damaged file aside and restores the live shard from the copy",
+                        snapshot_path_)
+          : fmt::format("there is no sound published copy to restore it from: move it aside ({}) and "
+                        "run again, which starts this node's shard empty",
+                        kRecoverHint)));
+}
+
+// VACUUM INTO `copy`, then checks what was written (structure, indexes, every row's checksum)
+// and syncs it.
+Status ShardWriter::WriteCheckedCopy(const std::string& copy) {
+  Result<Statement> vacuum = db_.Prepare("VACUUM INTO ?1");
+  if (!vacuum.ok()) return vacuum.status();
+  vacuum->Bind(1, copy);
+  if (Status s = vacuum->Run(); !s.ok()) return s.WithContext(fmt::format("writing the copy {}", copy));
+  Result<std::string> damage = FindFileDamage(copy, CheckDepth::kEverything);
+  if (!damage.ok()) return damage.status().WithContext(fmt::format("checking the copy {}", copy));
+  if (!damage->empty())
+    return StoreError(fmt::format("the copy written to {} is damaged ({})", copy, *damage));
+  return file_system_.Fsync(copy);
+}
+
 Status ShardWriter::Publish() {
+  TUNEPAR_RETURN_IF_ERROR(CheckBeforePublishing());
   Result<int64_t> seq = PublishSeq(db_);
   if (!seq.ok()) return seq.status();
   TUNEPAR_RETURN_IF_ERROR(SetMeta(db_, "publish_seq", std::to_string(*seq + 1)));
-  const std::string tmp =
-      fmt::format("{}/.{}.sqlite.tmp-{}", ShardsDir(options_.store_dir), options_.node_id, getpid());
-  std::error_code ec;
-  fs::remove(tmp, ec);
-  Result<Statement> vacuum = db_.Prepare("VACUUM INTO ?1");
-  if (!vacuum.ok()) return vacuum.status();
-  vacuum->Bind(1, tmp);
-  if (Status s = vacuum->Run(); !s.ok()) {
-    fs::remove(tmp, ec);
-    return s.WithContext("publishing a snapshot");
+  const std::string shards_dir = ShardsDir(options_.store_dir);
+  const std::string copy = fmt::format("{}/{}{}", shards_dir, CopyPrefix(options_.node_id), getpid());
+  const std::string context =
+      fmt::format("cannot publish {} (the published copy is left as it was)", snapshot_path_);
+  // A failed VACUUM INTO may leave the copy and its journal behind.
+  auto remove_copy = [&] {
+    (void)file_system_.Remove(copy);
+    (void)file_system_.Remove(JournalPath(copy));
+  };
+  remove_copy();
+  Status written = WriteCheckedCopy(copy);
+  if (written.ok()) written = file_system_.Rename(copy, snapshot_path_);
+  if (!written.ok()) {
+    remove_copy();
+    return written.WithContext(context);
   }
-  if (Status s = FsyncPath(tmp, O_RDONLY); !s.ok()) {
-    fs::remove(tmp, ec);
-    return s;
-  }
-  fs::rename(tmp, snapshot_path_, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return StoreError(fmt::format("cannot publish '{}': {}", snapshot_path_, ec.message()));
-  }
-  return FsyncPath(ShardsDir(options_.store_dir), O_RDONLY | O_DIRECTORY);
+  return file_system_.Fsync(shards_dir).WithContext(fmt::format("published {}, but", snapshot_path_));
 }
 
 Result<StoreView> ShardWriter::ReadMerged(const std::string& study_id) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/file_system.h"
 #include "store/records.h"
 #include "store/sqlite.h"
 #include "store/store_reader.h"
@@ -15,15 +16,20 @@
 namespace tunepar::store {
 
 struct ShardOptions {
-  std::string store_dir;  // the shared store directory
-  std::string node_id;    // this node's name (see DefaultNodeId)
-  std::string work_dir;   // "" = <store>/work; else e.g. node-local /tmp
+  std::string store_dir;              // the shared store directory
+  std::string node_id;                // this node's name (see DefaultNodeId)
+  std::string work_dir;               // "" = <store>/work; else e.g. node-local /tmp
+  FileSystem* file_system = nullptr;  // nullptr = DefaultFileSystem(); tests give a faulty one
 };
 
 class ShardWriter {
  public:
   // Creates the store if needed; resumes the node's work file, or restores it from the node's
-  // published snapshot when the work file is missing or older.
+  // published snapshot when the work file is missing or older. A damaged work file is kept as
+  // <work>.damaged-<utc> and the shard restored from the published copy when that is sound (a
+  // warning on stderr says so); a damaged published copy next to a sound work file is kept as
+  // <snapshot>.damaged-<utc> and replaced at the next Publish(). When nothing sound is left the
+  // open is refused, naming the damage and what to do, and leaves no file behind.
   static Result<std::unique_ptr<ShardWriter>> Open(const ShardOptions& options);
 
   // Records a study in this shard (no-op when present).
@@ -35,7 +41,9 @@ class ShardWriter {
   Result<std::vector<TrialRecord>> Trials(const std::string& study_id);
 
   // Writes a consistent copy of the work file to <store>/shards/<node>.sqlite atomically
-  // (VACUUM INTO a temporary file, fsync, rename, fsync the directory).
+  // (VACUUM INTO a temporary file, fsync, rename, fsync the directory). Checks the work file
+  // first and the copy before the rename (structure, identity, every row's checksum): a damaged
+  // shard never replaces the published copy, and the error names the damage.
   Status Publish();
 
   // Every other node's snapshot, merged with this node's live shard.
@@ -46,13 +54,19 @@ class ShardWriter {
   const std::string& snapshot_path() const { return snapshot_path_; }
 
  private:
-  ShardWriter(ShardOptions options, std::string work_path, std::string snapshot_path, Database db)
+  ShardWriter(ShardOptions options, FileSystem& file_system, std::string work_path, std::string snapshot_path,
+              Database db)
       : options_(std::move(options)),
+        file_system_(file_system),
         work_path_(std::move(work_path)),
         snapshot_path_(std::move(snapshot_path)),
         db_(std::move(db)) {}
 
+  Status CheckBeforePublishing();
+  Status WriteCheckedCopy(const std::string& copy);
+
   ShardOptions options_;
+  FileSystem& file_system_;
   std::string work_path_;
   std::string snapshot_path_;
   Database db_;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "store/row_checksum.h"
+
 namespace tunepar::store {
 
 Database::~Database() {
@@ -22,20 +24,41 @@ Database& Database::operator=(Database&& other) noexcept {
   return *this;
 }
 
-Result<Database> Database::Open(const std::string& target, int flags, std::string label) {
+Result<Database> Database::Open(const std::string& target, int flags, std::string label, const std::string& vfs) {
   Database db;
   db.label_ = std::move(label);
-  int rc = sqlite3_open_v2(target.c_str(), &db.db_, flags | SQLITE_OPEN_URI, nullptr);
+  int rc = sqlite3_open_v2(target.c_str(), &db.db_, flags | SQLITE_OPEN_URI, vfs.empty() ? nullptr : vfs.c_str());
   if (rc != SQLITE_OK) {
     std::string message = db.db_ != nullptr ? sqlite3_errmsg(db.db_) : sqlite3_errstr(rc);
     return StoreError(fmt::format("{}: cannot open: {}", db.label_, message));
   }
   sqlite3_extended_result_codes(db.db_, 1);
+  if (RegisterRowChecksum(db.db_) != SQLITE_OK) return db.Error("cannot register the row checksum");
   return db;
 }
 
+namespace {
+
+// Which I/O failed, for the extended codes SQLite's message ("disk I/O error") leaves unsaid.
+std::string_view IoErrorDetail(int code) {
+  switch (code) {
+    case SQLITE_IOERR_READ: return " (read failed)";
+    case SQLITE_IOERR_SHORT_READ: return " (short read)";
+    case SQLITE_IOERR_WRITE: return " (write failed)";
+    case SQLITE_IOERR_FSYNC: return " (fsync failed)";
+    case SQLITE_IOERR_DIR_FSYNC: return " (fsync of the directory failed)";
+    case SQLITE_IOERR_TRUNCATE: return " (truncate failed)";
+    case SQLITE_IOERR_FSTAT: return " (fstat failed)";
+    case SQLITE_IOERR_DELETE: return " (delete failed)";
+    case SQLITE_IOERR_LOCK: return " (lock failed)";
+    default: return "";
+  }
+}
+
+}  // namespace
+
 Status Database::Error(std::string_view what) const {
-  return StoreError(fmt::format("{}: {}: {}", label_, what, sqlite3_errmsg(db_)));
+  return StoreError(fmt::format("{}: {}: {}{}", label_, what, sqlite3_errmsg(db_), IoErrorDetail(ErrorCode())));
 }
 
 Status Database::Exec(std::string_view sql) {
@@ -45,7 +68,7 @@ Status Database::Exec(std::string_view sql) {
   if (rc != SQLITE_OK) {
     std::string m = message != nullptr ? message : sqlite3_errstr(rc);
     sqlite3_free(message);
-    return StoreError(fmt::format("{}: {}", label_, m));
+    return StoreError(fmt::format("{}: {}{}", label_, m, IoErrorDetail(ErrorCode())));
   }
   return Status::Ok();
 }

@@ -24,13 +24,18 @@ class Database {
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  // `target` is a path or a file: URI; `flags` are SQLITE_OPEN_* (URI is always enabled).
-  static Result<Database> Open(const std::string& target, int flags, std::string label);
+  // `target` is a path or a file: URI; `flags` are SQLITE_OPEN_* (URI is always enabled);
+  // `vfs` names the SQLite VFS that does the file I/O ("" = SQLite's default; tests give a
+  // FaultyFileSystem's). Every connection can compute row checksums (row_checksum.h).
+  static Result<Database> Open(const std::string& target, int flags, std::string label,
+                               const std::string& vfs = "");
 
   Status Exec(std::string_view sql);
   Result<Statement> Prepare(std::string_view sql);
   Result<int64_t> PragmaInt(std::string_view pragma);  // e.g. "user_version"
   Status Error(std::string_view what) const;           // "<label>: <what>: <sqlite message>"
+  // The extended result code of the last failed call (SQLITE_BUSY: the lock is held elsewhere).
+  int ErrorCode() const { return sqlite3_extended_errcode(db_); }
 
   sqlite3* handle() const { return db_; }
   const std::string& label() const { return label_; }

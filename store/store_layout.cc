@@ -1,5 +1,6 @@
 #include "store/store_layout.h"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +30,18 @@ std::string WorkPath(std::string_view store_dir, std::string_view node_id, std::
   uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : absolute) hash = (hash ^ c) * 1099511628211ULL;
   return (std::filesystem::path(work_dir) / fmt::format("{}-{:016x}.sqlite", node_id, hash)).string();
+}
+
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += fmt::format("%{:02X}", c);
+    }
+  }
+  return uri + "?mode=ro&immutable=1";
 }
 
 Status ValidateNodeId(std::string_view node_id) {

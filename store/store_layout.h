@@ -16,6 +16,9 @@ std::string ShardsDir(std::string_view store_dir);
 std::string SnapshotPath(std::string_view store_dir, std::string_view node_id);
 std::string WorkPath(std::string_view store_dir, std::string_view node_id, std::string_view work_dir);
 
+// A file: URI that opens `path` read-only and immutable: no locks, no journal, nothing written.
+std::string ImmutableUri(const std::string& path);
+
 // Node ids name files: letters, digits, '.', '_' and '-', not starting with '.'.
 Status ValidateNodeId(std::string_view node_id);
 

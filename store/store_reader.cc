@@ -8,47 +8,25 @@
 
 #include "store/rows.h"
 #include "store/schema.h"
+#include "store/shard_check.h"
 #include "store/store_layout.h"
 
 namespace tunepar::store {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string FileUri(const std::string& path, std::string_view query) {
-  std::string uri = "file:";
-  for (unsigned char c : fs::absolute(path).string()) {
-    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-') {
-      uri += static_cast<char>(c);
-    } else {
-      uri += fmt::format("%{:02X}", c);
-    }
-  }
-  return uri + "?" + std::string(query);
-}
-
-}  // namespace
-
 Result<Database> OpenShardForReading(const std::string& path) {
-  Result<Database> db = Database::Open(FileUri(path, "mode=ro&immutable=1"), SQLITE_OPEN_READONLY, path);
+  std::error_code ec;
+  if (fs::file_size(path, ec) == 0 && !ec)
+    return StoreError(fmt::format("{}: empty (0 bytes): not a tunepar shard", path));
+  Result<Database> db = Database::Open(ImmutableUri(path), SQLITE_OPEN_READONLY, path);
   if (!db.ok()) return db.status();
-  Result<int64_t> app = db->PragmaInt("application_id");
-  if (!app.ok()) return app.status();
+  // The structure only: every row's checksum is checked as the row is read (rows.cc).
+  Result<std::string> damage = FindDamage(*db, CheckDepth::kStructure);
+  if (!damage.ok()) return damage.status();
+  if (!damage->empty()) return StoreError(fmt::format("{}: {}", path, *damage));
   Result<int64_t> version = db->PragmaInt("user_version");
   if (!version.ok()) return version.status();
-  if (*app != kApplicationId || *version == 0) {
-    return StoreError(
-        fmt::format("{}: not a tunepar shard (empty, truncated or another program's file)", path));
-  }
-  TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(*db, *version));
-  Result<Statement> check = db->Prepare("PRAGMA quick_check");
-  if (!check.ok()) return check.status();
-  Result<bool> row = check->Step();
-  if (!row.ok()) return row.status();
-  if (!*row || check->Text(0) != "ok") {
-    return StoreError(fmt::format("{}: damaged ({})", path, *row ? check->Text(0) : "no result"));
-  }
   if (*version == kSchemaVersion) return db;
   // An older shard: copy it into memory and migrate the copy; the file stays as it is.
   Result<Database> memory = Database::Open(":memory:", SQLITE_OPEN_READWRITE, path + " (migrated copy)");
@@ -67,8 +45,7 @@ Status CheckShardVersions(const std::string& store_dir) {
   for (fs::directory_iterator it(ShardsDir(store_dir), ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     if (p.extension() != ".sqlite" || p.filename().string().front() == '.') continue;
-    Result<Database> db =
-        Database::Open(FileUri(p.string(), "mode=ro&immutable=1"), SQLITE_OPEN_READONLY, p.string());
+    Result<Database> db = Database::Open(ImmutableUri(p.string()), SQLITE_OPEN_READONLY, p.string());
     if (!db.ok()) continue;  // unreadable shards are reported (and skipped) by ReadStore
     Result<int64_t> version = db->PragmaInt("user_version");
     if (version.ok()) TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(*db, *version));

@@ -120,7 +120,9 @@ TEST(Cli, ShardFromANewerTuneparIsRefusedAndKept) {
   EXPECT_EQ(testing::SnapshotFiles(store_dir), before);
 }
 
-TEST(Cli, TruncatedShardIsNamedAndSkipped) {
+// A damaged shard is named on stderr and skipped; the readers exit 9 so that a script notices the
+// partial result, and 0 with --allow-damaged.
+TEST(Cli, DamagedShardIsNamedAndSkippedAndTheReadersExitNonZero) {
   TempDir dir;
   const std::string store_dir = dir / "store";
   const std::string store = "--store " + store_dir;
@@ -129,10 +131,46 @@ TEST(Cli, TruncatedShardIsNamedAndSkipped) {
   const std::string bad = store_dir + "/shards/bad.sqlite";
   std::filesystem::resize_file(bad, std::filesystem::file_size(bad) / 3);
   testing::CliRun list = RunTunepar(store + " list");
-  EXPECT_EQ(list.exit_code, 0);
-  EXPECT_NE(list.err.find("bad.sqlite"), std::string::npos) << list.err;
+  EXPECT_EQ(list.exit_code, kExitDamaged) << list.err;
+  EXPECT_NE(list.err.find("bad.sqlite: truncated: file is "), std::string::npos) << list.err;
+  EXPECT_NE(list.err.find("--allow-damaged"), std::string::npos) << list.err;
   EXPECT_NE(list.out.find("gpt-22b-w64"), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("gpt-22b-w128"), std::string::npos) << list.out;
+
+  testing::CliRun allowed = RunTunepar(store + " --json list --allow-damaged");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_NE(allowed.err.find("bad.sqlite"), std::string::npos) << allowed.err;
+  const std::string good_study = nlohmann::json::parse(allowed.out)[0]["study"].get<std::string>();
+  for (const std::string& reader : {"show " + good_study, "export " + good_study + " --csv", "report " + good_study}) {
+    testing::CliRun run = RunTunepar(store + " " + reader);
+    EXPECT_EQ(run.exit_code, kExitDamaged) << reader << "\n" << run.err;
+    EXPECT_NE(run.err.find("bad.sqlite"), std::string::npos) << reader << "\n" << run.err;
+    EXPECT_FALSE(run.out.empty()) << reader;  // what could be read is still printed
+    EXPECT_EQ(RunTunepar(store + " " + reader + " --allow-damaged").exit_code, 0) << reader;
+  }
+  // A study that only the damaged shard held.
+  testing::CliRun missing = RunTunepar(store + " show " + good_study.substr(0, good_study.find("-w64")) + "-w128");
+  EXPECT_EQ(missing.exit_code, kExitDamaged) << missing.err;
+  EXPECT_NE(missing.err.find("may hold it"), std::string::npos) << missing.err;
+}
+
+// One changed byte in a value passes SQLite's checks; the row checksum names the trial.
+TEST(Cli, OneChangedByteInAPublishedShardIsNamed) {
+  TempDir dir;
+  const std::string store_dir = dir / "store";
+  const std::string store = "--store " + store_dir;
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
+  const std::string shard = store_dir + "/shards/n0.sqlite";
+  std::string bytes = testing::ReadFile(shard);
+  // A digit of a trial's predicted compute time (in its details: only the trials table has it).
+  const size_t at = bytes.find("\"compute_s\":");
+  ASSERT_NE(at, std::string::npos);
+  char& digit = bytes[at + 12];
+  digit = digit == '1' ? '2' : '1';
+  testing::WriteFile(shard, bytes);
+  testing::CliRun list = RunTunepar(store + " list");
+  EXPECT_EQ(list.exit_code, kExitDamaged) << list.err;
+  EXPECT_NE(list.err.find("n0.sqlite: bad checksum in trial "), std::string::npos) << list.err;
 }
 
 TEST(Cli, TwoNodesSearchIntoOneStoreAtTheSameTime) {

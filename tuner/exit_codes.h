@@ -14,6 +14,7 @@ inline constexpr int kExitStore = 5;          // the store cannot be created, wr
 inline constexpr int kExitSchemaTooNew = 6;   // a shard written by a newer tunepar
 inline constexpr int kExitNotFound = 7;       // no such study
 inline constexpr int kExitTrialsFailed = 8;   // every trial failed the same way (see the message)
+inline constexpr int kExitDamaged = 9;        // a damaged shard was skipped (named): the output is partial
 inline constexpr int kExitInterrupted = 130;  // SIGINT (128 + the signal; 143 for SIGTERM)
 
 inline int ExitCode(StatusCode code) {
@@ -26,6 +27,7 @@ inline int ExitCode(StatusCode code) {
     case StatusCode::kSchemaTooNew: return kExitSchemaTooNew;
     case StatusCode::kNotFound: return kExitNotFound;
     case StatusCode::kTrialsFailed: return kExitTrialsFailed;
+    case StatusCode::kDamaged: return kExitDamaged;
     case StatusCode::kInterrupted: return kExitInterrupted;
     case StatusCode::kInternal: return kExitInternal;
   }

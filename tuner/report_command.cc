@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "store/store_reader.h"
 #include "tuner/commands.h"
 #include "tuner/report.h"
 #include "tuner/study_identity.h"
+#include "tuner/study_lookup.h"
 #include "tuner/stored_study.h"
 
 namespace tunepar {
@@ -22,6 +24,7 @@ struct ReportOptions {
   int top = 10;
   int64_t world = 0;
   std::string model = "gpt-1t", hardware = "frontier-mi250x", space = "default";
+  bool allow_damaged = false;  // --allow-damaged: skipped shards are only warned about
 };
 
 void Print(const GlobalOptions& global, Report& report) {
@@ -79,8 +82,7 @@ Status AddImportance(const StudyContext& context, const StudyTrials& trials, con
   return WriteShapCharts(o.svg_dir, e, shap, &report->written);
 }
 
-Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
-  if (o.of_model) return RunOfModel(global, o);
+Status ReportStudy(const GlobalOptions& global, const ReportOptions& o) {
   Result<StoredStudy> stored = ReadStoredStudy(global.store, o.study, "nothing to report on");
   if (!stored.ok()) return stored.status();
   const StudyContext& context = stored->context;
@@ -94,6 +96,16 @@ Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
   if (o.shap) TUNEPAR_RETURN_IF_ERROR(AddImportance(context, study_trials, o, &report));
   Print(global, report);
   return Status::Ok();
+}
+
+Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
+  if (o.of_model) return RunOfModel(global, o);
+  // Which shards a read skips (ReadStoredStudy names them in warnings): a second read of the
+  // store, cheap beside a report, so that the stored-study reading stays as launch-script and
+  // calibrate use it.
+  Result<store::StoreView> view = store::ReadStore(global.store);
+  if (!view.ok()) return view.status();
+  return WithDamagedShards(*view, o.allow_damaged, ReportStudy(global, o));
 }
 
 }  // namespace
@@ -115,6 +127,8 @@ void AddReportCommand(CLI::App& app, const GlobalOptions& global, Status* result
   cmd->add_option("--top", o->top, "How many of the best layouts to list")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--allow-damaged", o->allow_damaged,
+                "Exit 0 when a damaged shard is skipped (it is still named on stderr); without it, exit code 9");
   cmd->add_option("--world,-w", o->world, "With --of-model: number of GPUs");
   cmd->add_option("--model,-m", o->model, "With --of-model: model preset or TOML path")->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "With --of-model: hardware preset or TOML path")

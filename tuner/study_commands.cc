@@ -15,6 +15,9 @@ namespace tunepar {
 
 namespace {
 
+constexpr const char* kAllowDamagedHelp =
+    "Exit 0 when a damaged shard is skipped (it is still named on stderr); without it, exit code 9";
+
 Result<store::StoreView> ReadStoreReporting(const std::string& dir, const std::string& study_id = "") {
   Result<store::StoreView> view = store::ReadStore(dir, {study_id, ""});
   if (!view.ok()) return view.status();
@@ -53,17 +56,15 @@ std::string CountsText(const std::map<std::string, int64_t>& counts) {
   return out.empty() ? "none" : out;
 }
 
-Status RunList(const GlobalOptions& global) {
-  Result<store::StoreView> view = ReadStoreReporting(global.store);
-  if (!view.ok()) return view.status();
+Status ListStudies(const GlobalOptions& global, const store::StoreView& view) {
   if (global.json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const store::StudyRecord& s : view->studies) j.push_back(StudyJson(s, TrialsOf(*view, s.id)));
+    for (const store::StudyRecord& s : view.studies) j.push_back(StudyJson(s, TrialsOf(view, s.id)));
     fmt::print("{}\n", j.dump(2));
     return Status::Ok();
   }
-  if (view->studies.empty()) {
-    fmt::print("No studies in store '{}'{}.\n", global.store, view->exists ? "" : " (it does not exist yet)");
+  if (view.studies.empty()) {
+    fmt::print("No studies in store '{}'{}.\n", global.store, view.exists ? "" : " (it does not exist yet)");
     return Status::Ok();
   }
   TextTable t;
@@ -78,8 +79,8 @@ Status RunList(const GlobalOptions& global) {
   t.AddColumn("failed");
   t.AddColumn("best tokens/s");
   t.AddColumn("created", A::kLeft);
-  for (const store::StudyRecord& s : view->studies) {
-    const std::vector<store::TrialRecord> trials = TrialsOf(*view, s.id);
+  for (const store::StudyRecord& s : view.studies) {
+    const std::vector<store::TrialRecord> trials = TrialsOf(view, s.id);
     const auto ranked = RankByThroughput(trials);
     int64_t ok = 0, failed = 0;
     for (const store::TrialRecord& r : trials) {
@@ -93,24 +94,29 @@ Status RunList(const GlobalOptions& global) {
               ranked.empty() ? "-" : WithCommas(std::llround(*ranked.front()->tokens_per_s)), s.created_at});
   }
   fmt::print("{}", t.Render());
-  fmt::print("{} stud{} from {} shard{} in '{}'\n", view->studies.size(),
-             view->studies.size() == 1 ? "y" : "ies", view->shards.size(),
-             view->shards.size() == 1 ? "" : "s", global.store);
+  fmt::print("{} stud{} from {} shard{} in '{}'\n", view.studies.size(),
+             view.studies.size() == 1 ? "y" : "ies", view.shards.size(),
+             view.shards.size() == 1 ? "" : "s", global.store);
   return Status::Ok();
+}
+
+Status RunList(const GlobalOptions& global, bool allow_damaged) {
+  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  if (!view.ok()) return view.status();
+  return WithDamagedShards(*view, allow_damaged, ListStudies(global, *view));
 }
 
 struct ShowOptions {
   std::string study;
   int limit = 20;
   bool all = false;
+  bool allow_damaged = false;  // --allow-damaged: skipped shards are only warned about
 };
 
-Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
-  Result<store::StoreView> view = ReadStoreReporting(global.store);
-  if (!view.ok()) return view.status();
-  Result<store::StudyRecord> study = FindStudy(*view, global.store, o.study);
+Status ShowStudy(const GlobalOptions& global, const ShowOptions& o, const store::StoreView& view) {
+  Result<store::StudyRecord> study = FindStudy(view, global.store, o.study);
   if (!study.ok()) return study.status();
-  const std::vector<store::TrialRecord> trials = TrialsOf(*view, study->id);
+  const std::vector<store::TrialRecord> trials = TrialsOf(view, study->id);
   if (global.json) {
     nlohmann::json j = StudyJson(*study, trials);
     nlohmann::json rows = nlohmann::json::array();
@@ -151,6 +157,12 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
   return Status::Ok();
 }
 
+Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
+  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  if (!view.ok()) return view.status();
+  return WithDamagedShards(*view, o.allow_damaged, ShowStudy(global, o, *view));
+}
+
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -167,14 +179,13 @@ struct ExportOptions {
   bool csv = false;
   bool json = false;
   std::string output;  // "" = stdout
+  bool allow_damaged = false;  // --allow-damaged: skipped shards are only warned about
 };
 
-Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
-  Result<store::StoreView> view = ReadStoreReporting(global.store);
-  if (!view.ok()) return view.status();
-  Result<store::StudyRecord> study = FindStudy(*view, global.store, o.study);
+Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const store::StoreView& view) {
+  Result<store::StudyRecord> study = FindStudy(view, global.store, o.study);
   if (!study.ok()) return study.status();
-  const std::vector<store::TrialRecord> trials = TrialsOf(*view, study->id);
+  const std::vector<store::TrialRecord> trials = TrialsOf(view, study->id);
   std::string text;
   if (o.csv) {
     text =
@@ -217,11 +228,19 @@ Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
   return Status::Ok();
 }
 
+Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
+  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  if (!view.ok()) return view.status();
+  return WithDamagedShards(*view, o.allow_damaged, ExportStudy(global, o, *view));
+}
+
 }  // namespace
 
 void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result) {
+  auto allow_damaged = std::make_shared<bool>(false);
   CLI::App* list = app.add_subcommand("list", "List the studies in the store");
-  list->callback([&global, result] { *result = RunList(global); });
+  list->add_flag("--allow-damaged", *allow_damaged, kAllowDamagedHelp);
+  list->callback([&global, result, allow_damaged] { *result = RunList(global, *allow_damaged); });
 
   auto show = std::make_shared<ShowOptions>();
   CLI::App* show_cmd = app.add_subcommand("show", "Show a study and its best (or all) trials");
@@ -230,6 +249,7 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   show_cmd->add_flag("--all", show->all, "Every trial, in trial order, with its status");
+  show_cmd->add_flag("--allow-damaged", show->allow_damaged, kAllowDamagedHelp);
   show_cmd->callback([&global, result, show] { *result = RunShow(global, *show); });
 
   auto exp = std::make_shared<ExportOptions>();
@@ -240,6 +260,7 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
       export_cmd->add_flag("--json", exp->json, "One JSON object with the study, its configs and trials");
   csv->excludes(json);
   export_cmd->add_option("-o,--output", exp->output, "Write to this file instead of stdout");
+  export_cmd->add_flag("--allow-damaged", exp->allow_damaged, kAllowDamagedHelp);
   export_cmd->callback([&global, result, exp] {
     if (!exp->csv && !exp->json && global.json) exp->json = true;
     if (!exp->csv && !exp->json) {

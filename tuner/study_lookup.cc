@@ -24,4 +24,22 @@ Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::st
       fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
 }
 
+Status WithDamagedShards(const store::StoreView& view, bool allow_damaged, Status status) {
+  const size_t skipped = view.warnings.size();
+  if (skipped == 0 || allow_damaged) return status;
+  const std::string shards =
+      skipped == 1 ? "1 damaged shard was skipped" : fmt::format("{} damaged shards were skipped", skipped);
+  if (status.ok()) {
+    return {
+        StatusCode::kDamaged,
+        fmt::format("{} (named above), so the output leaves out {} trials; --allow-damaged accepts a partial "
+                    "result",
+                    shards, skipped == 1 ? "its" : "their")};
+  }
+  if (status.code() == StatusCode::kNotFound)
+    return {StatusCode::kDamaged,
+            fmt::format("{}; {} (named above) and may hold it", status.message(), shards)};
+  return status;
+}
+
 }  // namespace tunepar
