@@ -81,21 +81,27 @@ TEST_F(SearchSteps, RecoveryMarksThisNodesRunningTrialsInterruptedAndTheyRunFirs
   ASSERT_EQ(recovered->size(), 1u);
   EXPECT_EQ(session_->trials[0].status, TrialStatus::kInterrupted);
   EXPECT_NE(session_->trials[0].message.find("its tuner (pid"), std::string::npos);
-  // The next batch is the interrupted trial alone, as its second attempt under its own number.
-  const std::vector<TrialIdentity> batch = search.ProposeNextBatch();
-  ASSERT_EQ(batch.size(), 1u);
-  EXPECT_EQ(batch[0].number, 1);
-  EXPECT_EQ(batch[0].attempt, 2);
-  EXPECT_EQ(batch[0].layout, layout);
+  // The next batch is the interrupted trial alone, as its second attempt under its own number
+  // (its claim, left by the tuner that stopped, taken over).
+  Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_EQ(next->trials.size(), 1u);
+  const TrialIdentity& id = next->trials[0].first;
+  EXPECT_EQ(id.number, 1);
+  EXPECT_EQ(id.attempt, 2);
+  EXPECT_EQ(id.layout, layout);
+  EXPECT_EQ(next->trials[0].second.slot, 1);
 }
 
 TEST_F(SearchSteps, StartAndPollRecordEveryTrialUntilTheBudget) {
   BayesianSearch search(global_, *session_, backend_, Options(3, 2));
   EXPECT_EQ(search.CheckBudget(), "");
-  const std::vector<TrialIdentity> batch = search.ProposeNextBatch();
-  ASSERT_EQ(batch.size(), 2u);  // the batch size
-  EXPECT_NE(batch[0].layout, batch[1].layout);
-  Result<std::vector<ActiveTrial>> active = search.StartBatch(batch);
+  Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_EQ(next->trials.size(), 2u);  // the batch size, each with its claim and budget slot
+  EXPECT_NE(next->trials[0].first.layout, next->trials[1].first.layout);
+  EXPECT_NE(next->trials[0].second.slot, next->trials[1].second.slot);
+  Result<std::vector<ActiveTrial>> active = search.StartBatch(next->trials);
   ASSERT_TRUE(active.ok());
   for (const store::TrialRecord& t : session_->trials) {
     EXPECT_EQ(t.status, TrialStatus::kRunning);  // recorded before they are polled
@@ -108,7 +114,9 @@ TEST_F(SearchSteps, StartAndPollRecordEveryTrialUntilTheBudget) {
   EXPECT_EQ(search.finished_this_run().size(), 2u);
   for (const store::TrialRecord& t : session_->trials) EXPECT_EQ(t.status, TrialStatus::kOk);
   // One trial left of the budget: the next batch holds one.
-  EXPECT_EQ(search.ProposeNextBatch().size(), 1u);
+  Result<BayesianSearch::NextBatch> last = search.ClaimNextBatch();
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->trials.size(), 1u);
   Result<std::string> stop = search.CheckStop();
   ASSERT_TRUE(stop.ok());
   EXPECT_EQ(*stop, "");
@@ -121,7 +129,9 @@ TEST_F(SearchSteps, IdenticalFailuresStopTheRunAsAWrongSetup) {
   backend_.fail = true;
   BayesianSearch search(global_, *session_, backend_, Options(10, 1));
   for (int k = 0; k < 3; ++k) {
-    Result<std::vector<ActiveTrial>> active = search.StartBatch(search.ProposeNextBatch());
+    Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
+    ASSERT_TRUE(next.ok());
+    Result<std::vector<ActiveTrial>> active = search.StartBatch(next->trials);
     ASSERT_TRUE(active.ok());
     ASSERT_TRUE(search.PollBatch(*active).ok());
     Result<std::string> stop = search.CheckStop();

@@ -64,18 +64,22 @@ BayesianSearch::BayesianSearch(const GlobalOptions& global, StudySession& sessio
       backend_(backend),
       options_(options),
       proposer_(context_.space.legal, context_.Prior(), context_.proposer_options),
+      claims_(global.store, session.study().id, session.presence->watch),
       progress_(stdout, options.budget, CountFinished(session.trials)),
-      run_start_(SteadyClock::now()) {}
+      run_start_(SteadyClock::now()),
+      last_beat_(SteadyClock::now()) {}
 
-// The marker of a trial's processes: "<study id>/<node>/<number>.<attempt>/<store>", where
-// <store> is a hash of the store's path, so that the same study searched in two stores on one
-// machine (the same inputs give the same study id) never claims the other's processes, and a
-// re-run is never mistaken for what its interrupted attempt left behind.
-std::string BayesianSearch::TrialId(int64_t number, int attempt) const {
+// The marker of a trial's processes: "<study id>/<node>/<number>.<attempt>/<store>/<pid>",
+// where <store> is a hash of the store's path, so that the same study searched in two stores on
+// one machine (the same inputs give the same study id) never claims the other's processes, a
+// re-run is never mistaken for what its interrupted attempt left behind, and <pid> is the tuner
+// that started it: unique per process.
+std::string BayesianSearch::TrialId(int64_t number, int attempt, int64_t pid) const {
   std::error_code ec;
   const std::string path = fs::weakly_canonical(fs::absolute(global_.store, ec), ec).string();
   const uint64_t store_hash = std::hash<std::string>{}(path)&0xffffffffu;
-  return fmt::format("{}/{}/{}.{}/{:08x}", session_.study().id, session_.node_id(), number, attempt, store_hash);
+  return fmt::format("{}/{}/{}.{}/{:08x}/{}", session_.study().id, session_.node_id(), number, attempt, store_hash,
+                     pid);
 }
 
 std::string BayesianSearch::TrialDir(int64_t number) const {
@@ -88,10 +92,11 @@ Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
   for (const store::TrialRecord& t : session_.trials) {
     if (t.node_id != session_.node_id() || t.status != TrialStatus::kRunning) continue;
     store::TrialRecord r = t;
-    const std::string marker = TrialId(t.number, t.attempt);
+    const std::string marker = TrialId(t.number, t.attempt, t.pid);
     int killed = 0;
     if (t.process_group > 0 && t.host == HostName())
-      killed = runner::KillLeftovers(static_cast<pid_t>(t.process_group), marker);
+      killed = runner::KillLeftovers(static_cast<pid_t>(t.process_group), marker,
+                                     runner::ProcessRecordPath(TrialDir(t.number)));
     killed += runner::CancelSlurmSteps(marker);
     r.status = TrialStatus::kInterrupted;
     r.process_group = 0;
@@ -114,31 +119,20 @@ std::string BayesianSearch::CheckBudget() const {
   return "";
 }
 
-std::vector<TrialIdentity> BayesianSearch::ProposeNextBatch() const {
+std::vector<TrialIdentity> BayesianSearch::ProposeNextBatch(const store::ClaimsView& claims) const {
   const std::string& node = session_.node_id();
   const int room = std::min(options_.batch, options_.budget - CountFinished(session_.trials));
-  std::set<std::string> done_layouts;
-  int64_t next_number = 1;
-  for (const store::TrialRecord& t : session_.trials) {
-    if (IsFinished(t.status)) done_layouts.insert(LayoutKey(t.layout));
-    if (t.node_id == node) next_number = std::max(next_number, t.number + 1);
-  }
-  std::vector<TrialIdentity> batch;
-  for (const store::TrialRecord& t : session_.trials) {
-    if (static_cast<int>(batch.size()) >= room) break;
-    if (t.node_id == node && t.status == TrialStatus::kInterrupted && done_layouts.insert(LayoutKey(t.layout)).second)
-      batch.push_back({session_.study().id, node, t.number, t.attempt + 1, t.layout});
-  }
-  if (!batch.empty()) return batch;
-  if (room > 0) {
-    if (std::optional<Layout> again = ConfirmationDue(false))
-      return {{session_.study().id, node, next_number, 1, *again}};
-  }
-  for (const search::Proposal& p : proposer_.Propose(History(session_.trials), room))
-    batch.push_back({session_.study().id, node, next_number++, 1, p.layout});
-  if (batch.empty() && room > 0) {
-    if (std::optional<Layout> again = ConfirmationDue(true))
-      batch.push_back({session_.study().id, node, next_number, 1, *again});
+  std::vector<TrialIdentity> batch = Orphans(claims, room);
+  if (!batch.empty() || room <= 0) return batch;
+  int64_t next_number = NextTrialNumber();
+  auto again = [&](const Layout& layout) {
+    return TrialIdentity{session_.study().id, node, next_number, 1, layout, NextMeasurement(claims, layout), ""};
+  };
+  if (std::optional<Layout> layout = ConfirmationDue(false)) return {again(*layout)};
+  for (const search::Proposal& p : proposer_.Propose(HistoryWithPending(claims), room))
+    batch.push_back({session_.study().id, node, next_number++, 1, p.layout, 1, ""});
+  if (batch.empty()) {
+    if (std::optional<Layout> layout = ConfirmationDue(true)) batch.push_back(again(*layout));
   }
   return batch;
 }
@@ -171,6 +165,8 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
   r.hosts = HostName();
   r.process_group = trial.process_group();
   r.message = id.attempt > 1 ? fmt::format("re-run after an interruption (attempt {})", id.attempt) : "";
+  if (!id.rerun_of.empty())
+    r.message = fmt::format("{} {} (its tuner is gone: heartbeat silent for the lease)", kRerunOf, id.rerun_of);
   const bool measured_before = std::any_of(session_.trials.begin(), session_.trials.end(), [&](const store::TrialRecord& t) {
     return t.status == TrialStatus::kOk && t.layout == id.layout;
   });
@@ -183,18 +179,20 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
 
 // Starts the batch, then records it as running (a crash in between leaves no process: each
 // trial dies with its tuner).
-Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(const std::vector<TrialIdentity>& batch) {
+Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(
+    const std::vector<std::pair<TrialIdentity, store::HeldClaim>>& batch) {
   std::vector<ActiveTrial> active;
   std::vector<store::TrialRecord> running;
-  for (const TrialIdentity& id : batch) {
+  for (const auto& [id, claim] : batch) {
     const std::string dir = TrialDir(id.number);
     std::error_code ec;
     fs::create_directories(dir, ec);
-    const runner::TrialContext trial_context{TrialId(id.number, id.attempt), dir,
+    const runner::TrialContext trial_context{TrialId(id.number, id.attempt, getpid()), dir,
                                              id.number,                      id.attempt,
                                              context_.world,                 context_.problem.hardware.gpus_per_node,
                                              &context_.problem.model,        static_cast<uint64_t>(session_.study().seed)};
     ActiveTrial a;
+    a.claim = claim;
     a.predicted = context_.Predict(id.layout);
     a.trial = backend_.Start(id.layout, trial_context);
     a.record = RunningRecord(id, a.predicted, *a.trial, dir);
@@ -209,7 +207,21 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   store::TrialRecord r = WithResult(a.record, result);
   const bool confirmation = a.record.message.rfind(kConfirmation, 0) == 0;
   if (confirmation) r.message = std::string(kConfirmation) + " " + r.message;
+  if (a.record.message.rfind(kRerunOf, 0) == 0)
+    r.message = a.record.message + (r.message.empty() ? "" : "; " + r.message);
+  // A node that judged this tuner gone has taken the measurement over: it is that node's now.
+  Result<bool> held = ClaimStillHeld(a);
+  if (!held.ok()) return held.status();
+  if (!*held && IsFinished(r.status)) {
+    r.message = fmt::format("discarded ({} {}): its claim was taken over by another node while this tuner was "
+                            "unresponsive for the lease",
+                            ToString(r.status), r.message);
+    r.status = TrialStatus::kInterrupted;
+  }
   TUNEPAR_RETURN_IF_ERROR(session_.Record({r}));
+  if (*held) {
+    TUNEPAR_RETURN_IF_ERROR(IsFinished(r.status) ? claims_.Finish(a.claim, true) : claims_.Release(a.claim));
+  }
   if (IsFinished(r.status)) {
     this_run_.push_back(r);
     progress_.Finished();
@@ -227,7 +239,29 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   return Status::Ok();
 }
 
+bool BayesianSearch::HeartbeatDue() const {
+  return std::chrono::duration<double>(SteadyClock::now() - last_beat_).count() >= options_.lease_s / 4;
+}
+
+Status BayesianSearch::Beat() {
+  last_beat_ = SteadyClock::now();
+  return session_.Beat();
+}
+
+// The heartbeat, the claims' check (a trial taken over elsewhere is stopped) and the running
+// records' leases.
 Status BayesianSearch::RenewLeases(std::vector<ActiveTrial>& active) {
+  TUNEPAR_RETURN_IF_ERROR(Beat());
+  for (size_t i = 0; i < active.size();) {
+    Result<bool> held = ClaimStillHeld(active[i]);
+    if (!held.ok()) return held.status();
+    if (*held) {
+      ++i;
+      continue;
+    }
+    TUNEPAR_RETURN_IF_ERROR(StopTakenOver(active[i]));
+    active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   std::vector<store::TrialRecord> beats;
   for (ActiveTrial& a : active) {
     a.record.heartbeat_at = UtcNow();
@@ -238,7 +272,6 @@ Status BayesianSearch::RenewLeases(std::vector<ActiveTrial>& active) {
 }
 
 Result<bool> BayesianSearch::PollBatch(std::vector<ActiveTrial>& active) {
-  auto last_heartbeat = SteadyClock::now();
   while (!active.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const bool stopping = StopSignal() != 0;
@@ -252,10 +285,7 @@ Result<bool> BayesianSearch::PollBatch(std::vector<ActiveTrial>& active) {
       active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
     }
     if (stopping) return true;
-    if (std::chrono::duration<double>(SteadyClock::now() - last_heartbeat).count() >= options_.lease_s / 4) {
-      TUNEPAR_RETURN_IF_ERROR(RenewLeases(active));
-      last_heartbeat = SteadyClock::now();
-    }
+    if (HeartbeatDue()) TUNEPAR_RETURN_IF_ERROR(RenewLeases(active));
   }
   return false;
 }
@@ -314,6 +344,7 @@ Status BayesianSearch::Run() {
   InstallStopHandlers();
   Result<std::vector<store::TrialRecord>> recovered = RecoverInterrupted();
   if (!recovered.ok()) return recovered.status();
+  TUNEPAR_RETURN_IF_ERROR(claims_.AdoptFinished(CountFinished(session_.trials)));
   PrintHeader(*recovered);
   run_start_ = SteadyClock::now();  // the time budget counts the search, not the recovery
   std::string stop_reason;
@@ -321,12 +352,18 @@ Status BayesianSearch::Run() {
   while (stop_reason.empty()) {
     stop_reason = CheckBudget();
     if (!stop_reason.empty()) break;
-    const std::vector<TrialIdentity> batch = ProposeNextBatch();
-    if (batch.empty()) {
-      stop_reason = "every legal layout has been tried";
+    if (HeartbeatDue()) TUNEPAR_RETURN_IF_ERROR(Beat());
+    Result<NextBatch> next = ClaimNextBatch();
+    if (!next.ok()) return next.status();
+    if (next->trials.empty() && next->wait) {
+      TUNEPAR_RETURN_IF_ERROR(WaitForOthers());  // other nodes hold what is left
+      continue;
+    }
+    if (next->trials.empty()) {
+      stop_reason = next->stop;
       break;
     }
-    Result<std::vector<ActiveTrial>> active = StartBatch(batch);
+    Result<std::vector<ActiveTrial>> active = StartBatch(next->trials);
     if (!active.ok()) return active.status();
     Result<bool> stopped = PollBatch(*active);
     if (!stopped.ok()) return stopped.status();

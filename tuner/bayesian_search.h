@@ -20,9 +20,11 @@
 
 namespace tunepar {
 
-// A trial of the current batch: its record as started (running) and the backend's handle.
+// A trial of the current batch: its record as started (running), the claim it runs under and
+// the backend's handle.
 struct ActiveTrial {
   store::TrialRecord record;
+  store::HeldClaim claim;
   runner::Prediction predicted;
   std::unique_ptr<runner::RunningTrial> trial;
 };
@@ -41,12 +43,23 @@ class BayesianSearch {
   // Why the search must stop before another batch ("" to go on): a stop signal, the budget, or
   // the time budget.
   std::string CheckBudget() const;
-  // The next batch (at most the batch size, and what the budget leaves): this node's interrupted
-  // trials first, as new attempts, else the proposer's picks. Empty when every legal layout has
-  // been tried.
-  std::vector<TrialIdentity> ProposeNextBatch() const;
+  // The next batch (at most the batch size, and what the budget leaves), given the claims seen:
+  // trials whose owner is gone first (this node's interrupted ones as new attempts), else a
+  // confirmation, else the proposer's picks, with the layouts measured elsewhere as pending
+  // points. Empty when every legal layout has been tried or is being measured.
+  std::vector<TrialIdentity> ProposeNextBatch(const store::ClaimsView& claims) const;
+  // A batch to run and the claims it holds; or none, and whether to wait for other nodes'
+  // trials (they hold the rest of the budget or the last untried layouts) or why to stop.
+  struct NextBatch {
+    std::vector<std::pair<TrialIdentity, store::HeldClaim>> trials;
+    bool wait = false;
+    std::string stop;
+  };
+  // Proposes and claims the next batch (each trial's measurement of its layout, and a budget
+  // slot), proposing again when another node claimed a pick first.
+  Result<NextBatch> ClaimNextBatch();
   // Starts every trial of the batch, then records them all as running (with their leases).
-  Result<std::vector<ActiveTrial>> StartBatch(const std::vector<TrialIdentity>& batch);
+  Result<std::vector<ActiveTrial>> StartBatch(const std::vector<std::pair<TrialIdentity, store::HeldClaim>>& batch);
   // Polls the batch until every trial has ended, recording each one as it finishes and renewing
   // the leases of the others; on a stop signal, interrupts them all. True when interrupted.
   Result<bool> PollBatch(std::vector<ActiveTrial>& active);
@@ -69,11 +82,21 @@ class BayesianSearch {
   const std::vector<store::TrialRecord>& finished_this_run() const { return this_run_; }
 
  private:
-  std::string TrialId(int64_t number, int attempt) const;
+  std::string TrialId(int64_t number, int attempt, int64_t pid) const;
+  Result<store::ClaimsView> ReadClaims();
+  std::vector<search::Outcome> HistoryWithPending(const store::ClaimsView& claims) const;
+  std::vector<TrialIdentity> Orphans(const store::ClaimsView& claims, int room) const;
+  int64_t NextTrialNumber() const;
+  int NextMeasurement(const store::ClaimsView& claims, const Layout& layout) const;
+  Status WaitForOthers();
+  Result<bool> ClaimStillHeld(const ActiveTrial& active);
+  Status StopTakenOver(ActiveTrial& active);
   std::string TrialDir(int64_t number) const;
   store::TrialRecord RunningRecord(const TrialIdentity& id, const runner::Prediction& predicted,
                                    const runner::RunningTrial& trial, const std::string& dir) const;
   Status RecordFinished(const ActiveTrial& active, const runner::TrialResult& result);
+  bool HeartbeatDue() const;
+  Status Beat();
   Status RenewLeases(std::vector<ActiveTrial>& active);
   void PrintHeader(const std::vector<store::TrialRecord>& recovered) const;
   void PrintSummaryText(const std::string& stop_reason) const;
@@ -85,8 +108,10 @@ class BayesianSearch {
   runner::Backend& backend_;
   BayesianSearchOptions options_;
   search::Proposer proposer_;
+  store::StudyClaims claims_;
   Progress progress_;
   std::chrono::steady_clock::time_point run_start_;
+  std::chrono::steady_clock::time_point last_beat_;  // this process's heartbeat (claims.h)
   std::vector<store::TrialRecord> this_run_;
 };
 

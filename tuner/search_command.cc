@@ -117,6 +117,7 @@ SessionRequest MakeSessionRequest(const SearchOptions& o, const runner::Backend*
   r.study = o.study;
   r.node_id = o.node_id;
   r.work_dir = o.work_dir;
+  r.lease_s = o.bayes.lease_s;
   r.new_study = o.new_study;
   r.resume_only = o.resume_only;
   r.settings.backend = o.backend;
@@ -237,7 +238,10 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   bayes->add_option("--confidence", o->bayes.confidence,
                     "... until the best is this likely faster than every other measured layout")
       ->capture_default_str();
-  bayes->add_option("--lease", o->bayes.lease_s, "Lease of a running trial, renewed every lease/4 (s)")
+  bayes->add_option("--lease", o->bayes.lease_s,
+                    "Heartbeat lease (s): this process beats every lease/4; once its heartbeat has stood still this "
+                    "long, other nodes take over its trials, budget slots and node id")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
   AddCommandBackendOptions(cmd, &o->command);

@@ -124,8 +124,19 @@ Status StudySession::Refresh() {
   return Status::Ok();
 }
 
+NodePresence::~NodePresence() {
+  heartbeat.Stop();
+  ownership.Release();
+}
+
+Status StudySession::Beat() {
+  TUNEPAR_RETURN_IF_ERROR(presence->ownership.Check());
+  return presence->heartbeat.Beat();
+}
+
 Status StudySession::Record(const std::vector<store::TrialRecord>& records) {
   if (records.empty()) return Status::Ok();
+  TUNEPAR_RETURN_IF_ERROR(presence->ownership.Check());
   TUNEPAR_RETURN_IF_ERROR(writer->PutTrials(records));
   TUNEPAR_RETURN_IF_ERROR(writer->Publish());
   if (records.size() < 16) {
@@ -157,6 +168,13 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
 
   StudySession s;
   const std::string node_id = r.node_id.empty() ? store::DefaultNodeId() : r.node_id;
+  TUNEPAR_RETURN_IF_ERROR(store::ValidateNodeId(node_id));
+  TUNEPAR_RETURN_IF_ERROR(store::CheckShardVersions(global.store));
+  s.presence = std::make_unique<NodePresence>(global.store, node_id, r.lease_s);
+  TUNEPAR_RETURN_IF_ERROR(s.presence->heartbeat.Beat());
+  Result<store::NodeOwnership> ownership = store::NodeOwnership::Acquire(global.store, r.work_dir, s.presence->watch);
+  if (!ownership.ok()) return ownership.status();
+  s.presence->ownership = std::move(*ownership);
   Result<std::unique_ptr<store::ShardWriter>> writer = store::ShardWriter::Open({global.store, node_id, r.work_dir});
   if (!writer.ok()) return writer.status();
   s.writer = std::move(*writer);

@@ -10,6 +10,8 @@
 #include "base/knob_support.h"
 #include "base/status.h"
 #include "runner/backend.h"
+#include "store/claims.h"
+#include "store/node_owner.h"
 #include "store/shard_writer.h"
 #include "tuner/commands.h"
 #include "tuner/study_context.h"
@@ -29,11 +31,28 @@ struct SessionRequest {
   bool resume_only = false;  // --resume-only: the study must exist
   const runner::Backend* backend = nullptr;  // what its program can run (SupportedKnobs); none: every value
   int ranks_per_node = 0;    // where the backend places the ranks (Backend::RanksPerNode)
+  double lease_s = 120;      // how long a silent heartbeat takes to mark this process gone
+};
+
+// This process in the store: its node id held (one live process per id, whatever its work
+// directory), its heartbeat, and the watch that judges other processes' claims. Leaving
+// releases the id and stops the heartbeat.
+struct NodePresence {
+  NodePresence(const std::string& store_dir, const std::string& node_id, double lease_s)
+      : watch(store_dir, store::ThisProcess(node_id), lease_s), heartbeat(store_dir, watch.self()) {}
+  ~NodePresence();
+  NodePresence(const NodePresence&) = delete;
+  NodePresence& operator=(const NodePresence&) = delete;
+
+  store::LeaseWatch watch;
+  store::Heartbeat heartbeat;
+  store::NodeOwnership ownership;
 };
 
 struct StudySession {
   StudyContext context;
   bool resumed = false;
+  std::unique_ptr<NodePresence> presence;  // before the writer: the node id is held first
   std::unique_ptr<store::ShardWriter> writer;
   std::vector<store::TrialRecord> trials;  // of this study, every node, ordered by (node, number)
 
@@ -42,8 +61,11 @@ struct StudySession {
   // Re-reads the trials (other nodes' published shards and this node's live one).
   Status Refresh();
   // Writes `records` to this node's shard in one transaction, publishes the shard, and puts
-  // them into `trials` (replacing the rows with the same node and number).
+  // them into `trials` (replacing the rows with the same node and number). Refused when another
+  // process has taken this node id (it judged this one gone).
   Status Record(const std::vector<store::TrialRecord>& records);
+  // Renews this process's heartbeat and checks that it still holds its node id.
+  Status Beat();
 };
 
 Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionRequest request);

@@ -21,6 +21,8 @@ struct TrialIdentity {
   int64_t number = 0;
   int attempt = 1;
   Layout layout;
+  int measurement = 1;    // the layout's k-th measurement in the study (claims.h)
+  std::string rerun_of;   // another node's trial this re-runs (its tuner is gone): that node's id
 };
 
 // A new record of a trial that has not run yet (status queued): its identity, the performance
@@ -40,6 +42,8 @@ std::optional<double> ObjectiveOf(const store::TrialRecord& trial);
 // history, in the order given.
 // How a confirmation trial's message begins (a layout measured again before naming the best).
 inline constexpr std::string_view kConfirmation = "confirmation:";
+// How the message of a trial re-run for another node begins (that node's tuner is gone).
+inline constexpr std::string_view kRerunOf = "re-run of a trial of node";
 
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials);
 

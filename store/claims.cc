@@ -1,0 +1,264 @@
+#include "store/claims.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "base/provenance.h"
+#include "store/claim_files.h"
+
+namespace tunepar::store {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string StateText(ClaimState s) {
+  switch (s) {
+    case ClaimState::kRunning: return "running";
+    case ClaimState::kDone: return "done";
+    case ClaimState::kReleased: return "released";
+  }
+  return "running";
+}
+
+ClaimState ParseState(const std::string& s) {
+  if (s == "done") return ClaimState::kDone;
+  if (s == "released") return ClaimState::kReleased;
+  return ClaimState::kRunning;
+}
+
+std::string Encode(const ClaimOwner& o, ClaimState state, const std::string& detail) {
+  return fmt::format("{}state={}\ndetail={}\n", OwnerLines(o), StateText(state), detail);
+}
+
+// A claim file as written by Encode; a file cut short (its owner died while writing it cannot
+// happen: files appear whole by link) reads as an owner with no token, which is gone.
+ClaimFile Decode(const std::string& name, int generation, const std::string& text) {
+  ClaimFile c;
+  c.name = name;
+  c.generation = generation;
+  std::map<std::string, std::string> f = ParseKeyValues(text);
+  c.owner = OwnerFromFields(f);
+  c.state = ParseState(f["state"]);
+  c.detail = f["detail"];
+  return c;
+}
+
+std::string GenerationPath(const std::string& dir, const std::string& name, int generation) {
+  return fmt::format("{}/{}.g{}", dir, name, generation);
+}
+
+// The latest generation of every claim in `dir`, read.
+Result<std::map<std::string, ClaimFile>> LatestClaims(const std::string& dir) {
+  Result<std::map<std::string, int>> latest = LatestGenerations(dir);
+  if (!latest.ok()) return latest.status();
+  std::map<std::string, ClaimFile> out;
+  for (const auto& [name, generation] : *latest) {
+    Result<std::string> text = ReadSmallFile(GenerationPath(dir, name, generation));
+    if (!text.ok()) return text.status();
+    out[name] = Decode(name, generation, *text);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string OwnerLines(const ClaimOwner& o) {
+  return fmt::format("owner={}\nnode={}\nhost={}\nboot={}\npid={}\nstart={}\n", o.token, o.node_id, o.host, o.boot_id,
+                     o.pid, o.start_ticks);
+}
+
+ClaimOwner OwnerFromFields(const std::map<std::string, std::string>& f) {
+  auto field = [&](const char* key) {
+    auto it = f.find(key);
+    return it == f.end() ? std::string() : it->second;
+  };
+  ClaimOwner o;
+  o.token = field("owner");
+  o.node_id = field("node");
+  o.host = field("host");
+  o.boot_id = field("boot");
+  o.pid = std::atoll(field("pid").c_str());
+  o.start_ticks = std::atoll(field("start").c_str());
+  return o;
+}
+
+ClaimOwner ThisProcess(const std::string& node_id) {
+  ClaimOwner o;
+  o.node_id = node_id;
+  o.host = HostName();
+  o.boot_id = BootId();
+  o.pid = getpid();
+  o.start_ticks = ProcessStartTicks(o.pid).value_or(0);
+  o.token = FileSafe(fmt::format("{}@{}.{}.{}", node_id, o.host, o.pid, o.start_ticks));
+  return o;
+}
+
+LeaseWatch::LeaseWatch(std::string store_dir, ClaimOwner self, double lease_s)
+    : store_dir_(std::move(store_dir)), self_(std::move(self)), lease_s_(lease_s) {}
+
+bool LeaseWatch::Gone(const ClaimOwner& owner) {
+  if (owner.token == self_.token) return false;
+  if (owner.token.empty()) return true;
+  // This process holds the node id: any other process that held it has ended.
+  if (holds_node_ && owner.node_id == self_.node_id) return true;
+  if (owner.host == self_.host) {
+    if (owner.boot_id != self_.boot_id) return true;  // the host rebooted since
+    if (ProcessStartTicks(owner.pid) != std::optional<int64_t>(owner.start_ticks)) return true;
+  }
+  Result<std::string> counter = ReadSmallFile(BeatPath(store_dir_, owner.token));
+  if (!counter.ok()) return true;  // no heartbeat: it left, or never began one
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, fresh] = seen_.try_emplace(owner.token, Seen{*counter, now});
+  if (!fresh && it->second.counter != *counter) it->second = Seen{*counter, now};
+  return std::chrono::duration<double>(now - it->second.since).count() >= lease_s_;
+}
+
+Status Heartbeat::Beat() {
+  ++count_;
+  return ReplaceFile(BeatPath(store_dir_, self_.token), fmt::format("{}\n", count_));
+}
+
+void Heartbeat::Stop() {
+  std::error_code ec;
+  fs::remove(BeatPath(store_dir_, self_.token), ec);
+}
+
+StudyClaims::StudyClaims(std::string store_dir, std::string study_id, LeaseWatch& watch)
+    : dir_((fs::path(store_dir) / "claims" / study_id).string()), watch_(watch) {}
+
+std::string StudyClaims::LayoutsDir() const { return dir_ + "/layouts"; }
+std::string StudyClaims::SlotsDir() const { return dir_ + "/slots"; }
+
+Result<std::optional<HeldClaim>> StudyClaims::ClaimLayout(const std::string& layout_key, int measurement) {
+  const std::string name = fmt::format("{}.m{}", layout_key, measurement);
+  Result<std::map<std::string, ClaimFile>> latest = LatestClaims(LayoutsDir());
+  if (!latest.ok()) return latest.status();
+  int generation = 1;
+  if (auto it = latest->find(name); it != latest->end()) {
+    const ClaimFile& c = it->second;
+    if (c.state == ClaimState::kDone) return std::optional<HeldClaim>();
+    if (c.state == ClaimState::kRunning && !watch_.Gone(c.owner)) return std::optional<HeldClaim>();
+    generation = c.generation + 1;
+  }
+  Result<bool> won = CreateOnce(GenerationPath(LayoutsDir(), name, generation),
+                                Encode(watch_.self(), ClaimState::kRunning, ""), watch_.self().token);
+  if (!won.ok()) return won.status();
+  if (!*won) return std::optional<HeldClaim>();
+  HeldClaim held;
+  held.layout_key = layout_key;
+  held.measurement = measurement;
+  held.layout_generation = generation;
+  return std::optional<HeldClaim>(held);
+}
+
+Result<bool> StudyClaims::ClaimSlot(int limit, HeldClaim& held) {
+  Result<std::map<std::string, ClaimFile>> latest = LatestClaims(SlotsDir());
+  if (!latest.ok()) return latest.status();
+  const std::string paid_for = fmt::format("{}.m{}.g{}", held.layout_key, held.measurement, held.layout_generation);
+  for (int n = 1; n <= limit; ++n) {
+    int generation = 1;
+    if (auto it = latest->find(std::to_string(n)); it != latest->end()) {
+      const ClaimFile& c = it->second;
+      if (c.state == ClaimState::kDone) continue;
+      if (c.state == ClaimState::kRunning && !watch_.Gone(c.owner)) continue;
+      generation = c.generation + 1;
+    }
+    Result<bool> won = CreateOnce(GenerationPath(SlotsDir(), std::to_string(n), generation),
+                                  Encode(watch_.self(), ClaimState::kRunning, paid_for), watch_.self().token);
+    if (!won.ok()) return won.status();
+    if (*won) {
+      held.slot = n;
+      held.slot_generation = generation;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status StudyClaims::Finish(const HeldClaim& held, bool slot_done) {
+  const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
+  if (held.slot > 0) {
+    TUNEPAR_RETURN_IF_ERROR(
+        ReplaceFile(GenerationPath(SlotsDir(), std::to_string(held.slot), held.slot_generation),
+                    Encode(watch_.self(), slot_done ? ClaimState::kDone : ClaimState::kReleased,
+                           fmt::format("{}.g{}", layout, held.layout_generation))));
+  }
+  return ReplaceFile(GenerationPath(LayoutsDir(), layout, held.layout_generation),
+                     Encode(watch_.self(), ClaimState::kDone, std::to_string(held.slot)));
+}
+
+Status StudyClaims::Release(const HeldClaim& held) {
+  const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
+  if (held.slot > 0) {
+    TUNEPAR_RETURN_IF_ERROR(ReplaceFile(GenerationPath(SlotsDir(), std::to_string(held.slot), held.slot_generation),
+                                        Encode(watch_.self(), ClaimState::kReleased, "")));
+  }
+  return ReplaceFile(GenerationPath(LayoutsDir(), layout, held.layout_generation),
+                     Encode(watch_.self(), ClaimState::kReleased, ""));
+}
+
+Result<bool> StudyClaims::StillHeld(const HeldClaim& held) {
+  const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
+  std::error_code ec;
+  if (fs::exists(GenerationPath(LayoutsDir(), layout, held.layout_generation + 1), ec)) return false;
+  if (held.slot > 0 && fs::exists(GenerationPath(SlotsDir(), std::to_string(held.slot), held.slot_generation + 1), ec))
+    return false;
+  return true;
+}
+
+Status StudyClaims::AdoptFinished(int finished) {
+  std::error_code ec;
+  if (finished <= 0 || fs::exists(dir_, ec)) return Status::Ok();
+  for (int n = 1; n <= finished; ++n) {
+    // Nodes adopting at the same moment write the same thing: whichever link wins is right.
+    Result<bool> created = CreateOnce(GenerationPath(SlotsDir(), std::to_string(n), 1),
+                                      Encode(watch_.self(), ClaimState::kDone, "finished before claims"),
+                                      watch_.self().token);
+    if (!created.ok()) return created.status();
+  }
+  return Status::Ok();
+}
+
+Result<ClaimsView> StudyClaims::Read(int slot_limit) {
+  ClaimsView view;
+  Result<std::map<std::string, ClaimFile>> layouts = LatestClaims(LayoutsDir());
+  if (!layouts.ok()) return layouts.status();
+  for (auto& [name, c] : *layouts) {
+    if (c.state == ClaimState::kDone) continue;
+    const bool gone = c.state == ClaimState::kReleased || watch_.Gone(c.owner);
+    if (gone) {
+      view.orphaned.push_back(c);
+    } else if (c.owner.token != watch_.self().token) {
+      view.running_elsewhere.push_back(c);
+    }
+  }
+  Result<std::map<std::string, ClaimFile>> slots = LatestClaims(SlotsDir());
+  if (!slots.ok()) return slots.status();
+  for (auto& [name, c] : *slots) {
+    if (std::atoi(name.c_str()) > slot_limit) continue;
+    if (c.state == ClaimState::kDone) {
+      ++view.slots_done;
+    } else if (c.state == ClaimState::kRunning && !watch_.Gone(c.owner)) {
+      ++view.slots_held;
+    }
+  }
+  return view;
+}
+
+// "<layout>.m<k>" -> (layout, k)
+std::pair<std::string, int> SplitMeasurement(const std::string& name) {
+  const size_t m = name.rfind(".m");
+  if (m == std::string::npos) return {name, 1};
+  return {name.substr(0, m), std::atoi(name.c_str() + m + 2)};
+}
+
+}  // namespace tunepar::store

@@ -1,0 +1,152 @@
+// Claims that cannot race: how the nodes sharing a store agree on who measures which layout and
+// how much of the budget is spent, keeping the rule that each node writes only its own shard.
+// Every decision is the creation of a file that can exist only once: a fully written temporary
+// file is link(2)ed to its name, which fails when the name exists (atomic on local disks, NFSv3
+// and later, and Lustre; rename and O_EXCL are not relied on for exclusion). Nothing is decided by
+// comparing clocks across hosts.
+//
+//   <store>/claims/beats/<owner>                         a counter its owner bumps every heartbeat
+//   <store>/claims/<study>/layouts/<layout>.m<k>.g<g>    measurement k of a layout, generation g
+//   <store>/claims/<study>/slots/<n>.g<g>                budget slot n (1..budget), generation g
+//
+// A claim's generation g+1 can be created only when generation g is over: done (its trial
+// finished), released (its trial was interrupted) or expired (its owner's heartbeat stood still
+// for the lease on the observer's own monotonic clock, or its process is gone from this host, or
+// its node id is now held by this process). So an expired claim is taken over exactly once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tunepar::store {
+
+// Who holds a claim: one live process. The token is unique per process (node, host, pid and the
+// process's start time, so a reused pid is another owner).
+struct ClaimOwner {
+  std::string token;
+  std::string node_id;
+  std::string host;
+  std::string boot_id;  // the host's boot (/proc/sys/kernel/random/boot_id): pids restart with it
+  int64_t pid = 0;
+  int64_t start_ticks = 0;  // the process's start time in clock ticks since boot (/proc/PID/stat)
+};
+
+// This process as an owner under `node_id`.
+ClaimOwner ThisProcess(const std::string& node_id);
+
+// An owner as the "key=value" lines of a claim or node record, and back.
+std::string OwnerLines(const ClaimOwner& owner);
+ClaimOwner OwnerFromFields(const std::map<std::string, std::string>& fields);
+
+// A layout claim's name "<layout key>.m<k>" split into the key and k.
+std::pair<std::string, int> SplitMeasurement(const std::string& name);
+
+enum class ClaimState { kRunning, kDone, kReleased };
+
+// One generation of a claim as read from its file.
+struct ClaimFile {
+  std::string name;  // "<layout>.m<k>" or "<n>" (a slot)
+  int generation = 0;
+  ClaimOwner owner;
+  ClaimState state = ClaimState::kRunning;
+  std::string detail;  // a layout claim: its slot; a slot: the layout claim it pays for
+};
+
+// Judges whether owners are alive, as this process sees it. Remembers when each owner's
+// heartbeat last changed, on this process's steady clock: an owner is gone once its counter has
+// not moved for the lease (a fresh observer waits the lease before judging), or at once when it
+// is a process of this host that no longer exists, or another process of this node's id (which
+// this process holds: NodeOwnership).
+class LeaseWatch {
+ public:
+  LeaseWatch(std::string store_dir, ClaimOwner self, double lease_s);
+  bool Gone(const ClaimOwner& owner);
+  // This process now holds its node id (NodeOwnership): every other process of that id is gone.
+  void HoldNode() { holds_node_ = true; }
+  const ClaimOwner& self() const { return self_; }
+  double lease_s() const { return lease_s_; }
+
+ private:
+  struct Seen {
+    std::string counter;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::string store_dir_;
+  ClaimOwner self_;
+  double lease_s_;
+  bool holds_node_ = false;
+  std::map<std::string, Seen> seen_;
+};
+
+// This process's heartbeat: <store>/claims/beats/<token>, a counter rewritten every Beat().
+class Heartbeat {
+ public:
+  Heartbeat(std::string store_dir, ClaimOwner self) : store_dir_(std::move(store_dir)), self_(std::move(self)) {}
+  Status Beat();
+  // Removes the file (the process is leaving; its claims are all done or released).
+  void Stop();
+
+ private:
+  std::string store_dir_;
+  ClaimOwner self_;
+  int64_t count_ = 0;
+};
+
+// A measurement this process holds: the layout claim and the budget slot paying for it.
+struct HeldClaim {
+  std::string layout_key;
+  int measurement = 1;  // k: the k-th measurement of the layout
+  int layout_generation = 0;
+  int slot = 0;
+  int slot_generation = 0;
+};
+
+// What the claims of a study say, as this process sees them now.
+struct ClaimsView {
+  // Measurements running elsewhere (their owners alive): the search's pending layouts.
+  std::vector<ClaimFile> running_elsewhere;
+  // Measurements whose owner is gone before they finished (expired or released): to re-run.
+  std::vector<ClaimFile> orphaned;
+  // Slots: finished, held by live owners (this one included), free or orphaned.
+  int slots_done = 0, slots_held = 0;
+};
+
+class StudyClaims {
+ public:
+  StudyClaims(std::string store_dir, std::string study_id, LeaseWatch& watch);
+
+  // Claims measurement `measurement` of `layout_key` (the next generation when the current one
+  // is over); nullopt when another live owner holds it or it is done.
+  Result<std::optional<HeldClaim>> ClaimLayout(const std::string& layout_key, int measurement);
+  // Holds a budget slot among 1..limit for `held` (free, or orphaned by a gone owner); false
+  // when every slot is done or held by a live owner.
+  Result<bool> ClaimSlot(int limit, HeldClaim& held);
+  // Marks this process's slot and layout claim done (the trial finished), or released (it was
+  // interrupted: another node, or this one on resume, re-runs it).
+  Status Finish(const HeldClaim& held, bool slot_done);
+  Status Release(const HeldClaim& held);
+  // False once a later generation of the layout claim or of its slot exists: taken over by a
+  // node that judged this process gone (it was unresponsive for the lease).
+  Result<bool> StillHeld(const HeldClaim& held);
+  // A study searched before claims existed: its `finished` trials take slots 1..finished (done),
+  // once, when the study has no claims yet.
+  Status AdoptFinished(int finished);
+  // The study's claims, judged through the watch, with slots counted among 1..limit.
+  Result<ClaimsView> Read(int slot_limit);
+
+ private:
+  std::string LayoutsDir() const;
+  std::string SlotsDir() const;
+
+  std::string dir_;
+  LeaseWatch& watch_;
+};
+
+}  // namespace tunepar::store

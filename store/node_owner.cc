@@ -1,0 +1,87 @@
+#include "store/node_owner.h"
+
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "store/claim_files.h"
+
+namespace tunepar::store {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Record(const ClaimOwner& o, const std::string& state, const std::string& work_dir) {
+  return fmt::format("{}state={}\nwork_dir={}\n", OwnerLines(o), state, work_dir);
+}
+
+// Whether the recorded owner is gone, watching an owner on another host for up to the lease.
+bool OwnerGone(LeaseWatch& watch, const ClaimOwner& owner) {
+  if (owner.host == watch.self().host || owner.token.empty()) return watch.Gone(owner);
+  fmt::print(stderr, "tunepar: node id '{}' was held by pid {} on {}: watching its heartbeat for up to {:g} s\n", owner.node_id,
+               owner.pid, owner.host, watch.lease_s());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(watch.lease_s() + 1);
+  while (std::chrono::steady_clock::now() < until) {
+    if (watch.Gone(owner)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return watch.Gone(owner);
+}
+
+}  // namespace
+
+Result<NodeOwnership> NodeOwnership::Acquire(const std::string& store_dir, const std::string& work_dir,
+                                             LeaseWatch& watch) {
+  NodeOwnership n;
+  n.dir_ = (fs::path(store_dir) / "nodes").string();
+  n.self_ = watch.self();
+  n.node_id_ = n.self_.node_id;
+  n.work_dir_ = work_dir;
+  Result<std::map<std::string, int>> latest = LatestGenerations(n.dir_);
+  if (!latest.ok()) return latest.status();
+  int generation = 1;
+  if (auto it = latest->find(n.node_id_); it != latest->end()) {
+    const std::string current = fmt::format("{}/{}.g{}", n.dir_, n.node_id_, it->second);
+    Result<std::string> text = ReadSmallFile(current);
+    std::map<std::string, std::string> f = ParseKeyValues(text.ok() ? *text : "");
+    const ClaimOwner owner = OwnerFromFields(f);
+    if (f["state"] != "released" && !OwnerGone(watch, owner)) {
+      return StoreError(fmt::format(
+          "node id '{}' is in use in this store by pid {} on {} (work dir {}); give this search another --node-id",
+          n.node_id_, owner.pid, owner.host, f["work_dir"].empty() ? "the store's" : f["work_dir"]));
+    }
+    generation = it->second + 1;
+  }
+  n.generation_ = generation;
+  n.path_ = fmt::format("{}/{}.g{}", n.dir_, n.node_id_, generation);
+  Result<bool> won = CreateOnce(n.path_, Record(n.self_, "running", work_dir), n.self_.token);
+  if (!won.ok()) return won.status();
+  if (!*won) {
+    return StoreError(fmt::format(
+        "node id '{}' was taken by another process starting at the same moment; give this search another --node-id",
+        n.node_id_));
+  }
+  watch.HoldNode();
+  return n;
+}
+
+Status NodeOwnership::Check() const {
+  std::error_code ec;
+  const std::string next = fmt::format("{}/{}.g{}", dir_, node_id_, generation_ + 1);
+  if (!fs::exists(next, ec)) return Status::Ok();
+  Result<std::string> text = ReadSmallFile(next);
+  std::map<std::string, std::string> f = ParseKeyValues(text.ok() ? *text : "");
+  return StoreError(fmt::format(
+      "node id '{}' was taken over by pid {} on {} (this process did not renew its heartbeat within the lease); "
+      "stopping without writing",
+      node_id_, f["pid"], f["host"]));
+}
+
+void NodeOwnership::Release() {
+  if (path_.empty() || !Check().ok()) return;
+  (void)ReplaceFile(path_, Record(self_, "released", work_dir_));
+}
+
+}  // namespace tunepar::store

@@ -1,0 +1,287 @@
+// The store's claims under contention, with real processes: one winner among many, an expired
+// claim taken over exactly once, an exact budget, a slow owner that loses its claim, node ids
+// that one live process owns.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "store/claim_files.h"
+#include "store/claims.h"
+#include "store/node_owner.h"
+#include "tests/test_support.h"
+
+namespace tunepar::store {
+namespace {
+
+using testing::TempDir;
+
+constexpr char kLayout[] = "tp1-pp1-dp2-mbs1-nmb1-fp32-zero0-rcnone-sp0-vpp1-fa0";
+
+// Runs `body` in `n` child processes released at the same moment (a pipe each waits on); the
+// exit codes, in order.
+std::vector<int> InProcesses(int n, const std::function<int(int)>& body) {
+  int gate[2];
+  EXPECT_EQ(pipe(gate), 0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(gate[1]);
+      char c;
+      (void)!read(gate[0], &c, 1);  // returns when the parent closes the pipe
+      _exit(body(i));
+    }
+    pids.push_back(pid);
+  }
+  close(gate[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  close(gate[1]);
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 100);
+  }
+  return codes;
+}
+
+int Count(const std::vector<int>& codes, int code) {
+  return static_cast<int>(std::count(codes.begin(), codes.end(), code));
+}
+
+// An owner on another host whose heartbeat never moves (its host went down).
+ClaimOwner Elsewhere(const std::string& store) {
+  ClaimOwner o;
+  o.token = "far@other-host.4242.1";
+  o.node_id = "far";
+  o.host = "other-host";
+  o.boot_id = "b";
+  o.pid = 4242;
+  o.start_ticks = 1;
+  EXPECT_TRUE(ReplaceFile(BeatPath(store, o.token), "7\n").ok());
+  return o;
+}
+
+TEST(Claims, OfSixteenProcessesCreatingOneFileExactlyOneCreatesIt) {
+  TempDir dir;
+  const std::string path = dir / "claims/x.g1";
+  const std::vector<int> codes = InProcesses(16, [&](int i) {
+    Result<bool> created = CreateOnce(path, fmt::format("owner=p{}\n", i), fmt::format("p{}", i));
+    if (!created.ok()) return 2;
+    return *created ? 0 : 1;
+  });
+  EXPECT_EQ(Count(codes, 0), 1);
+  EXPECT_EQ(Count(codes, 1), 15);
+  // Whole: the winner's content, no temporary file left.
+  Result<std::string> text = ReadSmallFile(path);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->rfind("owner=p", 0), 0u);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir / "claims"), std::filesystem::directory_iterator()), 1);
+}
+
+TEST(Claims, SixteenProcessesClaimOneLayoutAndExactlyOneWins) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::vector<int> codes = InProcesses(16, [&](int i) {
+    LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 60);
+    Heartbeat(store, watch.self()).Beat();
+    StudyClaims claims(store, "study", watch);
+    Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
+    // Every contender stays alive until all have tried (a claim of a process that ended is free).
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    if (!held.ok()) return 2;
+    return held->has_value() ? 0 : 1;
+  });
+  EXPECT_EQ(Count(codes, 0), 1);
+  EXPECT_EQ(Count(codes, 1), 15);
+}
+
+TEST(Claims, AnExpiredClaimIsTakenOverExactlyOnce) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  {
+    // The first owner: on another host, silent.
+    LeaseWatch far(store, Elsewhere(store), 60);
+    far.HoldNode();
+    StudyClaims claims(store, "study", far);
+    ASSERT_TRUE(claims.ClaimLayout(kLayout, 1).ok());
+  }
+  const std::vector<int> codes = InProcesses(16, [&](int i) {
+    LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 0.5);
+    Heartbeat beat(store, watch.self());
+    beat.Beat();
+    StudyClaims claims(store, "study", watch);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    while (std::chrono::steady_clock::now() < until) {
+      Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
+      if (!held.ok()) return 2;
+      if (held->has_value()) {
+        // Alive (beating) until every other process has given up.
+        for (int k = 0; k < 25; ++k) {
+          beat.Beat();
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        return 0;
+      }
+      Result<std::map<std::string, int>> latest = LatestGenerations(store + "/claims/study/layouts");
+      if (latest.ok() && (*latest)[std::string(kLayout) + ".m1"] > 1) return 1;  // another took it
+      beat.Beat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 3;  // never judged the silent owner gone
+  });
+  EXPECT_EQ(Count(codes, 0), 1);
+  EXPECT_EQ(Count(codes, 1), 15);
+}
+
+TEST(Claims, AClaimOfAProcessThatEndedOnThisHostIsFreeAtOnce) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::vector<int> first = InProcesses(1, [&](int) {
+    LeaseWatch watch(store, ThisProcess("gone"), 3600);
+    Heartbeat(store, watch.self()).Beat();
+    StudyClaims claims(store, "study", watch);
+    Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
+    return held.ok() && held->has_value() ? 0 : 1;
+  });
+  ASSERT_EQ(first[0], 0);
+  LeaseWatch watch(store, ThisProcess("here"), 3600);  // a lease far longer than the test
+  StudyClaims claims(store, "study", watch);
+  Result<ClaimsView> view = claims.Read(10);
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->orphaned.size(), 1u);
+  Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(held->has_value());
+  EXPECT_EQ((*held)->layout_generation, 2);
+}
+
+TEST(Claims, EightProcessesNeverHoldMoreSlotsThanTheBudget) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::vector<int> codes = InProcesses(8, [&](int i) {
+    LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 60);
+    Heartbeat(store, watch.self()).Beat();
+    StudyClaims claims(store, "study", watch);
+    int won = 0;
+    for (int layout = 0; layout < 10; ++layout) {
+      Result<std::optional<HeldClaim>> held = claims.ClaimLayout(fmt::format("layout{}-of-{}", layout, i), 1);
+      if (!held.ok() || !held->has_value()) return 50;
+      Result<bool> slot = claims.ClaimSlot(5, **held);
+      if (!slot.ok()) return 50;
+      if (!*slot) break;
+      ++won;
+      if (!claims.Finish(**held, true).ok()) return 50;
+    }
+    return won;
+  });
+  int total = 0;
+  for (int c : codes) {
+    ASSERT_LT(c, 50);
+    total += c;
+  }
+  EXPECT_EQ(total, 5);
+  LeaseWatch watch(store, ThisProcess("reader"), 60);
+  Result<ClaimsView> view = StudyClaims(store, "study", watch).Read(5);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->slots_done, 5);
+}
+
+TEST(Claims, ASlowOwnerLearnsItsClaimWasTakenOver) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  LeaseWatch slow_watch(store, ThisProcess("slow"), 0.3);
+  Heartbeat slow_beat(store, slow_watch.self());
+  ASSERT_TRUE(slow_beat.Beat().ok());
+  StudyClaims slow(store, "study", slow_watch);
+  Result<std::optional<HeldClaim>> mine = slow.ClaimLayout(kLayout, 1);
+  ASSERT_TRUE(mine.ok() && mine->has_value());
+  ASSERT_TRUE(slow.ClaimSlot(3, **mine).ok());
+  // Another process on this host watches the slow owner's heartbeat stand still (the slow
+  // owner is alive: its pid is this test's, so only the heartbeat can tell).
+  const std::vector<int> codes = InProcesses(1, [&](int) {
+    LeaseWatch watch(store, ThisProcess("fast"), 0.3);
+    Heartbeat(store, watch.self()).Beat();
+    StudyClaims claims(store, "study", watch);
+    for (int k = 0; k < 40; ++k) {
+      Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
+      if (held.ok() && held->has_value()) {
+        Result<bool> slot = claims.ClaimSlot(1, **held);  // slot 1 is the slow owner's
+        return slot.ok() && *slot ? 0 : 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 2;
+  });
+  ASSERT_EQ(codes[0], 0);
+  Result<bool> still = slow.StillHeld(**mine);
+  ASSERT_TRUE(still.ok());
+  EXPECT_FALSE(*still);
+}
+
+TEST(NodeIds, OfTwoProcessesTakingOneIdAtOnceExactlyOneRuns) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::vector<int> codes = InProcesses(8, [&](int) {
+    LeaseWatch watch(store, ThisProcess("n0"), 60);
+    Heartbeat(store, watch.self()).Beat();
+    Result<NodeOwnership> owner = NodeOwnership::Acquire(store, "", watch);
+    if (!owner.ok()) return owner.status().message().find("n0") != std::string::npos ? 1 : 2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // still running when the others look
+    return 0;
+  });
+  EXPECT_EQ(Count(codes, 0), 1);
+  EXPECT_EQ(Count(codes, 1), 7);
+}
+
+TEST(NodeIds, AnIdIsFreeOnceItsOwnerEndedAndRefusedWhileItLives) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  ASSERT_EQ(InProcesses(1, [&](int) {
+              LeaseWatch watch(store, ThisProcess("n0"), 3600);
+              Heartbeat(store, watch.self()).Beat();
+              return NodeOwnership::Acquire(store, "", watch).ok() ? 0 : 1;  // killed without releasing
+            })[0],
+            0);
+  LeaseWatch watch(store, ThisProcess("n0"), 3600);
+  Heartbeat beat(store, watch.self());
+  ASSERT_TRUE(beat.Beat().ok());
+  Result<NodeOwnership> mine = NodeOwnership::Acquire(store, "/tmp/w", watch);
+  ASSERT_TRUE(mine.ok()) << mine.status().message();
+  EXPECT_TRUE(mine->Check().ok());
+  // While this process lives, another with the same id (another work dir) is refused.
+  const std::vector<int> other = InProcesses(1, [&](int) {
+    LeaseWatch w(store, ThisProcess("n0"), 3600);
+    Result<NodeOwnership> o = NodeOwnership::Acquire(store, "/tmp/other", w);
+    return !o.ok() && o.status().message().find("in use") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(other[0], 0);
+}
+
+TEST(NodeIds, AnOwnerOnAnotherHostIsJudgedByItsHeartbeat) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const ClaimOwner far = Elsewhere(store);
+  ASSERT_TRUE(ReplaceFile(store + "/nodes/far.g1",
+                          fmt::format("owner={}\nnode=far\nhost={}\nboot=b\npid=4242\nstart=1\nstate=running\n",
+                                      far.token, far.host))
+                  .ok());
+  LeaseWatch watch(store, ThisProcess("far"), 0.5);
+  const auto start = std::chrono::steady_clock::now();
+  Result<NodeOwnership> mine = NodeOwnership::Acquire(store, "", watch);
+  ASSERT_TRUE(mine.ok()) << mine.status().message();
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+  EXPECT_TRUE(std::filesystem::exists(store + "/nodes/far.g2"));
+}
+
+}  // namespace
+}  // namespace tunepar::store
