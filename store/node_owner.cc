@@ -64,14 +64,24 @@ Result<NodeOwnership> NodeOwnership::Acquire(const std::string& store_dir, const
         n.node_id_));
   }
   watch.HoldNode();
+  n.RemoveEarlierGenerations();
   return n;
 }
 
-Status NodeOwnership::Check() const {
+// The records of owners before this one: judged gone, and an owner that is not gone after all
+// learns it from the later generation that remains (Check), so they are only clutter.
+void NodeOwnership::RemoveEarlierGenerations() const {
   std::error_code ec;
-  const std::string next = fmt::format("{}/{}.g{}", dir_, node_id_, generation_ + 1);
-  if (!fs::exists(next, ec)) return Status::Ok();
-  Result<std::string> text = ReadSmallFile(next);
+  for (int g = generation_ - 1; g >= 1; --g) fs::remove(fmt::format("{}/{}.g{}", dir_, node_id_, g), ec);
+}
+
+Status NodeOwnership::Check() const {
+  // Any later generation, not only the next: earlier ones are removed by the owner that follows.
+  Result<std::map<std::string, int>> latest = LatestGenerations(dir_);
+  if (!latest.ok()) return latest.status();
+  auto it = latest->find(node_id_);
+  if (it == latest->end() || it->second <= generation_) return Status::Ok();
+  Result<std::string> text = ReadSmallFile(fmt::format("{}/{}.g{}", dir_, node_id_, it->second));
   std::map<std::string, std::string> f = ParseKeyValues(text.ok() ? *text : "");
   return StoreError(fmt::format(
       "node id '{}' was taken over by pid {} on {} (this process did not renew its heartbeat within the lease); "

@@ -6,8 +6,9 @@
 //
 // Taking the id creates the next generation once the current owner is gone (claims.h: its
 // process ended on this host, or its heartbeat stood still for the lease on another host), so
-// of two processes started at the same instant exactly one runs. The owner checks before every
-// publish that no later generation exists.
+// of two processes started at the same instant exactly one runs; it removes the records of the
+// owners before it. The owner checks at every heartbeat and before every publish that no later
+// generation exists.
 #pragma once
 
 #include <string>
@@ -31,6 +32,8 @@ class NodeOwnership {
   const std::string& path() const { return path_; }
 
  private:
+  void RemoveEarlierGenerations() const;
+
   std::string dir_, node_id_, path_;
   int generation_ = 0;
   ClaimOwner self_;

@@ -152,6 +152,14 @@ UPDATE trials SET checksum = tunepar_row_checksum(
   ranks_per_node, message, log_path, backend, hosts, tunepar_version, git_revision, host, pid,
   process_group, started_at, finished_at, heartbeat_at, lease_expires_at);
 )sql",
+    // 3 -> 4: the tables stay as they were; the store keeps one shard per node and study
+    // (store_layout.h) where it kept one per node. A store written so says so in
+    // shards/store-format.sqlite, a shard with this version and no tables: a tunepar before
+    // version 4, which would read such a store as empty and write the old layout into it, stops
+    // there with "written by a newer tunepar".
+    R"sql(
+SELECT 1;
+)sql",
 };
 
 }  // namespace

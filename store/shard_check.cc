@@ -117,7 +117,7 @@ Result<std::string> FindDamage(Database& db, CheckDepth depth) {
   if (std::string header = HeaderDamage(db); !header.empty()) return header;
   bool empty = false;
   Result<std::string> identity = IdentityDamage(db, &empty);
-  if (!identity.ok() || !identity->empty() || empty) return identity;
+  if (!identity.ok() || !identity->empty() || empty || depth == CheckDepth::kIdentity) return identity;
   Result<std::string> structure =
       StructureDamage(db, depth == CheckDepth::kEverything ? "integrity_check" : "quick_check");
   if (!structure.ok() || !structure->empty() || depth == CheckDepth::kStructure) return structure;

@@ -11,6 +11,7 @@
 namespace tunepar::store {
 
 enum class CheckDepth {
+  kIdentity,    // the file header's bytes, application_id, schema version: what opening costs
   kStructure,   // application_id, schema version, PRAGMA quick_check
   kRows,        // kStructure, and every study and trial row's checksum
   kEverything,  // kRows with PRAGMA integrity_check (indexes against their tables too)

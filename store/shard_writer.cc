@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -65,7 +66,7 @@ std::string JournalPath(const std::string& path) {
 }
 
 struct ShardPaths {
-  std::string node_id, work, snapshot;
+  std::string node_id, study_id, work, snapshot;
 };
 
 // The live shard, open and locked, and what is wrong with it ("" when sound).
@@ -251,26 +252,94 @@ Status ClaimForNode(Database& db, const std::string& work_path, const std::strin
   return SetMeta(db, "node_id", node_id);
 }
 
-std::string CopyPrefix(const std::string& node_id) {
-  return fmt::format(".{}.sqlite.tmp-", node_id);
+std::string CopyPrefix(const std::string& study_id) {
+  return fmt::format(".{}.sqlite.tmp-", study_id);
 }
 
 // Copies that a publish killed between writing and renaming left behind: this node's, so stale
-// once the node's live shard is held.
-void RemoveStaleCopies(const std::string& shards_dir, const std::string& node_id, FileSystem& file_system) {
-  const std::string prefix = CopyPrefix(node_id);
+// once the node's live shard of the study is held.
+void RemoveStaleCopies(const std::string& shards_dir, const std::string& study_id, FileSystem& file_system) {
+  const std::string prefix = CopyPrefix(study_id);
   std::error_code ec;
   for (fs::directory_iterator it(shards_dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->path().filename().string().rfind(prefix, 0) == 0) (void)file_system.Remove(it->path().string());
   }
 }
 
-Status PrepareDirectories(const ShardOptions& options, const std::string& work_path) {
+// Writes <store>/shards/store-format.sqlite when it is missing or older (store_layout.h): a
+// shard with no tables and this tunepar's schema version, renamed into place.
+Status WriteStoreFormat(const std::string& store_dir, FileSystem& file_system) {
+  const std::string path = StoreFormatPath(store_dir);
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    Result<Database> existing = Database::Open(ImmutableUri(path), SQLITE_OPEN_READONLY, path);
+    Result<int64_t> version = existing.ok() ? existing->PragmaInt("user_version") : Result<int64_t>(0);
+    if (version.ok() && *version >= kSchemaVersion) return Status::Ok();
+  }
+  const std::string copy = fmt::format("{}/.store-format.sqlite.tmp-{}", ShardsDir(store_dir), getpid());
+  (void)file_system.Remove(copy);
+  {
+    Result<Database> db = Database::Open(copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, copy);
+    if (!db.ok()) return db.status();
+    TUNEPAR_RETURN_IF_ERROR(db->Exec(fmt::format("PRAGMA application_id = {}", kApplicationId)));
+    TUNEPAR_RETURN_IF_ERROR(db->Exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion)));
+  }
+  Status renamed = file_system.Rename(copy, path);
+  if (!renamed.ok()) (void)file_system.Remove(copy);
+  return renamed;
+}
+
+Status PrepareDirectories(const ShardOptions& options, const ShardPaths& paths, FileSystem& file_system) {
   TUNEPAR_RETURN_IF_ERROR(ValidateNodeId(options.node_id));
+  TUNEPAR_RETURN_IF_ERROR(ValidateStudyId(options.study_id));
   TUNEPAR_RETURN_IF_ERROR(CheckShardVersions(options.store_dir));
   TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(options.store_dir, "store directory"));
   TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(ShardsDir(options.store_dir), "store shard directory"));
-  return MakeWritableDir(fs::path(work_path).parent_path().string(), "work directory");
+  TUNEPAR_RETURN_IF_ERROR(WriteStoreFormat(options.store_dir, file_system));
+  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(fs::path(paths.snapshot).parent_path().string(), "node shard directory"));
+  return MakeWritableDir(fs::path(paths.work).parent_path().string(), "work directory");
+}
+
+// A whole-node shard of the old layout (store_layout.h) that holds the study, and its publish
+// sequence: the live one when it is newer than the published one.
+std::optional<std::string> NewestWholeNodeShard(const ShardOptions& options) {
+  std::optional<std::string> newest;
+  int64_t newest_seq = -1;
+  for (const std::string& path : {LegacyWorkPath(options.store_dir, options.node_id, options.work_dir),
+                                  LegacySnapshotPath(options.store_dir, options.node_id)}) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) continue;
+    Result<Database> db = OpenShardForReading(path, CheckDepth::kIdentity);
+    if (!db.ok()) continue;
+    Result<int64_t> seq = PublishSeq(*db);
+    if (seq.ok() && *seq > newest_seq) newest = path, newest_seq = *seq;
+  }
+  return newest;
+}
+
+// A study that a tunepar before schema 4 kept in the node's one shard of every study: its rows
+// are copied into the study's new live shard, which is then published in their place. The old
+// file stays as it is (readers leave out what it holds of this study from now on).
+Status AdoptFromWholeNodeShard(Database& db, const ShardOptions& options) {
+  Result<std::vector<StudyRecord>> own = SelectStudies(db);
+  if (!own.ok()) return own.status();
+  if (!own->empty()) return Status::Ok();
+  const std::optional<std::string> whole = NewestWholeNodeShard(options);
+  if (!whole) return Status::Ok();
+  Result<Database> old = OpenShardForReading(*whole, CheckDepth::kIdentity);
+  if (!old.ok()) return old.status();
+  Result<std::vector<StudyRecord>> studies = SelectStudies(*old);
+  if (!studies.ok()) return studies.status().WithContext(fmt::format("reading {}", *whole));
+  auto study = std::find_if(studies->begin(), studies->end(),
+                            [&](const StudyRecord& s) { return s.id == options.study_id; });
+  if (study == studies->end()) return Status::Ok();
+  Result<std::vector<TrialRecord>> trials = SelectTrials(*old, options.study_id);
+  if (!trials.ok()) return trials.status().WithContext(fmt::format("reading {}", *whole));
+  TUNEPAR_RETURN_IF_ERROR(InsertStudy(db, *study));
+  TUNEPAR_RETURN_IF_ERROR(UpsertTrials(db, *trials));
+  spdlog::info("study {}: {} trials of node {} taken from {} into a shard of the study's own", study->name,
+               trials->size(), options.node_id, *whole);
+  return Status::Ok();
 }
 
 // Settles which of the live shard and the published copy to go on from when one is damaged.
@@ -287,9 +356,10 @@ Status RecoverFromDamage(LiveShard& live, const ShardPaths& paths, FileSystem& f
 
 Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& options) {
   FileSystem& file_system = options.file_system != nullptr ? *options.file_system : DefaultFileSystem();
-  const ShardPaths paths{options.node_id, WorkPath(options.store_dir, options.node_id, options.work_dir),
-                         SnapshotPath(options.store_dir, options.node_id)};
-  TUNEPAR_RETURN_IF_ERROR(PrepareDirectories(options, paths.work));
+  const ShardPaths paths{options.node_id, options.study_id,
+                         WorkPath(options.store_dir, options.node_id, options.study_id, options.work_dir),
+                         SnapshotPath(options.store_dir, options.node_id, options.study_id)};
+  TUNEPAR_RETURN_IF_ERROR(PrepareDirectories(options, paths, file_system));
 
   Result<LiveShard> live = OpenLiveShard(paths, file_system);
   if (!live.ok()) return live.status();
@@ -298,24 +368,27 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& optio
   if (opened.ok()) opened = live->db.Exec("PRAGMA foreign_keys = ON");
   if (opened.ok()) opened = Migrate(live->db);
   if (opened.ok()) opened = ClaimForNode(live->db, paths.work, options.node_id);
+  if (opened.ok()) opened = AdoptFromWholeNodeShard(live->db, options);
   if (!opened.ok()) {
     CloseRefused(*live, paths.work, file_system);
     return opened;
   }
-  RemoveStaleCopies(ShardsDir(options.store_dir), options.node_id, file_system);
+  RemoveStaleCopies(NodeShardsDir(options.store_dir, options.node_id), options.study_id, file_system);
   return std::unique_ptr<ShardWriter>(
       new ShardWriter(options, file_system, paths.work, paths.snapshot, std::move(live->db)));
 }
 
 Status ShardWriter::PutStudy(const StudyRecord& study) {
+  if (study.id != options_.study_id)
+    return InternalError(fmt::format("study {} written to the shard of study {}", study.id, options_.study_id));
   return InsertStudy(db_, study);
 }
 
 Status ShardWriter::PutTrials(const std::vector<TrialRecord>& trials) {
   for (const TrialRecord& t : trials) {
-    if (t.node_id != options_.node_id) {
-      return InternalError(
-          fmt::format("trial {} of node '{}' written to shard '{}'", t.number, t.node_id, options_.node_id));
+    if (t.node_id != options_.node_id || t.study_id != options_.study_id) {
+      return InternalError(fmt::format("trial {} of node '{}', study {} written to shard '{}' of study {}",
+                                       t.number, t.node_id, t.study_id, options_.node_id, options_.study_id));
     }
   }
   return UpsertTrials(db_, trials);
@@ -369,8 +442,8 @@ Status ShardWriter::Publish() {
   Result<int64_t> seq = PublishSeq(db_);
   if (!seq.ok()) return seq.status();
   TUNEPAR_RETURN_IF_ERROR(SetMeta(db_, "publish_seq", std::to_string(*seq + 1)));
-  const std::string shards_dir = ShardsDir(options_.store_dir);
-  const std::string copy = fmt::format("{}/{}{}", shards_dir, CopyPrefix(options_.node_id), getpid());
+  const std::string shards_dir = NodeShardsDir(options_.store_dir, options_.node_id);
+  const std::string copy = fmt::format("{}/{}{}", shards_dir, CopyPrefix(options_.study_id), getpid());
   const std::string context =
       fmt::format("cannot publish {} (the published copy is left as it was)", snapshot_path_);
   // A failed VACUUM INTO may leave the copy and its journal behind.
@@ -388,12 +461,12 @@ Status ShardWriter::Publish() {
   return file_system_.Fsync(shards_dir).WithContext(fmt::format("published {}, but", snapshot_path_));
 }
 
-Result<StoreView> ShardWriter::ReadMerged(const std::string& study_id) {
-  Result<StoreView> view = ReadStore(options_.store_dir, {study_id, options_.node_id});
+Result<StoreView> ShardWriter::ReadMerged() {
+  Result<StoreView> view = ReadStore(options_.store_dir, {options_.study_id, options_.node_id, &others_});
   if (!view.ok()) return view.status();
   Result<std::vector<StudyRecord>> studies = Studies();
   if (!studies.ok()) return studies.status();
-  Result<std::vector<TrialRecord>> trials = Trials(study_id);
+  Result<std::vector<TrialRecord>> trials = Trials(options_.study_id);
   if (!trials.ok()) return trials.status();
   MergeInto(*view, std::move(*studies), std::move(*trials));
   return view;

@@ -15,21 +15,46 @@ std::string ShardsDir(std::string_view store_dir) {
   return (std::filesystem::path(store_dir) / "shards").string();
 }
 
-std::string SnapshotPath(std::string_view store_dir, std::string_view node_id) {
+std::string NodeShardsDir(std::string_view store_dir, std::string_view node_id) {
+  return (std::filesystem::path(ShardsDir(store_dir)) / node_id).string();
+}
+
+std::string SnapshotPath(std::string_view store_dir, std::string_view node_id, std::string_view study_id) {
+  return (std::filesystem::path(NodeShardsDir(store_dir, node_id)) / fmt::format("{}.sqlite", study_id)).string();
+}
+
+std::string StoreFormatPath(std::string_view store_dir) {
+  return LegacySnapshotPath(store_dir, kStoreFormatNode);
+}
+
+std::string LegacySnapshotPath(std::string_view store_dir, std::string_view node_id) {
   return (std::filesystem::path(ShardsDir(store_dir)) / fmt::format("{}.sqlite", node_id)).string();
 }
 
-std::string WorkPath(std::string_view store_dir, std::string_view node_id, std::string_view work_dir) {
-  if (work_dir.empty()) {
-    return (std::filesystem::path(store_dir) / "work" / fmt::format("{}.sqlite", node_id)).string();
-  }
-  // A shared work directory (node-local /tmp, say) may serve several stores: tell them apart by
-  // a hash of the store's absolute path (FNV-1a, 64 bit).
+namespace {
+
+// A node's work directory: <store>/work/<node>, or in a work directory given on the command line
+// (node-local /tmp, say) that may serve several stores, <work_dir>/<node>-<hash of the store's
+// absolute path> (FNV-1a, 64 bit).
+std::string NodeWorkStem(std::string_view store_dir, std::string_view node_id, std::string_view work_dir) {
+  if (work_dir.empty()) return (std::filesystem::path(store_dir) / "work" / node_id).string();
   std::error_code ec;
   std::string absolute = std::filesystem::weakly_canonical(std::filesystem::absolute(store_dir), ec).string();
   uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : absolute) hash = (hash ^ c) * 1099511628211ULL;
-  return (std::filesystem::path(work_dir) / fmt::format("{}-{:016x}.sqlite", node_id, hash)).string();
+  return (std::filesystem::path(work_dir) / fmt::format("{}-{:016x}", node_id, hash)).string();
+}
+
+}  // namespace
+
+std::string WorkPath(std::string_view store_dir, std::string_view node_id, std::string_view study_id,
+                     std::string_view work_dir) {
+  return (std::filesystem::path(NodeWorkStem(store_dir, node_id, work_dir)) / fmt::format("{}.sqlite", study_id))
+      .string();
+}
+
+std::string LegacyWorkPath(std::string_view store_dir, std::string_view node_id, std::string_view work_dir) {
+  return NodeWorkStem(store_dir, node_id, work_dir) + ".sqlite";
 }
 
 std::string ImmutableUri(const std::string& path) {
@@ -44,17 +69,31 @@ std::string ImmutableUri(const std::string& path) {
   return uri + "?mode=ro&immutable=1";
 }
 
-Status ValidateNodeId(std::string_view node_id) {
-  if (node_id.empty()) return InvalidArgument("node id must not be empty");
-  if (node_id.front() == '.' || node_id.size() > 128 ||
-      node_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+namespace {
+
+Status ValidateFileName(std::string_view what, std::string_view id) {
+  if (id.empty()) return InvalidArgument(fmt::format("{} must not be empty", what));
+  if (id.front() == '.' || id.size() > 128 ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
           std::string_view::npos) {
     return InvalidArgument(
-        fmt::format("node id '{}' is not usable as a file name (letters, digits, '.', '_', '-'; not starting "
+        fmt::format("{} '{}' is not usable as a file name (letters, digits, '.', '_', '-'; not starting "
                     "with '.')",
-                    node_id));
+                    what, id));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateNodeId(std::string_view node_id) {
+  if (node_id == kStoreFormatNode)
+    return InvalidArgument(fmt::format("node id '{}' is reserved: the store's format file has that name", node_id));
+  return ValidateFileName("node id", node_id);
+}
+
+Status ValidateStudyId(std::string_view study_id) {
+  return ValidateFileName("study id", study_id);
 }
 
 std::string DefaultNodeId() {

@@ -1,8 +1,12 @@
 // Where things live in a store directory:
-//   <store>/shards/<node>.sqlite   published snapshots, one per node; replaced atomically by
-//                                  rename, never modified in place, read with immutable=1
-//   <store>/work/<node>.sqlite     the shard a node is writing (only that node opens it), unless
-//                                  a work directory on node-local disk is given
+//   <store>/shards/<node>/<study>.sqlite  published copies, one per node and study; replaced
+//                                         atomically by rename, never modified in place, read
+//                                         with immutable=1
+//   <store>/work/<node>/<study>.sqlite    the shard a node is writing for a study (only that node
+//                                         opens it), unless a work directory on node-local disk
+//                                         is given
+//   <store>/shards/<node>.sqlite          a whole node's published copy as tunepar wrote it
+//   <store>/work/<node>.sqlite            before schema 4 (read, never written again)
 #pragma once
 
 #include <string>
@@ -13,14 +17,25 @@
 namespace tunepar::store {
 
 std::string ShardsDir(std::string_view store_dir);
-std::string SnapshotPath(std::string_view store_dir, std::string_view node_id);
-std::string WorkPath(std::string_view store_dir, std::string_view node_id, std::string_view work_dir);
+// <store>/shards/<node>: a node's published copies, one per study.
+std::string NodeShardsDir(std::string_view store_dir, std::string_view node_id);
+std::string SnapshotPath(std::string_view store_dir, std::string_view node_id, std::string_view study_id);
+std::string WorkPath(std::string_view store_dir, std::string_view node_id, std::string_view study_id,
+                     std::string_view work_dir);
+// <store>/shards/store-format.sqlite: a shard with no tables whose schema version says which
+// layout the store has (schema.cc, 3 -> 4). Not a node's shard: no node may be called so.
+std::string StoreFormatPath(std::string_view store_dir);
+inline constexpr std::string_view kStoreFormatNode = "store-format";
+// Where a node's one shard of every study lived before each study got its own files.
+std::string LegacySnapshotPath(std::string_view store_dir, std::string_view node_id);
+std::string LegacyWorkPath(std::string_view store_dir, std::string_view node_id, std::string_view work_dir);
 
 // A file: URI that opens `path` read-only and immutable: no locks, no journal, nothing written.
 std::string ImmutableUri(const std::string& path);
 
-// Node ids name files: letters, digits, '.', '_' and '-', not starting with '.'.
+// Node and study ids name files: letters, digits, '.', '_' and '-', not starting with '.'.
 Status ValidateNodeId(std::string_view node_id);
+Status ValidateStudyId(std::string_view study_id);
 
 // The node id used when none is given: $SLURMD_NODENAME inside Slurm, else the host name,
 // reduced to the characters ValidateNodeId accepts.

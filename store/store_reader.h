@@ -1,13 +1,19 @@
-// Read-only merge of every published shard in a store directory. Readers take no locks (the
-// snapshots are opened immutable), so they never block writers on any node. A corrupt or
-// truncated shard is reported by name and skipped; the others are still read.
+// Read-only merge of the published shards in a store directory. Readers take no locks (the
+// copies are opened immutable), so they never block writers on any node. A corrupt or truncated
+// shard is reported by name and skipped; the others are still read. A reader of one study reads
+// only that study's files (one per node), whatever else the store holds.
 #pragma once
 
+#include <sys/types.h>
+
+#include <ctime>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "store/records.h"
+#include "store/shard_check.h"
 #include "store/sqlite.h"
 
 namespace tunepar::store {
@@ -20,9 +26,32 @@ struct StoreView {
   std::vector<std::string> warnings;  // one line per skipped shard, naming it
 };
 
+// Published copies as last read, by path: a copy whose file is unchanged is not read again. A
+// publish renames a new file into place, so a changed copy has another inode, size or time.
+struct ShardCache {
+  struct Stamp {
+    dev_t device = 0;
+    ino_t inode = 0;
+    off_t size = 0;
+    timespec modified{};
+    bool operator==(const Stamp& o) const {
+      return device == o.device && inode == o.inode && size == o.size && modified.tv_sec == o.modified.tv_sec &&
+             modified.tv_nsec == o.modified.tv_nsec;
+    }
+  };
+  struct Entry {
+    Stamp stamp;
+    std::vector<StudyRecord> studies;
+    std::vector<TrialRecord> trials;
+  };
+  std::map<std::string, Entry> entries;
+  int reads = 0;  // files read (not served from the cache) so far
+};
+
 struct ReadOptions {
-  std::string study_id;   // only this study's trials ("" = all)
-  std::string skip_node;  // a node whose snapshot to leave out (the caller has its live shard)
+  std::string study_id;         // only this study's files and trials ("" = all, "-" = studies only)
+  std::string skip_node;        // a node whose copies to leave out (the caller has its live shard)
+  ShardCache* cache = nullptr;  // keeps what was read for the next call with the same options
 };
 
 // Fails only when the directory cannot be listed or a shard comes from a newer schema.
@@ -35,8 +64,9 @@ void MergeInto(StoreView& view, std::vector<StudyRecord> studies, std::vector<Tr
 // only the headers). Writers call it before creating anything, so a refused run leaves no trace.
 Status CheckShardVersions(const std::string& store_dir);
 
-// Opens a shard file for reading without taking locks: migrated into memory when it is older
-// than this tunepar, kSchemaTooNew when newer, kStore when it is not a readable tunepar shard.
-Result<Database> OpenShardForReading(const std::string& path);
+// Opens a shard file for reading without taking locks, after checking it to `depth` (rows are
+// checked as they are read): migrated into memory when it is older than this tunepar,
+// kSchemaTooNew when newer, kStore when it is not a readable tunepar shard.
+Result<Database> OpenShardForReading(const std::string& path, CheckDepth depth = CheckDepth::kStructure);
 
 }  // namespace tunepar::store

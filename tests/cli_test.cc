@@ -112,46 +112,63 @@ TEST(Cli, ShardFromANewerTuneparIsRefusedAndKept) {
   const std::string store_dir = dir / "store";
   const std::string store = "--store " + store_dir;
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
-  ASSERT_EQ(std::system(("sqlite3 " + store_dir + "/shards/n0.sqlite 'PRAGMA user_version = 7'").c_str()), 0);
+  const std::string shard = testing::NodeShard(store_dir, "n0");
+  ASSERT_FALSE(shard.empty());
+  ASSERT_EQ(std::system(("sqlite3 " + shard + " 'PRAGMA user_version = 7'").c_str()), 0);
   const auto before = testing::SnapshotFiles(store_dir);
   ExpectOneLineError(RunTunepar(store + " list"), kExitSchemaTooNew, "newer tunepar");
   ExpectOneLineError(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n1"), kExitSchemaTooNew,
-                     "n0.sqlite");
+                     shard);
   EXPECT_EQ(testing::SnapshotFiles(store_dir), before);
 }
 
 // A damaged shard is named on stderr and skipped; the readers exit 9 so that a script notices the
-// partial result, and 0 with --allow-damaged.
+// partial result, and 0 with --allow-damaged. A reader of one study reads that study's files:
+// another study's damaged file is named, but the answer is whole.
 TEST(Cli, DamagedShardIsNamedAndSkippedAndTheReadersExitNonZero) {
   TempDir dir;
   const std::string store_dir = dir / "store";
   const std::string store = "--store " + store_dir;
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id good").exit_code, 0);
   ASSERT_EQ(RunTunepar(store + " search --world 128 --model gpt-22b --node-id bad").exit_code, 0);
-  const std::string bad = store_dir + "/shards/bad.sqlite";
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id late").exit_code, 0);
+  const std::string bad = testing::NodeShard(store_dir, "bad");
+  ASSERT_FALSE(bad.empty());
   std::filesystem::resize_file(bad, std::filesystem::file_size(bad) / 3);
   testing::CliRun list = RunTunepar(store + " list");
   EXPECT_EQ(list.exit_code, kExitDamaged) << list.err;
-  EXPECT_NE(list.err.find("bad.sqlite: truncated: file is "), std::string::npos) << list.err;
+  EXPECT_NE(list.err.find(bad + ": truncated: file is "), std::string::npos) << list.err;
   EXPECT_NE(list.err.find("--allow-damaged"), std::string::npos) << list.err;
   EXPECT_NE(list.out.find("gpt-22b-w64"), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("gpt-22b-w128"), std::string::npos) << list.out;
 
   testing::CliRun allowed = RunTunepar(store + " --json list --allow-damaged");
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
-  EXPECT_NE(allowed.err.find("bad.sqlite"), std::string::npos) << allowed.err;
+  EXPECT_NE(allowed.err.find(bad), std::string::npos) << allowed.err;
   const std::string good_study = nlohmann::json::parse(allowed.out)[0]["study"].get<std::string>();
-  for (const std::string& reader : {"show " + good_study, "export " + good_study + " --csv", "report " + good_study}) {
+  const std::vector<std::string> readers = {"show " + good_study, "export " + good_study + " --csv",
+                                            "report " + good_study};
+  for (const std::string& reader : readers) {  // the damaged file is another study's
     testing::CliRun run = RunTunepar(store + " " + reader);
-    EXPECT_EQ(run.exit_code, kExitDamaged) << reader << "\n" << run.err;
-    EXPECT_NE(run.err.find("bad.sqlite"), std::string::npos) << reader << "\n" << run.err;
-    EXPECT_FALSE(run.out.empty()) << reader;  // what could be read is still printed
-    EXPECT_EQ(RunTunepar(store + " " + reader + " --allow-damaged").exit_code, 0) << reader;
+    EXPECT_EQ(run.exit_code, 0) << reader << "\n" << run.err;
+    EXPECT_NE(run.err.find(bad), std::string::npos) << reader << "\n" << run.err;
   }
   // A study that only the damaged shard held.
   testing::CliRun missing = RunTunepar(store + " show " + good_study.substr(0, good_study.find("-w64")) + "-w128");
   EXPECT_EQ(missing.exit_code, kExitDamaged) << missing.err;
   EXPECT_NE(missing.err.find("may hold it"), std::string::npos) << missing.err;
+
+  // A damaged file of the study itself: its readers say so and exit 9.
+  const std::string late = testing::NodeShard(store_dir, "late");
+  ASSERT_FALSE(late.empty());
+  std::filesystem::resize_file(late, std::filesystem::file_size(late) / 2);
+  for (const std::string& reader : readers) {
+    testing::CliRun run = RunTunepar(store + " " + reader);
+    EXPECT_EQ(run.exit_code, kExitDamaged) << reader << "\n" << run.err;
+    EXPECT_NE(run.err.find(late), std::string::npos) << reader << "\n" << run.err;
+    EXPECT_FALSE(run.out.empty()) << reader;  // what could be read is still printed
+    EXPECT_EQ(RunTunepar(store + " " + reader + " --allow-damaged").exit_code, 0) << reader;
+  }
 }
 
 // One changed byte in a value passes SQLite's checks; the row checksum names the trial.
@@ -160,17 +177,19 @@ TEST(Cli, OneChangedByteInAPublishedShardIsNamed) {
   const std::string store_dir = dir / "store";
   const std::string store = "--store " + store_dir;
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
-  const std::string shard = store_dir + "/shards/n0.sqlite";
+  const std::string shard = testing::NodeShard(store_dir, "n0");
+  ASSERT_FALSE(shard.empty());
   std::string bytes = testing::ReadFile(shard);
-  // A digit of a trial's predicted compute time (in its details: only the trials table has it).
-  const size_t at = bytes.find("\"compute_s\":");
+  // A digit of a predicted OOM's memory in its message (only the trials table has it).
+  const std::string message = "predicted not to fit: ";
+  const size_t at = bytes.find(message);
   ASSERT_NE(at, std::string::npos);
-  char& digit = bytes[at + 12];
+  char& digit = bytes[at + message.size()];
   digit = digit == '1' ? '2' : '1';
   testing::WriteFile(shard, bytes);
   testing::CliRun list = RunTunepar(store + " list");
   EXPECT_EQ(list.exit_code, kExitDamaged) << list.err;
-  EXPECT_NE(list.err.find("n0.sqlite: bad checksum in trial "), std::string::npos) << list.err;
+  EXPECT_NE(list.err.find(shard + ": bad checksum in trial "), std::string::npos) << list.err;
 }
 
 TEST(Cli, TwoNodesSearchIntoOneStoreAtTheSameTime) {
@@ -249,6 +268,34 @@ TEST(Cli, ConfigsListsEveryPreset) {
 
 namespace tunepar {
 namespace {
+
+// A dry run stores each prediction without its breakdown; show and export make it again from
+// the study's model, the same numbers that predict gives.
+TEST(CliSearch, ADryRunStoresPredictionsCompactlyAndShowsTheirBreakdown) {
+  TempDir dir;
+  const std::string store_dir = dir / "store";
+  const std::string store = "--store " + store_dir;
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
+  const std::string shard = testing::NodeShard(store_dir, "n0");
+  const testing::CliRun stored =
+      testing::RunCommand("sqlite3 " + shard + " \"SELECT COUNT(*), SUM(details = '{}') FROM trials\"");
+  const std::string counts = stored.out.substr(0, stored.out.find('\n'));
+  ASSERT_EQ(counts.substr(0, counts.find('|')), counts.substr(counts.find('|') + 1)) << stored.out;
+  EXPECT_NE(counts, "0|0");
+  const std::string study = testing::OnlyStudy(store_dir);
+  for (const std::string& reader : {"show " + study + " --limit 1", "export " + study + " --json"}) {
+    const testing::CliRun run = RunTunepar(store + " --json " + reader);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const nlohmann::json best = nlohmann::json::parse(run.out)["rows"][0];
+    ASSERT_TRUE(best["details"].contains("breakdown")) << reader << ": " << best["details"].dump();
+    double parts = 0;
+    for (auto& [k, v] : best["details"]["breakdown"].items()) parts += v.get<double>();
+    EXPECT_NEAR(parts, best["predicted_step_time_s"].get<double>(), 1e-6 * parts) << reader;
+    const testing::CliRun predict =
+        RunTunepar("--json predict --world 64 --model gpt-22b --layout " + best["layout"].get<std::string>());
+    EXPECT_EQ(nlohmann::json::parse(predict.out)["breakdown"], best["details"]["breakdown"]) << reader;
+  }
+}
 
 TEST(CliPredict, PrintsTheBreakdownAndJson) {
   testing::CliRun text = RunTunepar(

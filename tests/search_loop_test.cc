@@ -253,7 +253,9 @@ TEST(SearchLoop, BadInputIsRefusedBeforeAnythingRuns) {
   for (const Trial& t : Trials(store, OnlyStudy(store))) EXPECT_EQ(t.status, "invalid");
 
   // A store written by a newer tunepar: refused, untouched.
-  ASSERT_EQ(std::system(("sqlite3 " + store + "/shards/n0.sqlite 'PRAGMA user_version = 9'").c_str()), 0);
+  const std::string shard = testing::NodeShard(store, "n0");
+  ASSERT_FALSE(shard.empty());
+  ASSERT_EQ(std::system(("sqlite3 " + shard + " 'PRAGMA user_version = 9'").c_str()), 0);
   const auto before = testing::SnapshotFiles(store);
   run = RunTunepar(SearchArgs(store, 10, ""));
   EXPECT_EQ(run.exit_code, kExitSchemaTooNew) << run.err;
@@ -311,9 +313,11 @@ TEST(SearchLoop, AStoreFromSchemaOneResumesUnderTheSameStudyId) {
   EXPECT_EQ(trials[3].number, 4);
   EXPECT_EQ(trials[3].attempt, 2);
   EXPECT_EQ(trials[3].layout, "tp1-pp1-dp2-mbs2-nmb2-fp16-zero1-rcnone-sp0-vpp1-fa1");
-  const testing::CliRun version =
-      testing::RunCommand("sqlite3 " + store + "/shards/n0.sqlite 'PRAGMA user_version'");
-  EXPECT_EQ(version.out, std::to_string(store::kSchemaVersion) + "\n");  // migrated in place
+  // The study moved into a shard of its own at the current schema; the old file is left as it was.
+  const std::string own = store + "/shards/n0/" + testing::StudyId(store, "tiny-w2-9398e629") + ".sqlite";
+  EXPECT_EQ(testing::RunCommand("sqlite3 " + own + " 'PRAGMA user_version'").out,
+            std::to_string(store::kSchemaVersion) + "\n");
+  EXPECT_EQ(testing::RunCommand("sqlite3 " + store + "/shards/n0.sqlite 'PRAGMA user_version'").out, "1\n");
 }
 
 }  // namespace

@@ -148,8 +148,8 @@ TEST_F(SlurmBackend, TwoNodesShardsMeetInOneStore) {
       RunCommand("salloc -N 2 --exclusive srun --ntasks-per-node=1 " + bin_ + "/tunepar --store " + store_ +
                  " search --backend model --world 4 --model tiny --hardware local-cpu");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_TRUE(fs::exists(store_ + "/shards/n1.sqlite"));
-  EXPECT_TRUE(fs::exists(store_ + "/shards/n2.sqlite"));
+  EXPECT_FALSE(testing::NodeShard(store_, "n1").empty());
+  EXPECT_FALSE(testing::NodeShard(store_, "n2").empty());
   const CliRun list = RunCommand(bin_ + "/tunepar --store " + store_ + " list");
   EXPECT_NE(list.out.find("1 study from 2 shards"), std::string::npos) << list.out;
 }

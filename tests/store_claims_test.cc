@@ -281,6 +281,16 @@ TEST(NodeIds, AnOwnerOnAnotherHostIsJudgedByItsHeartbeat) {
   ASSERT_TRUE(mine.ok()) << mine.status().message();
   EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
   EXPECT_TRUE(std::filesystem::exists(store + "/nodes/far.g2"));
+  EXPECT_FALSE(std::filesystem::exists(store + "/nodes/far.g1"));  // a gone owner's record is removed
+  EXPECT_TRUE(mine->Check().ok());
+  // A third owner (this one judged gone in turn): this one learns it, though its own record and
+  // every one before the third's are gone.
+  LeaseWatch third(store, ThisProcess("far"), 0.5);
+  ASSERT_TRUE(ReplaceFile(store + "/nodes/far.g2", "state=released\n").ok());
+  Result<NodeOwnership> next = NodeOwnership::Acquire(store, "", third);
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  EXPECT_FALSE(std::filesystem::exists(store + "/nodes/far.g2"));
+  EXPECT_FALSE(mine->Check().ok());
 }
 
 }  // namespace

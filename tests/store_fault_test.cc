@@ -82,7 +82,7 @@ std::vector<TrialRecord> Trials(const std::string& node, int64_t first, int64_t 
 }
 
 std::unique_ptr<ShardWriter> OpenWriter(const std::string& store, FileSystem* file_system = nullptr) {
-  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", "", file_system});
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", kStudyId, "", file_system});
   EXPECT_TRUE(w.ok()) << w.status().message();
   return w.ok() ? std::move(*w) : nullptr;
 }
@@ -151,7 +151,7 @@ Opened OpenCapturing(const std::string& store) {
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
   Opened o;
-  o.writer = ShardWriter::Open({store, "n0", ""});
+  o.writer = ShardWriter::Open({store, "n0", kStudyId, ""});
   o.said = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   return o;
 }
@@ -163,7 +163,7 @@ TEST(StoreDamage, OneChangedByteInATrialValueIsCaughtOnReading) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 5, 5);
-  const std::string published = SnapshotPath(store, "n0");
+  const std::string published = SnapshotPath(store, "n0", kStudyId);
   ChangeOneByteOfTrial(published, 3);
   {
     // What SQLite checks does not see it: the reason for the row checksums.
@@ -202,7 +202,7 @@ TEST_P(DamagedLiveShard, IsKeptAsideAndRestoredFromThePublishedCopy) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 300, 300);
-  const std::string work = WorkPath(store, "n0", ""), published = SnapshotPath(store, "n0");
+  const std::string work = WorkPath(store, "n0", kStudyId, ""), published = SnapshotPath(store, "n0", kStudyId);
   GetParam().damage(work);
   const std::string published_bytes = testing::ReadFile(published), damaged_bytes = testing::ReadFile(work);
 
@@ -215,8 +215,8 @@ TEST_P(DamagedLiveShard, IsKeptAsideAndRestoredFromThePublishedCopy) {
   EXPECT_EQ(testing::ReadFile(published), published_bytes);
   // The damaged file is kept as it was, next to the restored shard.
   std::string aside;
-  for (const std::string& name : FilesIn(dir / "store/work"))
-    if (name.rfind("n0.sqlite.damaged-", 0) == 0) aside = dir / "store/work/" + name;
+  for (const std::string& name : FilesIn(dir / "store/work/n0"))
+    if (name.rfind(std::string(kStudyId) + ".sqlite.damaged-", 0) == 0) aside = dir / "store/work/n0/" + name;
   ASSERT_FALSE(aside.empty());
   EXPECT_EQ(testing::ReadFile(aside), damaged_bytes);
 
@@ -228,8 +228,8 @@ TEST_P(DamagedLiveShard, IsKeptAsideAndRestoredFromThePublishedCopy) {
   ASSERT_TRUE(w.Publish().ok());
   ExpectPublishedTrials(store, 301);
   opened.writer->reset();
-  EXPECT_FALSE(AnyNameContains(dir / "store/work", "-journal"))
-      << ::testing::PrintToString(FilesIn(dir / "store/work"));
+  EXPECT_FALSE(AnyNameContains(dir / "store/work/n0", "-journal"))
+      << ::testing::PrintToString(FilesIn(dir / "store/work/n0"));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -244,7 +244,7 @@ TEST(StoreDamage, TruncationSaysHowLongTheFileIsAndShouldBe) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 300, 300);
-  const std::string published = SnapshotPath(store, "n0");
+  const std::string published = SnapshotPath(store, "n0", kStudyId);
   const uintmax_t size = fs::file_size(published);
   TruncateToHalf(published);
   Result<StoreView> view = ReadStore(store);
@@ -263,11 +263,11 @@ TEST(StoreDamage, DamagedLiveShardWithoutAPublishedCopyIsRefused) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 300, 300);
-  fs::remove(SnapshotPath(store, "n0"));
-  const std::string work = WorkPath(store, "n0", "");
+  fs::remove(SnapshotPath(store, "n0", kStudyId));
+  const std::string work = WorkPath(store, "n0", kStudyId, "");
   TruncateToHalf(work);
   const auto before = testing::SnapshotFiles(store);
-  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", ""});
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", kStudyId, ""});
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kStore);
   const std::string& m = w.status().message();
@@ -281,11 +281,11 @@ TEST(StoreDamage, DamagedLiveShardAndPublishedCopyAreRefused) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 300, 300);
-  const std::string work = WorkPath(store, "n0", ""), published = SnapshotPath(store, "n0");
+  const std::string work = WorkPath(store, "n0", kStudyId, ""), published = SnapshotPath(store, "n0", kStudyId);
   RandomHeader(work);
   ChangeOneByteOfTrial(published, 7);
   const auto before = testing::SnapshotFiles(store);
-  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", ""});
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", kStudyId, ""});
   ASSERT_FALSE(w.ok());
   const std::string& m = w.status().message();
   EXPECT_NE(m.find(work + " is damaged (not a database: header damaged"), std::string::npos) << m;
@@ -299,13 +299,13 @@ TEST(StoreDamage, DamagedPublishedCopyIsReplacedByTheSoundLiveShard) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 10, 12);
-  const std::string published = SnapshotPath(store, "n0");
+  const std::string published = SnapshotPath(store, "n0", kStudyId);
   ChangeOneByteOfTrial(published, 4);
   Opened opened = OpenCapturing(store);
   ASSERT_TRUE(opened.writer.ok()) << opened.writer.status().message();
   EXPECT_NE(opened.said.find(published + " is damaged (bad checksum in trial 4"), std::string::npos)
       << opened.said;
-  EXPECT_TRUE(AnyNameContains(ShardsDir(store), "n0.sqlite.damaged-"));
+  EXPECT_TRUE(AnyNameContains(NodeShardsDir(store, "n0"), std::string(kStudyId) + ".sqlite.damaged-"));
   ASSERT_TRUE((*opened.writer)->Publish().ok());
   ExpectPublishedTrials(store, 12);
 }
@@ -328,7 +328,7 @@ TEST(StoreDamage, PublishRefusesADamagedLiveShard) {
   std::printf("publishing a %d-trial shard (%.1f MB), checks included: %.3f s\n", kTrials,
               static_cast<double>(fs::file_size(w->work_path())) / 1e6,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - publishing).count());
-  const std::string published = SnapshotPath(store, "n0");
+  const std::string published = SnapshotPath(store, "n0", kStudyId);
   const std::string published_bytes = testing::ReadFile(published);
   ChangeOneByteOfTrial(w->work_path(), 1);
   ASSERT_TRUE(w->PutTrials({Trial("n0", kTrials + 1)}).ok());
@@ -343,7 +343,7 @@ TEST(StoreDamage, PublishRefusesADamagedLiveShard) {
   EXPECT_NE(s.message().find("the published copy " + published + " is intact"), std::string::npos)
       << s.message();
   EXPECT_EQ(testing::ReadFile(published), published_bytes);
-  EXPECT_FALSE(AnyNameContains(ShardsDir(store), ".tmp-"));
+  EXPECT_FALSE(AnyNameContains(NodeShardsDir(store, "n0"), ".tmp-"));
   std::printf("checking a %d-trial live shard (%.1f MB) before publishing: %.3f s\n", kTrials,
               static_cast<double>(fs::file_size(w->work_path())) / 1e6, seconds);
 }
@@ -360,7 +360,7 @@ class StoreFaults : public ::testing::Test {
     ASSERT_TRUE(writer_->PutStudy(Study()).ok());
     ASSERT_TRUE(writer_->PutTrials(Trials("n0", 1, 50)).ok());
     ASSERT_TRUE(writer_->Publish().ok());
-    published_bytes_ = testing::ReadFile(SnapshotPath(store_, "n0"));
+    published_bytes_ = testing::ReadFile(SnapshotPath(store_, "n0", kStudyId));
     ASSERT_TRUE(writer_->PutTrials(Trials("n0", 51, 60)).ok());
   }
   void TearDown() override { writer_.reset(); }  // before the filesystem's VFS goes away
@@ -368,10 +368,10 @@ class StoreFaults : public ::testing::Test {
   // The fault left the published copy as it was, readable with its 50 trials, and no partial
   // copy behind; once the fault clears, the same writer goes on and publishes.
   void ExpectIntactAndRecovering() {
-    EXPECT_EQ(testing::ReadFile(SnapshotPath(store_, "n0")), published_bytes_);
+    EXPECT_EQ(testing::ReadFile(SnapshotPath(store_, "n0", kStudyId)), published_bytes_);
     ExpectPublishedTrials(store_, 50);
-    EXPECT_FALSE(AnyNameContains(ShardsDir(store_), ".tmp-"))
-        << ::testing::PrintToString(FilesIn(ShardsDir(store_)));
+    EXPECT_FALSE(AnyNameContains(NodeShardsDir(store_, "n0"), ".tmp-"))
+        << ::testing::PrintToString(FilesIn(NodeShardsDir(store_, "n0")));
     file_system_.Clear();
     ASSERT_TRUE(writer_->PutTrials({Trial("n0", 61)}).ok());
     Status s = writer_->Publish();
@@ -391,7 +391,7 @@ TEST_F(StoreFaults, DiskFullMidPublish) {
   Status s = writer_->Publish();
   ASSERT_FALSE(s.ok());
   EXPECT_GT(file_system_.faults_injected(), 0);
-  EXPECT_NE(s.message().find("cannot publish " + SnapshotPath(store_, "n0")), std::string::npos)
+  EXPECT_NE(s.message().find("cannot publish " + SnapshotPath(store_, "n0", kStudyId)), std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("database or disk is full"), std::string::npos) << s.message();
   ExpectIntactAndRecovering();
@@ -402,14 +402,14 @@ TEST_F(StoreFaults, SqliteSyncOfTheCopyFailsWithEio) {
   Status s = writer_->Publish();
   ASSERT_FALSE(s.ok());
   EXPECT_GT(file_system_.faults_injected(), 0);
-  EXPECT_NE(s.message().find("writing the copy " + ShardsDir(store_) + "/.n0.sqlite.tmp-"), std::string::npos)
+  EXPECT_NE(s.message().find("writing the copy " + NodeShardsDir(store_, "n0") + "/." + std::string(kStudyId) + ".sqlite.tmp-"), std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("disk I/O error (fsync failed)"), std::string::npos) << s.message();
   ExpectIntactAndRecovering();
 }
 
 TEST_F(StoreFaults, FsyncOfTheCopyFailsWithEio) {
-  const std::string copy = fmt::format("{}/.n0.sqlite.tmp-{}", ShardsDir(store_), getpid());
+  const std::string copy = fmt::format("{}/.{}.sqlite.tmp-{}", NodeShardsDir(store_, "n0"), kStudyId, getpid());
   file_system_.FailFsyncOf(copy);
   Status s = writer_->Publish();
   ASSERT_FALSE(s.ok());
@@ -421,11 +421,11 @@ TEST_F(StoreFaults, FsyncOfTheCopyFailsWithEio) {
 // The rename done, the directory's fsync fails: the new copy is in place (whether it survives a
 // power cut is not known), and the error says so.
 TEST_F(StoreFaults, FsyncOfTheShardsDirectoryFailsAfterTheRename) {
-  file_system_.FailFsyncOf(ShardsDir(store_));
+  file_system_.FailFsyncOf(NodeShardsDir(store_, "n0"));
   Status s = writer_->Publish();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("published " + SnapshotPath(store_, "n0") + ", but: cannot sync '" +
-                             ShardsDir(store_)),
+  EXPECT_NE(s.message().find("published " + SnapshotPath(store_, "n0", kStudyId) + ", but: cannot sync '" +
+                             NodeShardsDir(store_, "n0")),
             std::string::npos)
       << s.message();
   ExpectPublishedTrials(store_, 60);
@@ -439,7 +439,7 @@ TEST_F(StoreFaults, RenameFails) {
   Status s = writer_->Publish();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot rename"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find(SnapshotPath(store_, "n0")), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(SnapshotPath(store_, "n0", kStudyId)), std::string::npos) << s.message();
   ExpectIntactAndRecovering();
 }
 
@@ -464,13 +464,13 @@ TEST(StoreCrash, BetweenWritingTheCopyAndRenamingIt) {
   TempDir dir;
   const std::string store = dir / "store";
   MakeStore(store, 50, 50);
-  const std::string published = SnapshotPath(store, "n0");
+  const std::string published = SnapshotPath(store, "n0", kStudyId);
   const std::string published_bytes = testing::ReadFile(published);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     CrashingFileSystem file_system;
-    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", "", &file_system});
+    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", kStudyId, "", &file_system});
     if (!w.ok() || !(*w)->PutTrials(Trials("n0", 51, 60)).ok()) _exit(1);
     (void)(*w)->Publish();
     _exit(2);
@@ -479,13 +479,13 @@ TEST(StoreCrash, BetweenWritingTheCopyAndRenamingIt) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), CrashingFileSystem::kCrashed);
-  EXPECT_TRUE(AnyNameContains(ShardsDir(store), fmt::format(".n0.sqlite.tmp-{}", pid)));
+  EXPECT_TRUE(AnyNameContains(NodeShardsDir(store, "n0"), fmt::format(".{}.sqlite.tmp-{}", kStudyId, pid)));
   EXPECT_EQ(testing::ReadFile(published), published_bytes);
   ExpectPublishedTrials(store, 50);
 
   auto w = OpenWriter(store);
   ASSERT_TRUE(w);
-  EXPECT_FALSE(AnyNameContains(ShardsDir(store), ".tmp-"));
+  EXPECT_FALSE(AnyNameContains(NodeShardsDir(store, "n0"), ".tmp-"));
   EXPECT_EQ(*w->Trials(kStudyId), Trials("n0", 1, 60));
   ASSERT_TRUE(w->Publish().ok());
   ExpectPublishedTrials(store, 60);
@@ -505,13 +505,13 @@ TEST(StoreFullDisk, PublishOnAFullTmpfs) {
     ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
   } unmount{mount_point};
   const std::string store = mount_point + "/store", local = dir / "node-local";
-  Result<std::unique_ptr<ShardWriter>> opened = ShardWriter::Open({store, "n0", local});
+  Result<std::unique_ptr<ShardWriter>> opened = ShardWriter::Open({store, "n0", kStudyId, local});
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   ShardWriter& w = **opened;
   ASSERT_TRUE(w.PutStudy(Study()).ok());
   ASSERT_TRUE(w.PutTrials(Trials("n0", 1, 50)).ok());
   ASSERT_TRUE(w.Publish().ok());
-  const std::string published_bytes = testing::ReadFile(SnapshotPath(store, "n0"));
+  const std::string published_bytes = testing::ReadFile(SnapshotPath(store, "n0", kStudyId));
 
   // Fill what is left of the tmpfs.
   const std::string filler = mount_point + "/filler";
@@ -525,9 +525,9 @@ TEST(StoreFullDisk, PublishOnAFullTmpfs) {
   Status s = w.Publish();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("database or disk is full"), std::string::npos) << s.message();
-  EXPECT_EQ(testing::ReadFile(SnapshotPath(store, "n0")), published_bytes);
+  EXPECT_EQ(testing::ReadFile(SnapshotPath(store, "n0", kStudyId)), published_bytes);
   ExpectPublishedTrials(store, 50);
-  EXPECT_FALSE(AnyNameContains(ShardsDir(store), ".tmp-"));
+  EXPECT_FALSE(AnyNameContains(NodeShardsDir(store, "n0"), ".tmp-"));
 
   fs::remove(filler);
   s = w.Publish();

@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include <gtest/gtest.h>
 
+#include "store/rows.h"
 #include "store/schema.h"
 #include "store/shard_writer.h"
 #include "store/store_layout.h"
@@ -66,8 +68,8 @@ TrialRecord Trial(const std::string& study_id, const std::string& node, int64_t 
 }
 
 std::unique_ptr<ShardWriter> OpenWriter(const std::string& store, const std::string& node,
-                                        const std::string& work = "") {
-  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, work});
+                                        const std::string& work = "", const std::string& study = Study().id) {
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, study, work});
   EXPECT_TRUE(w.ok()) << w.status().message();
   return w.ok() ? std::move(*w) : nullptr;
 }
@@ -94,7 +96,7 @@ TEST(Store, WritesPublishesAndReadsBack) {
   EXPECT_EQ(view->studies[0], Study());
   EXPECT_EQ(view->trials, trials);
   EXPECT_TRUE(view->warnings.empty());
-  EXPECT_EQ(view->shards, std::vector<std::string>{SnapshotPath(store, "n0")});
+  EXPECT_EQ(view->shards, std::vector<std::string>{SnapshotPath(store, "n0", Study().id)});
 
   // Upserting a trial replaces it (a running trial that finished).
   trials[1].status = TrialStatus::kTimeout;
@@ -113,7 +115,7 @@ TEST(Store, TwoNodesWriteConcurrentlyFromSeparateProcesses) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       // Child: its own shard, one trial per transaction, a snapshot after each.
-      Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, ""});
+      Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, node, Study().id, ""});
       if (!w.ok()) _exit(10);
       if (!(*w)->PutStudy(Study()).ok()) _exit(11);
       for (int i = 1; i <= kPerNode; ++i) {
@@ -159,7 +161,7 @@ TEST(Store, RefusesASecondWriterOnTheSameNode) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", ""});
+    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", Study().id, ""});
     char c = w.ok() ? 'y' : 'n';
     (void)!write(ready[1], &c, 1);
     (void)!read(done[0], &c, 1);
@@ -168,7 +170,7 @@ TEST(Store, RefusesASecondWriterOnTheSameNode) {
   char c = 0;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
   ASSERT_EQ(c, 'y');
-  Result<std::unique_ptr<ShardWriter>> second = ShardWriter::Open({store, "n0", ""});
+  Result<std::unique_ptr<ShardWriter>> second = ShardWriter::Open({store, "n0", Study().id, ""});
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kStore);
   EXPECT_NE(second.status().message().find("another tunepar process"), std::string::npos)
@@ -192,10 +194,11 @@ TEST(Store, SkipsTruncatedAndForeignShardsByName) {
     ASSERT_TRUE(w->PutTrials(trials).ok());
     ASSERT_TRUE(w->Publish().ok());
   }
-  const std::string bad = SnapshotPath(store, "bad");
+  const std::string bad = SnapshotPath(store, "bad", Study().id);
   fs::resize_file(bad, fs::file_size(bad) / 2);
-  testing::WriteFile(SnapshotPath(store, "empty"), "");
-  testing::WriteFile(SnapshotPath(store, "junk"), std::string(8192, 'x'));
+  fs::create_directories(NodeShardsDir(store, "empty"));
+  testing::WriteFile(SnapshotPath(store, "empty", Study().id), "");  // a node's copy of the study
+  testing::WriteFile(LegacySnapshotPath(store, "junk"), std::string(8192, 'x'));  // a whole node's shard
   const auto before = testing::SnapshotFiles(store);
 
   Result<StoreView> view = ReadStore(store);
@@ -205,7 +208,8 @@ TEST(Store, SkipsTruncatedAndForeignShardsByName) {
   ASSERT_EQ(view->warnings.size(), 3u);
   std::string all;
   for (const std::string& w : view->warnings) all += w + "\n";
-  for (const char* name : {"bad.sqlite", "empty.sqlite", "junk.sqlite"})
+  for (const std::string& name : {"bad/" + Study().id + ".sqlite", "empty/" + Study().id + ".sqlite",
+                                  std::string("junk.sqlite")})
     EXPECT_NE(all.find(name), std::string::npos) << all;
   // Reading changed nothing on disk.
   EXPECT_EQ(testing::SnapshotFiles(store), before);
@@ -221,7 +225,7 @@ TEST(Store, ShardFromANewerSchemaStopsTheReadAndIsLeftAlone) {
     ASSERT_TRUE(w->Publish().ok());
   }
   {
-    Result<Database> db = Database::Open(SnapshotPath(store, "n0"), SQLITE_OPEN_READWRITE, "test");
+    Result<Database> db = Database::Open(SnapshotPath(store, "n0", Study().id), SQLITE_OPEN_READWRITE, "test");
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(db->Exec("PRAGMA user_version = 99").ok());
   }
@@ -229,10 +233,10 @@ TEST(Store, ShardFromANewerSchemaStopsTheReadAndIsLeftAlone) {
   Result<StoreView> view = ReadStore(store);
   ASSERT_FALSE(view.ok());
   EXPECT_EQ(view.status().code(), StatusCode::kSchemaTooNew);
-  EXPECT_NE(view.status().message().find("n0.sqlite"), std::string::npos);
+  EXPECT_NE(view.status().message().find("n0/" + Study().id + ".sqlite"), std::string::npos);
   EXPECT_NE(view.status().message().find("99"), std::string::npos);
   // A writer for that node must not touch it either.
-  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", ""});
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", Study().id, ""});
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kSchemaTooNew);
   EXPECT_EQ(testing::SnapshotFiles(store), before);
@@ -272,7 +276,7 @@ TEST(Store, MergedViewCombinesOwnLiveShardWithOtherNodes) {
   auto mine = OpenWriter(store, "n0");
   ASSERT_TRUE(mine->PutStudy(Study()).ok());
   ASSERT_TRUE(mine->PutTrials({Trial(Study().id, "n0", 1)}).ok());  // not yet published
-  Result<StoreView> view = mine->ReadMerged(Study().id);
+  Result<StoreView> view = mine->ReadMerged();
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view->studies.size(), 1u);
   ASSERT_EQ(view->trials.size(), 2u);
@@ -283,11 +287,11 @@ TEST(Store, MergedViewCombinesOwnLiveShardWithOtherNodes) {
 TEST(Store, RejectsBadNodeIdsAndUnwritableDirectories) {
   TempDir dir;
   for (const char* bad : {"", "../x", ".hidden", "a b", "a/b"}) {
-    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({dir / "store", bad, ""});
+    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({dir / "store", bad, Study().id, ""});
     EXPECT_FALSE(w.ok()) << bad;
   }
   testing::WriteFile(dir / "file", "not a directory");
-  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({dir / "file/store", "n0", ""});
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({dir / "file/store", "n0", Study().id, ""});
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kStore);
   EXPECT_NE(w.status().message().find("file/store"), std::string::npos);
@@ -298,10 +302,128 @@ TEST(Store, SchemaVersionAndApplicationIdAreRecorded) {
   const std::string store = dir / "store";
   auto w = OpenWriter(store, "n0");
   ASSERT_TRUE(w->Publish().ok());
-  Result<Database> db = OpenShardForReading(SnapshotPath(store, "n0"));
+  Result<Database> db = OpenShardForReading(SnapshotPath(store, "n0", Study().id));
   ASSERT_TRUE(db.ok()) << db.status().message();
   EXPECT_EQ(*db->PragmaInt("user_version"), kSchemaVersion);
   EXPECT_EQ(*db->PragmaInt("application_id"), kApplicationId);
+}
+
+// Each study has its own files: publishing one study never rewrites another's copy, and a
+// reader of one study opens only that study's files (a damaged copy of another study does not
+// even show up as a warning).
+TEST(Store, APublishAndAReadOfOneStudyTouchOnlyThatStudysFiles) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const StudyRecord big = Study("bbbbbbbbbbbbbbbb"), small = Study("aaaaaaaaaaaaaaaa");
+  {
+    auto w = OpenWriter(store, "n0", "", big.id);
+    ASSERT_TRUE(w->PutStudy(big).ok());
+    std::vector<TrialRecord> trials;
+    for (int i = 1; i <= 500; ++i) trials.push_back(Trial(big.id, "n0", i));
+    ASSERT_TRUE(w->PutTrials(trials).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  const std::string big_copy = SnapshotPath(store, "n0", big.id);
+  const std::string big_bytes = testing::ReadFile(big_copy);
+  const auto big_time = fs::last_write_time(big_copy);
+  auto w = OpenWriter(store, "n0", "", small.id);
+  ASSERT_TRUE(w->PutStudy(small).ok());
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(w->PutTrials({Trial(small.id, "n0", i)}).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  EXPECT_EQ(testing::ReadFile(big_copy), big_bytes);
+  EXPECT_EQ(fs::last_write_time(big_copy), big_time);
+  EXPECT_LT(fs::file_size(SnapshotPath(store, "n0", small.id)), fs::file_size(big_copy) / 4);
+
+  fs::resize_file(big_copy, fs::file_size(big_copy) / 2);
+  Result<StoreView> one = ReadStore(store, {small.id, ""});
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_TRUE(one->warnings.empty()) << one->warnings.front();
+  EXPECT_EQ(one->shards, std::vector<std::string>{SnapshotPath(store, "n0", small.id)});
+  EXPECT_EQ(one->trials.size(), 3u);
+  // A reader of everything reads every file, and names the damaged one.
+  Result<StoreView> all = ReadStore(store);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->warnings.size(), 1u);
+  EXPECT_NE(all->warnings[0].find(big_copy), std::string::npos) << all->warnings[0];
+}
+
+// A search's refresh reads again only the copies that changed since its last read.
+TEST(Store, ARefreshReadsOnlyTheCopiesThatChanged) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  std::vector<std::unique_ptr<ShardWriter>> others;
+  for (const char* node : {"n1", "n2", "n3"}) {
+    others.push_back(OpenWriter(store, node));
+    ASSERT_TRUE(others.back()->PutStudy(Study()).ok());
+    ASSERT_TRUE(others.back()->PutTrials({Trial(Study().id, node, 1)}).ok());
+    ASSERT_TRUE(others.back()->Publish().ok());
+  }
+  ShardCache cache;
+  ASSERT_TRUE(ReadStore(store, {Study().id, "n0", &cache}).ok());
+  EXPECT_EQ(cache.reads, 3);
+  Result<StoreView> unchanged = ReadStore(store, {Study().id, "n0", &cache});
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(cache.reads, 3);
+  EXPECT_EQ(unchanged->trials.size(), 3u);
+  ASSERT_TRUE(others[1]->PutTrials({Trial(Study().id, "n2", 2)}).ok());
+  ASSERT_TRUE(others[1]->Publish().ok());
+  Result<StoreView> changed = ReadStore(store, {Study().id, "n0", &cache});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(cache.reads, 4);
+  ASSERT_EQ(changed->trials.size(), 4u);
+  EXPECT_EQ(changed->trials[2].node_id, "n2");
+  EXPECT_EQ(changed->trials[2].number, 2);
+}
+
+// A store that a tunepar before schema 4 wrote (one shard per node, every study in it): a
+// writer of one of its studies takes that study's rows into a file of the study's own; readers
+// then see each trial once, the other study still from the old file, which is left as it was.
+TEST(Store, AWholeNodeShardOfTheOldLayoutHandsAStudyOverToItsOwnFiles) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const StudyRecord first = Study("1111111111111111"), second = Study("2222222222222222");
+  {
+    auto w = OpenWriter(store, "n0", "", first.id);
+    ASSERT_TRUE(w->PutStudy(first).ok());
+    ASSERT_TRUE(w->PutTrials({Trial(first.id, "n0", 1), Trial(first.id, "n0", 2)}).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  // Make it an old store: the same rows, and a second study's, in one file per node.
+  const std::string old = LegacySnapshotPath(store, "n0");
+  fs::rename(SnapshotPath(store, "n0", first.id), old);
+  fs::remove_all(NodeShardsDir(store, "n0"));
+  fs::remove_all(dir / "store/work");
+  {
+    Result<Database> db = Database::Open(old, SQLITE_OPEN_READWRITE, old);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(InsertStudy(*db, second).ok());
+    ASSERT_TRUE(UpsertTrials(*db, {Trial(second.id, "n0", 1)}).ok());
+  }
+  const std::string old_bytes = testing::ReadFile(old);
+  ASSERT_EQ(ReadStore(store)->trials.size(), 3u);
+
+  auto w = OpenWriter(store, "n0", "", first.id);
+  ASSERT_TRUE(w);
+  Result<std::vector<TrialRecord>> adopted = w->Trials(first.id);
+  ASSERT_TRUE(adopted.ok());
+  EXPECT_EQ(adopted->size(), 2u);
+  ASSERT_TRUE(w->PutTrials({Trial(first.id, "n0", 3)}).ok());
+  ASSERT_TRUE(w->Publish().ok());
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_TRUE(view->warnings.empty());
+  EXPECT_EQ(view->studies.size(), 2u);
+  std::map<std::string, int> per_study;
+  for (const TrialRecord& t : view->trials) ++per_study[t.study_id];
+  EXPECT_EQ(per_study[first.id], 3);
+  EXPECT_EQ(per_study[second.id], 1);
+  EXPECT_EQ(testing::ReadFile(old), old_bytes);
+  // The store now says which layout it has, in a file that tunepars before schema 4 refuse.
+  Result<Database> format = OpenShardForReading(StoreFormatPath(store), CheckDepth::kIdentity);
+  ASSERT_TRUE(format.ok()) << format.status().message();
+  EXPECT_EQ(*format->PragmaInt("user_version"), kSchemaVersion);
 }
 
 TEST(Store, MissingStoreReadsAsEmpty) {
@@ -353,7 +475,7 @@ TEST(Store, SchemaOneShardIsReadWithItsJsonFactsTyped) {
   TempDir dir;
   const std::string store = dir / "store";
   fs::create_directories(ShardsDir(store));
-  const std::string shard = SnapshotPath(store, "n0");
+  const std::string shard = LegacySnapshotPath(store, "n0");
   ASSERT_EQ(std::system(("sqlite3 " + shard + " < " + std::string(TUNEPAR_SOURCE_DIR) +
                          "/tests/data/v1-store/n0.sql").c_str()),
             0);

@@ -133,6 +133,16 @@ std::string StudyId(const std::string& store, const std::string& name) {
   return nlohmann::json::parse(show.out)["study_id"];
 }
 
+std::string NodeShard(const std::string& store, const std::string& node) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(store + "/shards/" + node, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().extension() == ".sqlite" && name.front() != '.') found.push_back(it->path().string());
+  }
+  return found.size() == 1 ? found.front() : "";
+}
+
 bool NoTrialProcessesLeft(const std::string& study_prefix) {
   for (int i = 0; i < 600; ++i) {
     if (runner::ProcessesWithMarkerPrefix(study_prefix).empty()) return true;

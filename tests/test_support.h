@@ -68,6 +68,9 @@ struct Trial {
 std::string OnlyStudy(const std::string& store);  // the store's one study ("" if not exactly one)
 std::vector<Trial> Trials(const std::string& store, const std::string& study);
 std::string StudyId(const std::string& store, const std::string& name);
+// The published copy of the one study that `node` has in `store`: <store>/shards/<node>/<study>.sqlite
+// ("" unless there is exactly one).
+std::string NodeShard(const std::string& store, const std::string& node);
 // Waits (up to 30 s) until no process of any trial whose id starts with `study_prefix` is alive
 // (the supervisor kills a trial's processes when tunepar dies; that takes a moment, seconds on a
 // machine loaded by parallel tests).

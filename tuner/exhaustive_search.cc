@@ -30,8 +30,13 @@ std::vector<store::TrialRecord> PredictUntried(const StudySession& session) {
   std::vector<store::TrialRecord> fresh;
   for (const Layout& layout : context.space.legal) {
     if (finished.count(LayoutKey(layout)) != 0) continue;
-    const TrialIdentity id{session.study().id, session.node_id(), next_number++, 1, layout};
-    fresh.push_back(WithResult(NewTrialRecord(id, context.Predict(layout), context.ranks_per_node), backend.Evaluate(layout)));
+    const TrialIdentity id{session.study().id, session.node_id(), next_number++, 1, layout, 1, ""};
+    store::TrialRecord predicted =
+        WithResult(NewTrialRecord(id, context.Predict(layout), context.ranks_per_node), backend.Evaluate(layout));
+    // Stored compactly: the study's model, hardware and space make the breakdown again when a
+    // trial is shown (TrialJson with the study's context).
+    predicted.details = "{}";
+    fresh.push_back(std::move(predicted));
   }
   return fresh;
 }
@@ -57,7 +62,7 @@ void PrintJson(const GlobalOptions& global, const StudySession& session, const s
                       {"trials", all.size()},
                       {"status_counts", CountByStatus(all)}};
   nlohmann::json rows = nlohmann::json::array();
-  for (const store::TrialRecord* t : best) rows.push_back(TrialJson(*t));
+  for (const store::TrialRecord* t : best) rows.push_back(TrialJson(*t, context));
   j["best"] = rows;
   fmt::print("{}\n", j.dump(2));
 }

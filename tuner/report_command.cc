@@ -101,9 +101,9 @@ Status ReportStudy(const GlobalOptions& global, const ReportOptions& o) {
 Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
   if (o.of_model) return RunOfModel(global, o);
   // Which shards a read skips (ReadStoredStudy names them in warnings): a second read of the
-  // store, cheap beside a report, so that the stored-study reading stays as launch-script and
-  // calibrate use it.
-  Result<store::StoreView> view = store::ReadStore(global.store);
+  // study's files, cheap beside a report, so that the stored-study reading stays as
+  // launch-script and calibrate use it.
+  Result<store::StoreView> view = ReadStudyView(global.store, o.study, /*announce=*/false);
   if (!view.ok()) return view.status();
   return WithDamagedShards(*view, o.allow_damaged, ReportStudy(global, o));
 }

@@ -78,7 +78,7 @@ void AddBest(const StudyContext& context, const StudyTrials& trials, Report* rep
   int rank = 0;
   for (const store::TrialRecord* r : trials.best) {
     t.AddRow(BestRow(++rank, *r, measured));
-    rows.push_back(TrialJson(*r));
+    rows.push_back(TrialJson(*r, context));
   }
   report->text += fmt::format("\nBest {} layouts{}:\n{}", trials.best.size(), measured ? " (measured)" : " (predicted)",
                               t.Render());

@@ -26,9 +26,8 @@ Result<store::StudyRecord> OnlyStudy(const store::StoreView& view, const std::st
 }  // namespace
 
 Result<StoredStudy> ReadStoredStudy(const std::string& store_dir, const std::string& name, const std::string& hint) {
-  Result<store::StoreView> view = store::ReadStore(store_dir);
+  Result<store::StoreView> view = ReadStudyView(store_dir, name);
   if (!view.ok()) return view.status();
-  for (const std::string& w : view->warnings) spdlog::warn("{}", w);
   Result<store::StudyRecord> study = name.empty() ? OnlyStudy(*view, store_dir, hint) : FindStudy(*view, store_dir, name);
   if (!study.ok()) return study.status();
   StoredStudy s;

@@ -120,12 +120,14 @@ Status ShowStudy(const GlobalOptions& global, const ShowOptions& o, const store:
   if (global.json) {
     nlohmann::json j = StudyJson(*study, trials);
     nlohmann::json rows = nlohmann::json::array();
+    const std::optional<StudyContext> context = ContextForPredictions(*study, trials);
+    auto row = [&](const store::TrialRecord& t) { return context ? TrialJson(t, *context) : TrialJson(t); };
     if (o.all) {
-      for (const store::TrialRecord& t : trials) rows.push_back(TrialJson(t));
+      for (const store::TrialRecord& t : trials) rows.push_back(row(t));
     } else {
       const auto ranked = RankByThroughput(trials);
       for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(o.limit); ++i)
-        rows.push_back(TrialJson(*ranked[i]));
+        rows.push_back(row(*ranked[i]));
     }
     j["rows"] = rows;
     fmt::print("{}\n", j.dump(2));
@@ -158,7 +160,7 @@ Status ShowStudy(const GlobalOptions& global, const ShowOptions& o, const store:
 }
 
 Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
-  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  Result<store::StoreView> view = ReadStudyView(global.store, o.study);
   if (!view.ok()) return view.status();
   return WithDamagedShards(*view, o.allow_damaged, ShowStudy(global, o, *view));
 }
@@ -212,7 +214,8 @@ Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const st
     j["space_toml"] = study->space_toml;
     j["backend_settings"] = nlohmann::json::parse(study->backend_settings, nullptr, false);
     nlohmann::json rows = nlohmann::json::array();
-    for (const store::TrialRecord& t : trials) rows.push_back(TrialJson(t));
+    const std::optional<StudyContext> context = ContextForPredictions(*study, trials);
+    for (const store::TrialRecord& t : trials) rows.push_back(context ? TrialJson(t, *context) : TrialJson(t));
     j["rows"] = rows;
     text = j.dump(2) + "\n";
   }
@@ -229,7 +232,7 @@ Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const st
 }
 
 Status RunExport(const GlobalOptions& global, const ExportOptions& o) {
-  Result<store::StoreView> view = ReadStoreReporting(global.store);
+  Result<store::StoreView> view = ReadStudyView(global.store, o.study);
   if (!view.ok()) return view.status();
   return WithDamagedShards(*view, o.allow_damaged, ExportStudy(global, o, *view));
 }

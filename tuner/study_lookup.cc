@@ -1,6 +1,9 @@
 #include "tuner/study_lookup.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace tunepar {
 
@@ -22,6 +25,29 @@ Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::st
   if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
   return NotFound(
       fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
+}
+
+Result<store::StoreView> ReadStudyView(const std::string& store_dir, const std::string& name_or_id,
+                                       bool announce) {
+  Result<store::StoreView> studies = store::ReadStore(store_dir, {"-", ""});
+  if (!studies.ok()) return studies.status();
+  if (announce)
+    for (const std::string& w : studies->warnings) spdlog::warn("{}", w);
+  const store::StudyRecord* study = nullptr;
+  if (name_or_id.empty()) {
+    if (studies->studies.size() == 1) study = &studies->studies.front();
+  } else if (Result<store::StudyRecord> found = FindStudy(*studies, store_dir, name_or_id); found.ok()) {
+    for (const store::StudyRecord& s : studies->studies)
+      if (s.id == found->id) study = &s;
+  }
+  if (study == nullptr) return studies;  // the caller's lookup says why
+  Result<store::StoreView> trials = store::ReadStore(store_dir, {study->id, ""});
+  if (!trials.ok()) return trials.status();
+  for (const std::string& w : trials->warnings)
+    if (announce && std::find(studies->warnings.begin(), studies->warnings.end(), w) == studies->warnings.end())
+      spdlog::warn("{}", w);
+  trials->studies = std::move(studies->studies);
+  return trials;
 }
 
 Status WithDamagedShards(const store::StoreView& view, bool allow_damaged, Status status) {

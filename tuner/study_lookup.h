@@ -13,6 +13,14 @@ namespace tunepar {
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
                                      const std::string& name_or_id);
 
+// What a reader of one study reads: every study (to find it by what the user typed; "" = the
+// store's only one) from the studies' headers, and the trials of that study from its own files
+// only, whatever else the store holds. Every skipped shard is named in a warning on stderr (unless
+// `announce` is false); the view's `warnings` keep those that matter to the answer: the skipped
+// files of the study, or, when it was not found, every skipped file (one may hold it).
+Result<store::StoreView> ReadStudyView(const std::string& store_dir, const std::string& name_or_id,
+                                       bool announce = true);
+
 // A reader command's outcome (list, show, export, report) given the shards its read skipped,
 // each already named in a warning: `status` itself when none was skipped or `allow_damaged`
 // (--allow-damaged); else kDamaged (exit code 9), so that a script never takes a partial

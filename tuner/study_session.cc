@@ -117,7 +117,7 @@ void Upsert(std::vector<store::TrialRecord>& trials, const store::TrialRecord& r
 }
 
 Status StudySession::Refresh() {
-  Result<store::StoreView> view = writer->ReadMerged(study().id);
+  Result<store::StoreView> view = writer->ReadMerged();
   if (!view.ok()) return view.status();
   for (const std::string& w : view->warnings) spdlog::warn("{}", w);
   trials = std::move(view->trials);
@@ -175,15 +175,16 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
   Result<store::NodeOwnership> ownership = store::NodeOwnership::Acquire(global.store, r.work_dir, s.presence->watch);
   if (!ownership.ok()) return ownership.status();
   s.presence->ownership = std::move(*ownership);
-  Result<std::unique_ptr<store::ShardWriter>> writer = store::ShardWriter::Open({global.store, node_id, r.work_dir});
-  if (!writer.ok()) return writer.status();
-  s.writer = std::move(*writer);
-  Result<store::StoreView> all = s.writer->ReadMerged("-");  // studies only
+  Result<store::StoreView> all = store::ReadStore(global.store, {"-", ""});  // studies only
   if (!all.ok()) return all.status();
   for (const std::string& w : all->warnings) spdlog::warn("{}", w);
   Result<store::StudyRecord> study =
       ChooseStudy(global, r, std::move(*proposed), all->studies, node_id, &s.resumed);
   if (!study.ok()) return study.status();
+  Result<std::unique_ptr<store::ShardWriter>> writer =
+      store::ShardWriter::Open({global.store, node_id, study->id, r.work_dir});
+  if (!writer.ok()) return writer.status();
+  s.writer = std::move(*writer);
   TUNEPAR_RETURN_IF_ERROR(s.writer->PutStudy(*study));
   // Published at once: the node is part of the study from now on (readers see its shard even
   // when the other nodes leave it nothing to run).

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runner/model_backend.h"
+
 namespace tunepar {
 
 std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store::TrialRecord>& trials) {
@@ -131,6 +133,37 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
           {"process_group", t.process_group},
           {"started_at", t.started_at},
           {"finished_at", t.finished_at}};
+}
+
+namespace {
+
+// What the performance model says of the layout today, as the dry run would have stored it,
+// when it still gives the stored prediction.
+nlohmann::json PredictionDetails(const store::TrialRecord& t, const StudyContext& context) {
+  const runner::Prediction p = context.Predict(t.layout);
+  const bool same = t.predicted_step_time_s &&
+                    std::abs(p.step_time_s - *t.predicted_step_time_s) <= 1e-9 * std::abs(p.step_time_s);
+  if (!same) {
+    return {{"breakdown_unavailable",
+             "stored by another version of the performance model; tunepar predict gives today's breakdown"}};
+  }
+  return nlohmann::json::parse(runner::PredictionJson(p));
+}
+
+}  // namespace
+
+nlohmann::json TrialJson(const store::TrialRecord& t, const StudyContext& context) {
+  nlohmann::json j = TrialJson(t);
+  if (t.backend == "model" && t.details == "{}") j["details"] = PredictionDetails(t, context);
+  return j;
+}
+
+std::optional<StudyContext> ContextForPredictions(const store::StudyRecord& study,
+                                                  const std::vector<store::TrialRecord>& trials) {
+  if (study.backend != "model") return std::nullopt;
+  Result<StudyContext> context = MakeStudyContext(study, PlacementOfTrials(trials));
+  if (!context.ok()) return std::nullopt;
+  return std::move(*context);
 }
 
 nlohmann::json UnmeasuredKnobsJson(const KnobSupport& support) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "base/knob_support.h"
 #include "store/records.h"
+#include "tuner/study_context.h"
 #include "tuner/text_table.h"
 
 namespace tunepar {
@@ -33,6 +35,14 @@ std::map<std::string, int64_t> CountByStatus(const std::vector<store::TrialRecor
 // Every field of a trial: layout (key and knobs), status, measured and predicted metrics,
 // details (the breakdowns), provenance.
 nlohmann::json TrialJson(const store::TrialRecord& trial);
+// The same, with the breakdown of a prediction that a dry run stored without it (details "{}"
+// on a model-backend row: the study's model, hardware and space make it again). A row whose
+// stored prediction today's performance model does not give again says so instead.
+nlohmann::json TrialJson(const store::TrialRecord& trial, const StudyContext& context);
+// The context to show a model study's trials with (nullopt for other backends, or when the
+// study's configuration no longer loads: the rows are then shown as stored).
+std::optional<StudyContext> ContextForPredictions(const store::StudyRecord& study,
+                                                  const std::vector<store::TrialRecord>& trials);
 
 // The knobs a study's program does not receive, with the value every trial ran with, e.g.
 // {"virtual_stages": "1", "flash_attention": "off"}: not measured. From the support, or from the
