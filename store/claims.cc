@@ -184,12 +184,12 @@ Result<bool> StudyClaims::ClaimSlot(int limit, HeldClaim& held) {
   return false;
 }
 
-Status StudyClaims::Finish(const HeldClaim& held, bool slot_done) {
+Status StudyClaims::Finish(const HeldClaim& held) {
   const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
   if (held.slot > 0) {
     TUNEPAR_RETURN_IF_ERROR(
         ReplaceFile(GenerationPath(SlotsDir(), std::to_string(held.slot), held.slot_generation),
-                    Encode(watch_.self(), slot_done ? ClaimState::kDone : ClaimState::kReleased,
+                    Encode(watch_.self(), ClaimState::kDone,
                            fmt::format("{}.g{}", layout, held.layout_generation))));
   }
   return ReplaceFile(GenerationPath(LayoutsDir(), layout, held.layout_generation),

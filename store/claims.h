@@ -128,9 +128,10 @@ class StudyClaims {
   // Holds a budget slot among 1..limit for `held` (free, or orphaned by a gone owner); false
   // when every slot is done or held by a live owner.
   Result<bool> ClaimSlot(int limit, HeldClaim& held);
-  // Marks this process's slot and layout claim done (the trial finished), or released (it was
-  // interrupted: another node, or this one on resume, re-runs it).
-  Status Finish(const HeldClaim& held, bool slot_done);
+  // Marks this process's slot and layout claim done: the trial finished.
+  Status Finish(const HeldClaim& held);
+  // Marks them released: the trial was interrupted, and another node, or this one on resume,
+  // re-runs it.
   Status Release(const HeldClaim& held);
   // False once a later generation of the layout claim or of its slot exists: taken over by a
   // node that judged this process gone (it was unresponsive for the lease).

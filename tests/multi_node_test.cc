@@ -108,6 +108,14 @@ TEST(MultiNode, ALayoutOfANodeKilledMidTrialIsMeasuredByAnotherAfterItsLease) {
   bool rerun = false;
   for (const Trial& t : finished) rerun = rerun || (t.layout == layout && t.message.find("re-run of a trial of node n0") != std::string::npos);
   EXPECT_TRUE(rerun) << other.out;
+  // The killed node's row is shown interrupted, naming the re-run, not running for ever.
+  bool settled = false;
+  for (const Trial& t : Trials(store, OnlyStudy(store))) {
+    EXPECT_NE(t.status, "running") << t.layout << " " << t.message;
+    settled = settled || (t.layout == layout && t.status == "interrupted" &&
+                          t.message.find("re-run by node n1") != std::string::npos);
+  }
+  EXPECT_TRUE(settled);
 }
 
 TEST(MultiNode, ASlowOwnerWhoseClaimWasTakenOverStopsAndNoLayoutFinishesTwice) {

@@ -220,7 +220,7 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   }
   TUNEPAR_RETURN_IF_ERROR(session_.Record({r}));
   if (*held) {
-    TUNEPAR_RETURN_IF_ERROR(IsFinished(r.status) ? claims_.Finish(a.claim, true) : claims_.Release(a.claim));
+    TUNEPAR_RETURN_IF_ERROR(IsFinished(r.status) ? claims_.Finish(a.claim) : claims_.Release(a.claim));
   }
   if (IsFinished(r.status)) {
     this_run_.push_back(r);

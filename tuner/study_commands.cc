@@ -10,6 +10,7 @@
 #include "tuner/commands.h"
 #include "tuner/study_lookup.h"
 #include "tuner/trial_output.h"
+#include "tuner/trial_records.h"
 
 namespace tunepar {
 
@@ -103,6 +104,7 @@ Status ListStudies(const GlobalOptions& global, const store::StoreView& view) {
 Status RunList(const GlobalOptions& global, bool allow_damaged) {
   Result<store::StoreView> view = ReadStoreReporting(global.store);
   if (!view.ok()) return view.status();
+  SettleTakenOverTrials(view->trials);
   return WithDamagedShards(*view, allow_damaged, ListStudies(global, *view));
 }
 

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "tuner/trial_records.h"
+
 namespace tunepar {
 
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
@@ -47,6 +49,7 @@ Result<store::StoreView> ReadStudyView(const std::string& store_dir, const std::
     if (announce && std::find(studies->warnings.begin(), studies->warnings.end(), w) == studies->warnings.end())
       spdlog::warn("{}", w);
   trials->studies = std::move(studies->studies);
+  SettleTakenOverTrials(trials->trials);
   return trials;
 }
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "base/provenance.h"
 
 namespace tunepar {
@@ -62,6 +64,23 @@ std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& tria
     history.push_back({t.layout, t.status, ObjectiveOf(t), t.sliced, t.peak_memory_bytes});
   }
   return history;
+}
+
+void SettleTakenOverTrials(std::vector<store::TrialRecord>& trials) {
+  const std::string prefix = std::string(kRerunOf) + " ";
+  for (const store::TrialRecord& rerun : trials) {
+    if (rerun.message.rfind(prefix, 0) != 0) continue;
+    const std::string rest = rerun.message.substr(prefix.size());
+    const std::string gone_node = rest.substr(0, rest.find(' '));
+    for (store::TrialRecord& t : trials) {
+      if (t.status != TrialStatus::kRunning || t.node_id != gone_node || t.study_id != rerun.study_id ||
+          !(t.layout == rerun.layout))
+        continue;
+      t.status = TrialStatus::kInterrupted;
+      t.message = fmt::format("its tuner is gone (heartbeat silent for the lease); re-run by node {} as trial {}",
+                              rerun.node_id, rerun.number);
+    }
+  }
 }
 
 }  // namespace tunepar

@@ -47,4 +47,9 @@ inline constexpr std::string_view kRerunOf = "re-run of a trial of node";
 
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials);
 
+// A trial whose tuner is gone stays `running` in its node's shard: no other node writes there.
+// When another node re-ran it (a row of that node with the same layout whose message begins
+// kRerunOf and names the gone node), readers show it as interrupted, naming the re-run.
+void SettleTakenOverTrials(std::vector<store::TrialRecord>& trials);
+
 }  // namespace tunepar
