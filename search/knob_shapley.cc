@@ -5,17 +5,21 @@
 #include <cmath>
 #include <numeric>
 
+#include "search/space.h"
+
 namespace tunepar::search {
 
 KnobShapley::KnobShapley(const std::vector<Layout>& legal, std::vector<double> f, std::vector<int> background)
-    : legal_(legal), f_(std::move(f)), background_(std::move(background)), codes_(kNumKnobs) {
+    : legal_(legal), f_(std::move(f)), background_(std::move(background)), codes_(kNumKnobs), knob_codes_(kNumKnobs) {
   // A small integer code per knob value, packed into one 64-bit key per layout: a hybrid layout
   // is then a key with some fields swapped, looked up in the legal set.
   int shift = 0;
   for (int k = 0; k < kNumKnobs; ++k) {
     const Knob knob = static_cast<Knob>(k);
     auto& codes = codes_[k];
-    for (const Layout& l : legal_) codes.emplace(KnobValue(knob, l), codes.size());
+    for (const Layout& l : legal_) {
+      if (codes.emplace(KnobValue(knob, l), codes.size()).second) knob_codes_[k].push_back(KnobCode(knob, l));
+    }
     const int bits = std::max(1, static_cast<int>(std::bit_width(codes.size())));
     fields_.push_back({knob, shift, ((uint64_t{1} << bits) - 1) << shift});
     shift += bits;
@@ -25,6 +29,39 @@ KnobShapley::KnobShapley(const std::vector<Layout>& legal, std::vector<double> f
     keys_.push_back(Key(legal_[i]));
     index_.emplace(keys_.back(), static_cast<int>(i));
   }
+  // The world size every legal layout shares (0 when they do not: then no twin is looked for).
+  for (const Layout& l : legal_) {
+    const int world = l.tp * l.pp * l.dp;
+    if (world_ == 0) world_ = world;
+    if (world != world_) {
+      world_ = -1;
+      break;
+    }
+  }
+}
+
+int KnobShapley::Resolve(uint64_t key) const {
+  if (auto it = index_.find(key); it != index_.end()) return it->second;
+  if (auto it = resolved_.find(key); it != resolved_.end()) return it->second;
+  int index = -1;
+  Layout l;
+  for (const Field& field : fields_) {
+    const uint64_t code = (key & field.mask) >> field.shift;
+    const auto& values = knob_codes_[static_cast<int>(field.knob)];
+    l = WithKnob(l, field.knob, code < values.size() ? values[code] : values.front());
+  }
+  if (world_ > 0 && world_ % (l.tp * l.pp) == 0) {
+    l.dp = world_ / (l.tp * l.pp);
+    const Layout canonical = CanonicalLayout(l);
+    bool known = true;  // every value of the twin is one the legal layouts take
+    for (const Field& field : fields_)
+      known = known && codes_[static_cast<int>(field.knob)].count(KnobValue(field.knob, canonical)) != 0;
+    if (known) {
+      if (auto it = index_.find(Key(canonical)); it != index_.end()) index = it->second;
+    }
+  }
+  resolved_.emplace(key, index);
+  return index;
 }
 
 uint64_t KnobShapley::Code(Knob knob, const Layout& l) const {
@@ -72,9 +109,9 @@ double KnobShapley::MeanOverHybrids(const std::vector<uint64_t>& hybrid, uint64_
   double sum = 0;
   int count = 0;
   for (uint64_t key : hybrid) {
-    auto it = index_.find(key);
-    if (it != index_.end() && std::isfinite(f_[it->second])) {
-      sum += f_[it->second];
+    const int i = Resolve(key);
+    if (i >= 0 && std::isfinite(f_[i])) {
+      sum += f_[i];
       ++count;
     }
   }

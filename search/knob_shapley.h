@@ -9,10 +9,16 @@
 //
 // Interventional value of a coalition S for the explained layout x: the mean of f over the
 // background layouts z, each with S's knobs set to x's values (Janzing et al. 2020). Such a
-// hybrid may not be a legal layout (tp from x, pp from z may not divide the world); only legal
-// hybrids where f is defined enter the mean, and when none is, the mean over every legal layout
-// that agrees with x on S stands in (x itself always does). Efficiency holds exactly:
-// sum of phi = f(x) - mean of f over the background.
+// hybrid may not be a legal layout. Knobs whose legality depends on others are read as physics
+// (search::CanonicalLayout): ZeRO-1 taken from x onto a z with one data-parallel rank shards
+// nothing, so the hybrid is z's layout with zero 0; likewise sequence parallelism without tp,
+// interleaving without pp, and flash in fp32. A knob then gets no credit where it cannot act,
+// instead of the credit of the knobs it is only legal with (dropping such hybrids would average
+// over the z that happen to share x's tp and pp, handing zero their effect). Hybrids that are
+// still not legal (tp from x, pp from z may not divide the world) are left out; when none is
+// legal, the mean over every legal layout that agrees with x on S stands in (x itself always
+// does). On a space where every hybrid is legal this is the plain interventional value.
+// Efficiency holds exactly: sum of phi = f(x) - mean of f over the background.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +79,8 @@ class KnobShapley {
   };
   uint64_t Code(Knob knob, const Layout& l) const;
   uint64_t Key(const Layout& l) const;
+  // The legal layout a hybrid key runs as (CanonicalLayout); -1 when there is none.
+  int Resolve(uint64_t key) const;
   std::vector<const Field*> Players(uint64_t x_key, std::vector<Knob>* knobs) const;
   double BackgroundMean() const;
   double MeanOverHybrids(const std::vector<uint64_t>& hybrid, uint64_t mask, uint64_t x_key, double fallback) const;
@@ -82,8 +90,11 @@ class KnobShapley {
   std::vector<int> background_;
   std::vector<Field> fields_;                                     // one per knob, in Knob order
   std::vector<std::unordered_map<std::string, uint64_t>> codes_;  // per knob: value -> code
+  std::vector<std::vector<int>> knob_codes_;                      // per knob: field code -> KnobCode
   std::vector<uint64_t> keys_;                                    // per legal layout
   std::unordered_map<uint64_t, int> index_;
+  int world_ = 0;
+  mutable std::unordered_map<uint64_t, int> resolved_;            // hybrid key -> Resolve()
 };
 
 // Spearman rank correlation of two equally long vectors (average ranks for ties).

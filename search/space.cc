@@ -91,6 +91,18 @@ std::optional<Constraint> SeqParallelConstraint(int tp, bool sp) {
   return std::nullopt;
 }
 
+}  // namespace
+
+Layout CanonicalLayout(Layout l) {
+  if (ZeroConstraint(l.dp, l.zero)) l.zero = 0;
+  if (SeqParallelConstraint(l.tp, l.seq_parallel)) l.seq_parallel = false;
+  if (l.pp == 1) l.virtual_stages = 1;
+  if (FlashConstraint(l.precision, l.flash_attention)) l.flash_attention = false;
+  return l;
+}
+
+namespace {
+
 // Nested loops over the knobs, outermost first; a constraint is checked at the first level
 // where it can be decided, and a failure there excludes every combination of the inner knobs
 // at once (so counting stays exact without visiting them).

@@ -62,6 +62,15 @@ Result<SpaceEnumeration> EnumerateSpace(const SpaceQuery& query);
 // does not list.
 Status CheckLegal(const SpaceQuery& query, const Layout& layout);
 
+// The layout that runs the same as `layout` once every knob that cannot act there is at its
+// neutral value: ZeRO-1 over one data-parallel rank shards nothing (zero 0), sequence
+// parallelism without tensor parallelism splits nothing (off), interleaving without pipeline
+// stages has nothing to interleave (1 virtual stage), and the fused attention kernel, which
+// exists for 16-bit storage only, leaves an fp32 layout on the unfused path (off). These are the
+// constraints kZeroNeedsDp, kSeqParallelNeedsTp, kInterleaveNeedsPp and kFlashNeeds16Bit read
+// as physics: a layout they exclude is another layout's twin. `layout.dp` must be set.
+Layout CanonicalLayout(Layout layout);
+
 // Which constraints emptied the set, e.g. "global batch 3072 is not divisible by
 // micro_batch * dp for any candidate (excluded 64 of 480; before it ...)".
 std::string ExplainEmpty(const SpaceQuery& query, const SpaceEnumeration& enumeration);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "search/knob_shapley.h"
+#include "search/space.h"
 
 namespace tunepar::search {
 namespace {
@@ -193,6 +194,72 @@ TEST(KnobShapley, EfficiencyHoldsWhenHybridsAreIllegal) {
     double sum = 0;
     for (double phi : e.phi) sum += phi;
     EXPECT_NEAR(sum, e.value - e.baseline, 1e-9);
+  }
+}
+
+// A world of 8: tp in {1, 2, 4, 8}, dp = 8 / tp, and ZeRO-1, which needs dp > 1, so never
+// together with tp 8. f depends on tp only: zero must get nothing, though the hybrids that take
+// zero 1 from x and tp 8 from the background are not legal layouts.
+TEST(KnobShapley, AKnobLegalOnlyWithAnotherDoesNotReceiveItsEffect) {
+  std::vector<Layout> legal;
+  for (int tp : {1, 2, 4, 8}) {
+    for (int zero : {0, 1}) {
+      Layout l;
+      l.tp = tp;
+      l.dp = 8 / tp;
+      l.zero = zero;
+      if (CanonicalLayout(l) == l) legal.push_back(l);
+    }
+  }
+  ASSERT_EQ(legal.size(), 7u);
+  std::vector<double> f;
+  for (const Layout& l : legal) f.push_back(0.5 * std::log(l.tp));
+  const KnobShapley shap(legal, f, All(legal.size()));
+  for (size_t i = 0; i < legal.size(); ++i) {
+    const KnobExplanation e = shap.Explain(static_cast<int>(i));
+    ASSERT_EQ(e.knobs.size(), 2u);
+    EXPECT_EQ(e.knobs[1], Knob::kZero);
+    EXPECT_LT(std::abs(e.phi[1]), 0.005) << LayoutKey(legal[i]);
+    EXPECT_NEAR(e.phi[0] + e.phi[1], e.value - e.baseline, 1e-9);
+  }
+}
+
+// Where every hybrid is legal, the values are the plain interventional Shapley values, computed
+// here from their definition (a non-additive function, every coalition, every background point).
+TEST(KnobShapley, OnAnUnconstrainedSpaceTheValuesAreThePlainOnes) {
+  const std::vector<Layout> legal = ProductSpace();
+  auto g = [](const Layout& l) {
+    return G(l) + 0.15 * std::log2(l.tp) * (l.precision == Precision::kBf16) * std::log2(l.micro_batch);
+  };
+  std::vector<double> f;
+  for (const Layout& l : legal) f.push_back(g(l));
+  const std::vector<int> background = {0, 3, 7, 10, 13, 18, 22};
+  const KnobShapley shap(legal, f, background);
+  for (int x : {2, 9, 17, 23}) {
+    const KnobExplanation e = shap.Explain(x);
+    ASSERT_EQ(e.knobs.size(), 3u);
+    auto hybrid = [&](const Layout& z, uint32_t s) {
+      Layout h = z;
+      if (s & 1u) h.tp = legal[x].tp;
+      if (s & 2u) h.micro_batch = legal[x].micro_batch;
+      if (s & 4u) h.precision = legal[x].precision;
+      return h;
+    };
+    auto v = [&](uint32_t s) {
+      double sum = 0;
+      for (int z : background) sum += g(hybrid(legal[z], s));
+      return sum / background.size();
+    };
+    for (int p = 0; p < 3; ++p) {
+      double phi = 0;
+      for (uint32_t s = 0; s < 8; ++s) {
+        if (s & (1u << p)) continue;
+        const int size = std::popcount(s);
+        const double weight = (size == 0 ? 2.0 : size == 1 ? 1.0 : 2.0) / 6.0;  // |S|! (2-|S|)! / 3!
+        phi += weight * (v(s | (1u << p)) - v(s));
+      }
+      EXPECT_NEAR(e.phi[p], phi, 1e-12) << p;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "base/provenance.h"
 #include "runner/command_backend.h"
@@ -21,6 +22,7 @@
 #include "tuner/core_backend_config.h"
 #include "tuner/problem.h"
 #include "tuner/stored_study.h"
+#include "tuner/study_best.h"
 #include "tuner/trial_records.h"
 
 namespace tunepar {
@@ -105,7 +107,7 @@ Status WriteScript(const LaunchScriptOptions& o, const Chosen& chosen, const std
 }
 
 // The layout given (it must be legal in the study's space, as the study's backend restricts
-// it), or the study's best trial, with where it ran.
+// it), or the study's best layout (study_best.h), with where it ran.
 Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
   Result<StoredStudy> stored = ReadStoredStudy(global.store, o.study, "name one, or give --layout with --model and --hardware");
   if (!stored.ok()) return stored.status();
@@ -124,17 +126,22 @@ Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOp
     chosen.origin = fmt::format("layout given for study {}", study.name);
     return chosen;
   }
-  const store::TrialRecord* best = nullptr;
-  for (const store::TrialRecord& t : stored->trials) {
-    if (ObjectiveOf(t) && (best == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*best))) best = &t;
+  const StudyBest best = BestOfStudy(context, stored->trials);
+  if (!best.layout)
+    return InvalidArgument(fmt::format("study {}: {}; nothing to launch (give --layout)", study.name, best.Header()));
+  chosen.layout = *best.layout;
+  if (best.trial == nullptr) {
+    spdlog::warn("study {}: {}: {}; measure it before a long run", study.name, best.Header(), LayoutKey(*best.layout));
+    chosen.origin = fmt::format("best of study {} ({} backend): {}", study.name, study.backend, best.Header());
+    return chosen;
   }
-  if (best == nullptr) return InvalidArgument(fmt::format("study {} has no successful trial yet", study.name));
-  chosen.layout = best->layout;
-  chosen.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", study.name, study.backend,
-                         best->node_id, best->number, best->tokens_per_s.value_or(0),
-                         study.backend == "model"
-                             ? "predicted"
-                             : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()));
+  chosen.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}; {}", study.name,
+                              study.backend, best.trial->node_id, best.trial->number,
+                              best.trial->tokens_per_s.value_or(0),
+                              study.backend == "model"
+                                  ? "predicted"
+                                  : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()),
+                              best.Header());
   return chosen;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tuner/bayesian_search.h"
+#include "tuner/study_best.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
 
@@ -49,16 +50,6 @@ std::string ModelTopText(const ModelTop& top, const store::TrialRecord* best) {
                      measured->message);
 }
 
-// The fastest trial of `layout` (nullptr when it has none ok).
-const store::TrialRecord* FastestTrialOf(const std::vector<store::TrialRecord>& trials, const Layout& layout) {
-  const store::TrialRecord* fastest = nullptr;
-  for (const store::TrialRecord& t : trials) {
-    const std::optional<double> v = t.layout == layout ? ObjectiveOf(t) : std::nullopt;
-    if (v && (fastest == nullptr || *v < *ObjectiveOf(*fastest))) fastest = &t;
-  }
-  return fastest;
-}
-
 int CountConfirmations(const std::vector<store::TrialRecord>& trials) {
   return static_cast<int>(std::count_if(trials.begin(), trials.end(), [](const store::TrialRecord& t) {
     return t.message.rfind(kConfirmation, 0) == 0;
@@ -92,6 +83,12 @@ nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) 
           {"probability_best", st.probability_best}};
 }
 
+// "No trial ..." from "no trial ...".
+std::string Capitalised(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
 }  // namespace
 
 void BayesianSearch::Summarise(const std::string& stop_reason) const {
@@ -105,7 +102,8 @@ void BayesianSearch::Summarise(const std::string& stop_reason) const {
 void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
   const std::vector<store::TrialRecord>& trials = session_.trials;
   const search::Standing standing = Standing();
-  const store::TrialRecord* best = standing.best ? FastestTrialOf(trials, *standing.best) : BestTrial(trials);
+  const StudyBest study_best = BestOfStudy(context_, trials);
+  const store::TrialRecord* best = study_best.trial;
   fmt::print("\nStopped: {}.\n", stop_reason);
   if (best != nullptr) {
     fmt::print("Best layout: {}  {} {} (trial {}/{}; model predicted {} tok/s)\n", LayoutKey(best->layout),
@@ -116,8 +114,10 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
       fmt::print("  estimate: {}\n", EstimateText(standing, *best, context_.proposer_options.tokens_per_step));
     if (const int n = CountConfirmations(trials); n > 0)
       fmt::print("  {} confirmation trial{} (counted in the budget) measured leading layouts again\n", n, n == 1 ? "" : "s");
+  } else if (study_best.layout) {
+    fmt::print("{}: {}\n", Capitalised(study_best.Header()), LayoutKey(*study_best.layout));
   } else {
-    fmt::print("No trial has finished ok yet.\n");
+    fmt::print("No trial has finished ok yet, and no layout is likely to fit.\n");
   }
   if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
     fmt::print("Not measured (the program does not receive them): {}.\n", fixed);
@@ -135,7 +135,8 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
 void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {
   const std::vector<store::TrialRecord>& trials = session_.trials;
   const search::Standing standing = Standing();
-  const store::TrialRecord* best = standing.best ? FastestTrialOf(trials, *standing.best) : BestTrial(trials);
+  const StudyBest study_best = BestOfStudy(context_, trials);
+  const store::TrialRecord* best = study_best.trial;
   nlohmann::json j = {{"study", session_.study().name},
                       {"study_id", session_.study().id},
                       {"resumed", session_.resumed},
@@ -147,6 +148,9 @@ void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {
                       {"trials", trials.size()},
                       {"status_counts", CountByStatus(trials)}};
   j["best"] = best != nullptr ? TrialJson(*best) : nlohmann::json();
+  j["best_basis"] = {{"basis", study_best.BasisName()},
+                     {"header", study_best.Header()},
+                     {"layout", study_best.layout ? nlohmann::json(LayoutKey(*study_best.layout)) : nlohmann::json()}};
   j["best_estimate"] = standing.best ? EstimateJson(standing, context_.proposer_options.tokens_per_step) : nlohmann::json();
   j["confirmation_trials"] = CountConfirmations(trials);
   j["unmeasured_knobs"] = UnmeasuredKnobsJson(context_.support);

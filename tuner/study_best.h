@@ -1,0 +1,46 @@
+// What "best" means, in one place, for the search's summary, `report` and `launch-script`:
+//
+//   measured    the measured layout with the lowest posterior mean step time (search::Standing:
+//               a lucky repeat never makes a layout best), shown by its fastest ok trial;
+//   predicted   a dry run (model backend): the ok prediction with the lowest step time;
+//   surrogate   no ok trial yet: the surrogate's fastest layout likely to fit (feasibility >= 0.5)
+//               after the study's OOM evidence, never one that needs at least as much memory in
+//               every component as a layout that went OOM (not measured);
+//   model       no finished trial: the performance model's fastest layout predicted to fit.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/layout.h"
+#include "search/proposer.h"
+#include "store/records.h"
+#include "tuner/study_context.h"
+
+namespace tunepar {
+
+struct StudyBest {
+  enum class Basis { kMeasured, kPredicted, kSurrogate, kModel, kNone };
+  Basis basis = Basis::kNone;
+  std::optional<Layout> layout;
+  const store::TrialRecord* trial = nullptr;  // measured, predicted: its fastest ok trial
+  search::Standing standing;                  // measured: the surrogate's view of it
+  int oom_trials = 0;                         // the OOM evidence the surrogate's choice respects
+
+  bool measured() const { return basis == Basis::kMeasured || basis == Basis::kPredicted; }
+  // What the layout is, as a phrase for headers: "the measured layout with the lowest posterior
+  // mean step time (3 measurements of it)", "not measured: no trial finished ok yet, so the
+  // surrogate's fastest layout likely to fit after 5 OOM trials", ...
+  std::string Header() const;
+  // "measured" / "predicted" / "surrogate" / "model" / "none", for JSON.
+  std::string BasisName() const;
+};
+
+// `trials`: the study's trials (the returned pointer points into them).
+StudyBest BestOfStudy(const StudyContext& context, const std::vector<store::TrialRecord>& trials);
+
+// The fastest ok trial of `layout` (nullptr when it has none).
+const store::TrialRecord* FastestTrialOf(const std::vector<store::TrialRecord>& trials, const Layout& layout);
+
+}  // namespace tunepar
