@@ -269,6 +269,25 @@ TEST(Cli, ConfigsListsEveryPreset) {
 namespace tunepar {
 namespace {
 
+// show and export, like report and launch-script, default to the store's only study, and list
+// the studies when one must be named.
+TEST(CliSearch, ShowAndExportDefaultToTheOnlyStudyAndListTheCandidates) {
+  TempDir dir;
+  const std::string store = "--store " + (dir / "store");
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
+  const testing::CliRun show = RunTunepar(store + " show");
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("Study gpt-22b-w64-"), std::string::npos) << show.out;
+  EXPECT_EQ(RunTunepar(store + " export --csv").exit_code, 0);
+  ASSERT_EQ(RunTunepar(store + " search --world 128 --model gpt-22b --node-id n0").exit_code, 0);
+  for (const char* reader : {" show", " export --csv"}) {
+    const testing::CliRun two = RunTunepar(store + reader);
+    EXPECT_EQ(two.exit_code, kExitUsage) << reader;
+    EXPECT_NE(two.err.find("has 2 studies; name one: gpt-22b-w64-"), std::string::npos) << two.err;
+    EXPECT_NE(two.err.find("gpt-22b-w128-"), std::string::npos) << two.err;
+  }
+}
+
 // A dry run stores each prediction without its breakdown; show and export make it again from
 // the study's model, the same numbers that predict gives.
 TEST(CliSearch, ADryRunStoresPredictionsCompactlyAndShowsTheirBreakdown) {

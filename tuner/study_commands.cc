@@ -116,7 +116,7 @@ struct ShowOptions {
 };
 
 Status ShowStudy(const GlobalOptions& global, const ShowOptions& o, const store::StoreView& view) {
-  Result<store::StudyRecord> study = FindStudy(view, global.store, o.study);
+  Result<store::StudyRecord> study = FindStudyOrOnly(view, global.store, o.study);
   if (!study.ok()) return study.status();
   const std::vector<store::TrialRecord> trials = TrialsOf(view, study->id);
   if (global.json) {
@@ -187,7 +187,7 @@ struct ExportOptions {
 };
 
 Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const store::StoreView& view) {
-  Result<store::StudyRecord> study = FindStudy(view, global.store, o.study);
+  Result<store::StudyRecord> study = FindStudyOrOnly(view, global.store, o.study);
   if (!study.ok()) return study.status();
   const std::vector<store::TrialRecord> trials = TrialsOf(view, study->id);
   std::string text;
@@ -249,7 +249,9 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
 
   auto show = std::make_shared<ShowOptions>();
   CLI::App* show_cmd = app.add_subcommand("show", "Show a study and its best (or all) trials");
-  show_cmd->add_option("study", show->study, "Study name or id")->required();
+  show_cmd->add_option("study", show->study,
+                       "Study name or id, or a unique prefix of 4+ characters of the id (default: the store's only "
+                       "study); the name and the 16-digit id are stable for scripts");
   show_cmd->add_option("--limit", show->limit, "How many of the best trials to print")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -259,7 +261,9 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
 
   auto exp = std::make_shared<ExportOptions>();
   CLI::App* export_cmd = app.add_subcommand("export", "Export every trial of a study as CSV or JSON");
-  export_cmd->add_option("study", exp->study, "Study name or id")->required();
+  export_cmd->add_option("study", exp->study,
+                         "Study name or id, or a unique prefix of 4+ characters of the id (default: the store's only "
+                         "study); the name and the 16-digit id are stable for scripts");
   auto* csv = export_cmd->add_flag("--csv", exp->csv, "Comma-separated values, one row per trial");
   auto* json =
       export_cmd->add_flag("--json", exp->json, "One JSON object with the study, its configs and trials");

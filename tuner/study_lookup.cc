@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "tuner/trial_records.h"
@@ -27,6 +28,21 @@ Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::st
   if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
   return NotFound(
       fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
+}
+
+Result<store::StudyRecord> FindStudyOrOnly(const store::StoreView& view, const std::string& store_dir,
+                                           const std::string& name_or_id, const std::string& hint) {
+  if (!name_or_id.empty()) return FindStudy(view, store_dir, name_or_id);
+  if (view.studies.size() == 1) return view.studies.front();
+  if (view.studies.empty()) {
+    if (!view.exists) return NotFound(fmt::format("store '{}' does not exist", store_dir));
+    return InvalidArgument(
+        fmt::format("store '{}' has no study{}", store_dir, hint.empty() ? "" : fmt::format(": {}", hint)));
+  }
+  std::vector<std::string> names;
+  for (const store::StudyRecord& s : view.studies) names.push_back(s.name);
+  return InvalidArgument(
+      fmt::format("store '{}' has {} studies; name one: {}", store_dir, names.size(), fmt::join(names, ", ")));
 }
 
 Result<store::StoreView> ReadStudyView(const std::string& store_dir, const std::string& name_or_id,

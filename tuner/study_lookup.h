@@ -13,6 +13,11 @@ namespace tunepar {
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
                                      const std::string& name_or_id);
 
+// FindStudy, or with no name the store's only study; when there are several, the error lists
+// them (kInvalidArgument), and an empty store says so, with `hint` (what to do instead).
+Result<store::StudyRecord> FindStudyOrOnly(const store::StoreView& view, const std::string& store_dir,
+                                           const std::string& name_or_id, const std::string& hint = "");
+
 // What a reader of one study reads: every study (to find it by what the user typed; "" = the
 // store's only one) from the studies' headers, and the trials of that study from its own files
 // only, whatever else the store holds. Every skipped shard is named in a warning on stderr (unless
