@@ -272,6 +272,9 @@ TEST(SearchLoop, ProgressLinesAndTheFinalSummary) {
   EXPECT_NE(run.out.find("Best layout:"), std::string::npos);
   EXPECT_NE(run.out.find("The model's top layout"), std::string::npos);
   EXPECT_EQ(run.out.find("\r"), std::string::npos);  // no progress bar when not on a terminal
+  // Hints that work when pasted: the same store, and a larger budget once it is reached.
+  EXPECT_NE(run.out.find("Inspect: tunepar --store " + (dir / "s") + " show "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("To go on: run the same command with a larger --budget"), std::string::npos) << run.out;
   const testing::CliRun json = RunTunepar("--json " + SearchArgs(dir / "s2", 3, ""));
   ASSERT_EQ(json.exit_code, 0);
   const nlohmann::json j = nlohmann::json::parse(json.out);

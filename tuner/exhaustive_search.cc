@@ -8,6 +8,7 @@
 
 #include "runner/model_backend.h"
 #include "tuner/searches.h"
+#include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
 #include "tuner/trial_records.h"
@@ -96,7 +97,9 @@ void PrintText(const GlobalOptions& global, const StudySession& session, const s
   }
   fmt::print("Study {} ({}) in store {}, shard {}\n", session.study().name, session.resumed ? "resumed" : "new", global.store,
              session.writer->snapshot_path());
-  fmt::print("Inspect: tunepar show {}    Export: tunepar export {} --csv\n", session.study().name, session.study().name);
+  const std::string store = StoreArgument(global);
+  fmt::print("Inspect: tunepar {}show {}    Export: tunepar {}export {} --csv\n", store, session.study().name, store,
+             session.study().name);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "tuner/bayesian_search.h"
 #include "tuner/study_best.h"
+#include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
 
@@ -83,6 +84,26 @@ nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) 
           {"probability_best", st.probability_best}};
 }
 
+// When the performance model is far off the measurements (by a median factor over 1.25), how to
+// fit its profile to them.
+std::string ModelErrorHint(const std::vector<store::TrialRecord>& trials, const StudyContext& context,
+                           const std::string& store) {
+  std::vector<double> log_ratios;
+  for (const store::TrialRecord& t : trials) {
+    if (t.status == TrialStatus::kOk && t.tokens_per_s && t.predicted_tokens_per_s && *t.tokens_per_s > 0 &&
+        *t.predicted_tokens_per_s > 0)
+      log_ratios.push_back(std::log(*t.predicted_tokens_per_s / *t.tokens_per_s));
+  }
+  if (log_ratios.size() < 3) return "";
+  std::nth_element(log_ratios.begin(), log_ratios.begin() + log_ratios.size() / 2, log_ratios.end());
+  const double median = log_ratios[log_ratios.size() / 2];
+  if (std::abs(median) <= std::log(1.25)) return "";
+  return fmt::format(
+      "The performance model predicts {:.3g}x the measured throughput (median of {} trials): tunepar {}calibrate "
+      "--from {} --hardware {} -o fitted.toml fits the profile to them.\n",
+      std::exp(median), log_ratios.size(), store, context.study.name, context.problem.hardware.name);
+}
+
 // "No trial ..." from "no trial ...".
 std::string Capitalised(std::string text) {
   if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
@@ -128,8 +149,15 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
     count_text += fmt::format("{}{} {}", count_text.empty() ? "" : ", ", status, n);
   fmt::print("Study {}: {} trials ({}) in store {}.\n", session_.study().name, trials.size(), count_text,
              global_.store);
-  fmt::print("Resume: run the same command again (or add --study {}).  Inspect: tunepar show {}\n",
-             session_.study().name, session_.study().name);
+  fmt::print("{}", ModelErrorHint(trials, context_, StoreArgument(global_)));
+  const std::string name = session_.study().name, store = StoreArgument(global_);
+  if (CountFinished(trials) >= options_.budget) {
+    fmt::print("To go on: run the same command with a larger --budget (the {} finished trials count toward it).\n",
+               CountFinished(trials));
+  } else if (stop_reason == "interrupted") {
+    fmt::print("Resume: run the same command again.\n");
+  }
+  fmt::print("Inspect: tunepar {}show {}    Report: tunepar {}report {} --shap\n", store, name, store, name);
 }
 
 void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {

@@ -6,9 +6,15 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "runner/launch_environment.h"
 #include "tuner/trial_records.h"
 
 namespace tunepar {
+
+std::string StoreArgument(const GlobalOptions& global) {
+  if (global.store == GlobalOptions().store) return "";
+  return fmt::format("--store {} ", runner::ShellQuote(global.store));
+}
 
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
                                      const std::string& arg) {

@@ -6,8 +6,13 @@
 
 #include "base/status.h"
 #include "store/store_reader.h"
+#include "tuner/commands.h"
 
 namespace tunepar {
+
+// "--store DIR " for a command line printed as a hint (shell-quoted when needed), "" for the
+// default store: a pasted hint reads the same store.
+std::string StoreArgument(const GlobalOptions& global);
 
 // kNotFound (naming the store) when nothing matches; kInvalidArgument for an ambiguous prefix.
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
