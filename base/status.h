@@ -24,6 +24,7 @@ enum class StatusCode {
   kTrialsFailed,     // every trial failed the same way: the command or its setup is wrong
   kDamaged,          // a damaged shard was skipped: the result leaves out its trials
   kInterrupted,      // stopped by SIGINT or SIGTERM (cleanly)
+  kFitFailed,        // a calibration did not fit: a parameter at a non-physical bound, or a large error
   kInternal,         // a bug: an invariant did not hold
 };
 

@@ -155,6 +155,103 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRun>& runs, const 
 
 namespace {
 
+enum class Bound { kNone, kFloor, kCeiling };
+
+// Which end of its range a fitted value sits at, counting only the ends that are limits of the
+// search rather than values hardware has: a fraction of peak (its range ends at 1) cannot reach
+// 0, so its range starts at a stand-in floor (0.05); a size, latency or overhead has no upper
+// limit, so its range ends at a stand-in ceiling. 1.0 of peak and zero latency are physical.
+Bound NonPhysicalBound(const EfficiencyParameter& p, double value) {
+  const double tolerance = 1e-3 * (p.hi - p.lo);  // BOBYQA stops within its xtol of a bound
+  const bool fraction = p.hi == 1.0;
+  if (fraction && p.lo > 0 && value <= p.lo + tolerance) return Bound::kFloor;
+  if (!fraction && value >= p.hi - tolerance) return Bound::kCeiling;
+  return Bound::kNone;
+}
+
+}  // namespace
+
+FitJudgement JudgeFit(const CalibrationResult& result) {
+  FitJudgement j;
+  // Names grouped by the bound they sit at: "gemm_efficiency and link_efficiency at the floor
+  // of their range (0.05)".
+  struct AtBound {
+    Bound bound;
+    double value;
+    std::vector<std::string> names;
+  };
+  std::vector<AtBound> groups;
+  for (EfficiencyKey k : result.fitted) {
+    const EfficiencyParameter& p = EfficiencyParameters()[static_cast<int>(k)];
+    const Bound b = NonPhysicalBound(p, result.efficiency[k]);
+    if (b == Bound::kNone) continue;
+    j.at_bound.push_back(k);
+    const double value = b == Bound::kFloor ? p.lo : p.hi;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const AtBound& a) { return a.bound == b && a.value == value; });
+    if (g == groups.end()) g = groups.insert(groups.end(), AtBound{b, value, {}});
+    g->names.emplace_back(p.name);
+  }
+  const bool floor =
+      std::any_of(groups.begin(), groups.end(), [](const AtBound& g) { return g.bound == Bound::kFloor; });
+  // A common factor: log(predicted / measured) of every run on one side of 0 and within half
+  // its mean of the mean, the mean itself beyond what the error limit allows.
+  const size_t n = result.rows.size();
+  double mean_log = 0;
+  double min_error = n > 0 ? result.rows[0].error : 0, max_error = min_error;
+  for (const RowFit& r : result.rows) mean_log += std::log1p(r.error) / n;
+  bool one_sign = n > 0;
+  double spread = 0;
+  for (const RowFit& r : result.rows) {
+    one_sign = one_sign && (r.error > 0) == (mean_log > 0) && r.error != 0;
+    spread = std::max(spread, std::abs(std::log1p(r.error) - mean_log));
+    min_error = std::min(min_error, r.error);
+    max_error = std::max(max_error, r.error);
+  }
+  j.common_factor = std::exp(mean_log);
+  j.off_by_common_factor =
+      one_sign && spread < 0.5 * std::abs(mean_log) && std::abs(mean_log) >= std::log1p(kMaxMeanAbsError);
+
+  const bool inaccurate = result.mean_abs_error > kMaxMeanAbsError;
+  j.failed = !j.at_bound.empty() || inaccurate;
+  if (!j.failed) return j;
+  std::vector<std::string> what;
+  for (const AtBound& g : groups) {
+    what.push_back(fmt::format("{} at the {} of {} range ({:g})", fmt::join(g.names, " and "),
+                               g.bound == Bound::kFloor ? "floor" : "ceiling", g.names.size() > 1 ? "their" : "its",
+                               g.value));
+  }
+  if (inaccurate) {
+    what.push_back(fmt::format("mean |error| {:.1f}% (more than {:.0f}%)", 100 * result.mean_abs_error,
+                               100 * kMaxMeanAbsError));
+  }
+  const size_t fitted = result.fitted.size();
+  std::string cause;
+  if (n < 2 * fitted) {
+    cause = fmt::format(
+        "likely too few runs: {} for {} fitted parameters (give at least {}, or fit fewer with --fit)", n,
+        fitted, 2 * fitted);
+  } else if (j.off_by_common_factor) {
+    const bool fast = j.common_factor < 1;
+    cause = fmt::format(
+        "every prediction is about {:.3g}x too {}: likely a profile of another machine, or measurements in other "
+        "units",
+        fast ? 1 / j.common_factor : j.common_factor, fast ? "fast" : "slow");
+  } else if (floor) {
+    cause = "the runs are slower than this profile allows even there: likely a profile of another machine or "
+            "measurements in other units, or runs that barely depend on it (fit fewer with --fit)";
+  } else {
+    cause = fmt::format(
+        "the errors differ from run to run ({:+.0f}% to {:+.0f}%): the model with this profile does not explain "
+        "these runs; check them, or fit other parameters (--fit)",
+        100 * min_error, 100 * max_error);
+  }
+  j.reason = fmt::format("{}; {}", fmt::join(what, ", "), cause);
+  return j;
+}
+
+namespace {
+
 // Removes the table `name` (its header line and every line up to the next table header);
 // *at is where it stood (the text's end when absent).
 std::string RemoveTable(const std::string& text, const std::string& name, size_t* at) {
@@ -189,12 +286,14 @@ std::string TomlString(const std::string& s) {
 std::string WriteCalibratedProfile(const std::string& profile_toml, const HardwareProfile& profile,
                                    const CalibrationResult& result, const std::string& data_name,
                                    const std::string& date) {
+  const FitJudgement judgement = JudgeFit(result);
   size_t calibration_at = 0, at = 0;
   std::string text =
       RemoveTable(RemoveTable(profile_toml, "calibration", &calibration_at), "efficiency", &at);
   const std::string fit =
       fmt::format("tunepar calibrate on {} ({}): {} runs, mean |error| {:.1f}%, worst {:.1f}%", data_name,
-                  date, result.rows.size(), 100 * result.mean_abs_error, 100 * result.max_abs_error);
+                  date, result.rows.size(), 100 * result.mean_abs_error, 100 * result.max_abs_error) +
+      (judgement.failed ? "; failed: " + judgement.reason : "");
   std::string table = "[efficiency]\n";
   table += fmt::format("# {}\n", fit);
   for (const EfficiencyParameter& p : EfficiencyParameters()) {
@@ -212,6 +311,7 @@ std::string WriteCalibratedProfile(const std::string& profile_toml, const Hardwa
   for (EfficiencyKey k : result.fitted)
     names.push_back(TomlString(std::string(EfficiencyParameters()[static_cast<int>(k)].name)));
   table += "\n[calibration]\n";
+  if (judgement.failed) table += fmt::format("# failed: {}\n", judgement.reason);
   table += fmt::format("data = {}\n", TomlString(data_name));
   table += fmt::format("date = {}\n", TomlString(date));
   table += fmt::format("runs = {}\n", result.rows.size());

@@ -59,9 +59,31 @@ Result<CalibrationResult> Calibrate(const std::vector<MeasuredRun>& runs, const 
 Result<std::vector<RowFit>> EvaluateRuns(const std::vector<MeasuredRun>& runs, const HardwareProfile& profile,
                                          const Efficiency& efficiency);
 
+// Whether a fit found the hardware. It failed when a fitted parameter ended at a limit of its
+// range that no real machine has (an efficiency at its floor, 0.05 of peak; a size, latency or
+// overhead at its ceiling; an efficiency of 1.0 or a latency of 0 are physical and pass), or
+// when the mean |error| of step time is above kMaxMeanAbsError. The reason then says what
+// failed and its likely cause, judged from the numbers, first match: fewer runs than twice the
+// parameters fitted; every prediction off by a common factor (a profile of another machine, or
+// measurements in other units); an efficiency at its floor (the same, or runs that barely
+// depend on it); else errors that differ from run to run.
+inline constexpr double kMaxMeanAbsError = 0.25;
+
+struct FitJudgement {
+  bool failed = false;
+  std::vector<EfficiencyKey> at_bound;  // fitted parameters at a non-physical end of their range
+  // exp(mean log(predicted / measured)): the factor every prediction is off by, when they share one.
+  double common_factor = 1;
+  bool off_by_common_factor = false;  // every error has the same sign and about the same size
+  std::string reason;  // "" when the fit passed; else one line: what failed, then the likely cause
+};
+
+FitJudgement JudgeFit(const CalibrationResult& result);
+
 // The profile's TOML text with its [efficiency] and [calibration] tables replaced by the fit's
 // values (fitted ones marked origin = "fitted" with the fit in their source); everything else in
-// the text, comments included, is kept.
+// the text, comments included, is kept. A failed fit (JudgeFit) is recorded as failed, with its
+// reason, in the fitted parameters' source and in a comment of [calibration].
 std::string WriteCalibratedProfile(const std::string& profile_toml, const HardwareProfile& profile,
                                    const CalibrationResult& result, const std::string& data_name,
                                    const std::string& date);

@@ -1,5 +1,7 @@
 // `tunepar calibrate`: fits a hardware profile's efficiency parameters to measured runs (a CSV
 // file of published or measured runs, or a study's measured trials) and writes the profile.
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -7,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "base/presets.h"
 #include "base/provenance.h"
@@ -27,7 +30,8 @@ struct CalibrateOptions {
   std::string hardware;  // the profile to start from (its peaks, links and assumed values)
   std::string output;    // "" = print the fit only
   std::string fit;       // comma-separated parameter names; "" = DefaultFitSet
-  std::string name;      // the new profile's name; "" = keep
+  std::string name;      // the new profile's name; "" = DerivedProfileName
+  bool force = false;    // accept a failed fit: write it (with -o) and exit 0 with a warning
   int restarts = 12;
 };
 
@@ -116,27 +120,35 @@ std::string LayoutText(const Layout& l) {
                      l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : "");
 }
 
-// The measured runs to fit: a sweep measured now, a CSV file, or a study's trials; `data_name`
-// says which, for the profile's record.
+// Where the runs came from: `name` for the profile's record, `stem` for the profile's name.
+struct DataSource {
+  std::string name;  // e.g. "megatron_table1.csv", "study gpt-22b-w64"
+  std::string stem;  // e.g. "megatron_table1", "gpt-22b-w64", "small-w4"
+};
+
+// The measured runs to fit: a sweep measured now, a CSV file, or a study's trials.
 Result<std::vector<runner::MeasuredRun>> ReadRuns(const GlobalOptions& global, const CalibrateOptions& o,
-                                                  std::string* data_name) {
+                                                  DataSource* data) {
   if (o.from.empty() == o.sweep.backend.empty())
     return InvalidArgument("give --from FILE|STUDY (measured runs) or --backend local|slurm (measure a sweep)");
   std::error_code ec;
   if (!o.sweep.backend.empty()) {
     SweepOptions sweep = o.sweep;
     sweep.hardware = o.hardware;
-    *data_name = fmt::format("tunepar-core {} sweep of {} at world {}", sweep.backend, sweep.model, sweep.world);
+    data->name = fmt::format("tunepar-core {} sweep of {} at world {}", sweep.backend, sweep.model, sweep.world);
+    data->stem = fmt::format("{}-w{}", sweep.model, sweep.world);
     return RunCalibrationSweep(global, sweep);
   }
   if (std::filesystem::is_regular_file(o.from, ec)) {
     std::ifstream in(o.from, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    *data_name = std::filesystem::path(o.from).filename().string();
+    data->name = std::filesystem::path(o.from).filename().string();
+    data->stem = std::filesystem::path(o.from).stem().string();
     return runner::ParseMeasuredRuns(text.str(), o.from);
   }
-  *data_name = "study " + o.from;
+  data->name = "study " + o.from;
+  data->stem = o.from;
   return RunsFromStudy(global.store, o.from);
 }
 
@@ -169,16 +181,40 @@ Result<Fit> FitRuns(const std::vector<runner::MeasuredRun>& runs, const runner::
   return f;
 }
 
-// Writes the calibrated profile to `output` (atomically, and only once it parses as a profile).
-Status WriteProfile(const CalibrateOptions& o, const std::string& original_text, const runner::HardwareProfile& profile,
-                    const Fit& fit, const std::string& data_name) {
-  std::string text =
-      runner::WriteCalibratedProfile(original_text, profile, fit.result, data_name, UtcNow().substr(0, 10));
-  if (!o.name.empty()) {
-    const size_t at = text.find("\nname = ");
-    const size_t end = at == std::string::npos ? at : text.find('\n', at + 1);
-    if (at != std::string::npos) text.replace(at, end - at, fmt::format("\nname = \"{}\"", o.name));
+// The written profile's name when --name gives none: the original's (less the suffix of an
+// earlier fit) and the data's, "dgx-a100-fit-megatron_table1", so that a fitted profile never
+// passes for the profile it started from.
+std::string DerivedProfileName(const std::string& original, const std::string& data_stem) {
+  std::string base = original.substr(0, original.find("-fit-"));
+  std::string stem;
+  for (char c : data_stem) stem += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ? c : '-';
+  return fmt::format("{}-fit-{}", base, stem.empty() ? "runs" : stem);
+}
+
+// Sets the top-level `name = "..."` line (the first key line before any table).
+std::string WithProfileName(const std::string& text, const std::string& name) {
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    if (!line.empty() && line[0] == '[') break;
+    const size_t after_key = line.rfind("name", 0) == 0 ? line.find_first_not_of(" \t", 4) : std::string::npos;
+    if (after_key != std::string::npos && line[after_key] == '=') {
+      std::string out = text;
+      out.replace(at, end - at, fmt::format("name = \"{}\"", name));
+      return out;
+    }
+    at = end + 1;
   }
+  return text;
+}
+
+// Writes the calibrated profile to `output` as `name` (atomically, and only once it parses as a
+// profile).
+Status WriteProfile(const CalibrateOptions& o, const std::string& original_text, const runner::HardwareProfile& profile,
+                    const Fit& fit, const DataSource& data, const std::string& name) {
+  const std::string text = WithProfileName(
+      runner::WriteCalibratedProfile(original_text, profile, fit.result, data.name, UtcNow().substr(0, 10)), name);
   Result<runner::HardwareProfile> check = runner::ParseHardwareProfile(text, o.output);
   if (!check.ok()) return InternalError("the calibrated profile does not parse: " + check.status().message());
   const std::string tmp = o.output + ".tmp";
@@ -205,12 +241,21 @@ nlohmann::json AgreementJson(const Agreement& a) {
   return j;
 }
 
+// What was decided about the fit and the profile, for the output.
+struct Outcome {
+  runner::FitJudgement judgement;
+  std::string name;     // the calibrated profile's name
+  std::string written;  // the file written, "" if none
+};
+
 void PrintJson(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& profile, const Fit& fit,
-               const std::string& data_name, const std::string& written) {
+               const DataSource& data, const Outcome& outcome) {
   const runner::CalibrationResult& r = fit.result;
-  nlohmann::json j = {{"data", data_name},        {"hardware", profile.name},
+  nlohmann::json j = {{"data", data.name},        {"hardware", profile.name},
                       {"fitted", FittedNames(r)}, {"mean_abs_error", r.mean_abs_error},
-                      {"max_abs_error", r.max_abs_error}, {"written", written}};
+                      {"max_abs_error", r.max_abs_error}, {"written", outcome.written},
+                      {"name", outcome.name}};
+  j["failed"] = outcome.judgement.failed ? nlohmann::json(outcome.judgement.reason) : nlohmann::json(nullptr);
   j["spearman"] = fit.in_sample.ok() ? fit.in_sample->spearman : 0.0;
   j["median_abs_error"] = fit.in_sample.ok() ? fit.in_sample->median_abs_error : 0.0;
   if (fit.in_sample.ok() && fit.in_sample->shapes > 0) {
@@ -279,9 +324,9 @@ void PrintAgreement(const Fit& fit) {
 }
 
 void PrintText(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& profile, const Fit& fit,
-               const std::string& data_name, const std::string& written) {
+               const DataSource& data, const Outcome& outcome) {
   const runner::CalibrationResult& r = fit.result;
-  fmt::print("Calibrating {} on {} ({} runs); fitting {}\n\n", profile.name, data_name, runs.size(),
+  fmt::print("Calibrating {} on {} ({} runs); fitting {}\n\n", profile.name, data.name, runs.size(),
              fmt::join(FittedNames(r), ", "));
   PrintRows(runs, r);
   fmt::print("\nstep-time error: mean |error| {:.2f}%, worst {:.2f}%\n", 100 * r.mean_abs_error,
@@ -292,10 +337,13 @@ void PrintText(const std::vector<runner::MeasuredRun>& runs, const runner::Hardw
     const bool fitted = std::find(r.fitted.begin(), r.fitted.end(), p.key) != r.fitted.end();
     fmt::print("  {:<22} {:>10.4g}  {}\n", p.name, r.efficiency[p.key], fitted ? "fitted" : "kept");
   }
-  if (written.empty()) {
-    fmt::print("\n(use -o FILE.toml to write the calibrated profile)\n");
+  if (!outcome.written.empty()) {
+    fmt::print("\nwrote {} (profile {}{})\n", outcome.written, outcome.name,
+               outcome.judgement.failed ? ", a failed fit" : "");
+  } else if (outcome.judgement.failed) {
+    fmt::print("\nthe fit failed (stderr says why)\n");
   } else {
-    fmt::print("\nwrote {}\n", written);
+    fmt::print("\n(use -o FILE.toml to write the calibrated profile as {})\n", outcome.name);
   }
 }
 
@@ -304,8 +352,8 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   if (!hw_text.ok()) return hw_text.status();
   Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
   if (!profile.ok()) return profile.status();
-  std::string data_name;
-  Result<std::vector<runner::MeasuredRun>> runs = ReadRuns(global, o, &data_name);
+  DataSource data;
+  Result<std::vector<runner::MeasuredRun>> runs = ReadRuns(global, o, &data);
   if (!runs.ok()) return runs.status();
   runner::CalibrationOptions options;
   options.restarts = o.restarts;
@@ -318,13 +366,29 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   }
   Result<Fit> fit = FitRuns(*runs, *profile, options);
   if (!fit.ok()) return fit.status();
-  if (!o.output.empty()) TUNEPAR_RETURN_IF_ERROR(WriteProfile(o, hw_text->text, *profile, *fit, data_name));
-  if (global.json) {
-    PrintJson(*runs, *profile, *fit, data_name, o.output);
-  } else {
-    PrintText(*runs, *profile, *fit, data_name, o.output);
+  Outcome outcome;
+  outcome.judgement = runner::JudgeFit(fit->result);
+  outcome.name = o.name.empty() ? DerivedProfileName(profile->name, data.stem) : o.name;
+  if (!o.output.empty() && (!outcome.judgement.failed || o.force)) {
+    TUNEPAR_RETURN_IF_ERROR(WriteProfile(o, hw_text->text, *profile, *fit, data, outcome.name));
+    outcome.written = o.output;
   }
-  return Status::Ok();
+  if (global.json) {
+    PrintJson(*runs, *profile, *fit, data, outcome);
+  } else {
+    PrintText(*runs, *profile, *fit, data, outcome);
+  }
+  if (!outcome.judgement.failed) return Status::Ok();
+  const std::string failure =
+      fmt::format("calibration of {} on {} failed: {}", profile->name, data.name, outcome.judgement.reason);
+  if (o.force) {
+    spdlog::warn("{}; {} (--force)", failure,
+                 outcome.written.empty() ? "accepted" : "written anyway as " + outcome.name);
+    return Status::Ok();
+  }
+  const std::string unwritten =
+      o.output.empty() ? "" : fmt::format("; nothing written to {} (--force writes it)", o.output);
+  return Status(StatusCode::kFitFailed, failure + unwritten);
 }
 
 }  // namespace
@@ -338,7 +402,11 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
   cmd->add_option("--hardware", o->hardware, "The profile to start from (preset or TOML path)")->required();
   cmd->add_option("-o,--output", o->output, "Write the calibrated profile here");
   cmd->add_option("--fit", o->fit, "Parameters to fit, comma-separated (default: chosen from the data)");
-  cmd->add_option("--name", o->name, "Name of the written profile (default: the original's)");
+  cmd->add_option("--name", o->name,
+                  "Name of the written profile (default: the original's and the data's, e.g. dgx-a100-fit-runs)");
+  cmd->add_flag("--force", o->force,
+                "Accept a failed fit (a parameter at a non-physical bound, or mean |error| over 25%): write it "
+                "with -o and exit 0 with a warning, where it would exit 10 and write nothing");
   cmd->add_option("--restarts", o->restarts, "Optimizer starts")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

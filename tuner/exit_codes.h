@@ -15,6 +15,7 @@ inline constexpr int kExitSchemaTooNew = 6;   // a shard written by a newer tune
 inline constexpr int kExitNotFound = 7;       // no such study
 inline constexpr int kExitTrialsFailed = 8;   // every trial failed the same way (see the message)
 inline constexpr int kExitDamaged = 9;        // a damaged shard was skipped (named): the output is partial
+inline constexpr int kExitCalibrationFailed = 10;  // the fit failed (the message says why); nothing written
 inline constexpr int kExitInterrupted = 130;  // SIGINT (128 + the signal; 143 for SIGTERM)
 
 inline int ExitCode(StatusCode code) {
@@ -29,6 +30,7 @@ inline int ExitCode(StatusCode code) {
     case StatusCode::kTrialsFailed: return kExitTrialsFailed;
     case StatusCode::kDamaged: return kExitDamaged;
     case StatusCode::kInterrupted: return kExitInterrupted;
+    case StatusCode::kFitFailed: return kExitCalibrationFailed;
     case StatusCode::kInternal: return kExitInternal;
   }
   return kExitInternal;

@@ -43,7 +43,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 ok, 1 internal error, 2 usage, 3 config, 4 no legal layout, 5 store,\n"
       "6 store from a newer tunepar, 7 study not found, 8 every trial failed the same way,\n"
-      "9 a damaged shard was skipped (list, show, export, report; --allow-damaged: 0). See README.md.");
+      "9 a damaged shard was skipped (list, show, export, report; --allow-damaged: 0),\n"
+      "10 calibration failed (nothing written; --force writes it), 130/143 stopped by SIGINT/SIGTERM.\n"
+      "See README.md.");
   app.parse_complete_callback([&] {
     if (global.verbose) spdlog::set_level(spdlog::level::debug);
   });
