@@ -20,7 +20,8 @@ mkdir -p "$out"
 
 echo "== 1. sweep of small at world $world on $(nproc) cores, fitted"
 build/tunepar --store "$out/store" calibrate --backend local --hardware local-cpu --model small \
-  --world "$world" --layouts "$layouts" --steps 10 --warmup 2 --runs-csv "$out/runs.csv" -o "$out/local-cpu-fitted.toml"
+  --world "$world" --layouts "$layouts" --steps 10 --warmup 2 --runs-csv "$out/runs.csv" --name local-cpu --force \
+  -o "$out/local-cpu-fitted.toml"
 
 echo
 echo "== 2. the same runs, model without device sharing (ranks_per_node left out)"
@@ -33,4 +34,4 @@ with open(sys.argv[2], "w", newline="") as f:
     for r in rows:
         w.writerow(r[:col] + r[col + 1:])
 PY
-build/tunepar calibrate --from "$out/runs-dedicated.csv" --hardware local-cpu | grep -E "Spearman|mean \|error\||fitting"
+build/tunepar calibrate --from "$out/runs-dedicated.csv" --hardware local-cpu --force 2>&1 | grep -E "Spearman|mean \|error\||fitting"

@@ -217,7 +217,7 @@ TEST(LaunchScript, ChoosesTheStudysBestAndRefusesWhatItCannotRun) {
       << megatron.out;
   const testing::CliRun empty =
       testing::RunTunepar("--store " + std::string(dir / "none") + " launch-script");
-  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_EQ(empty.exit_code, 7) << empty.err;  // no study: the store does not exist
 }
 
 }  // namespace
@@ -233,7 +233,7 @@ TEST(CalibrateSweep, MeasuresLayoutsWithTheCoreAndWritesAFittedProfile) {
   const testing::CliRun run = testing::RunTunepar(
       "--store " + store +
       " calibrate --backend local --hardware local-cpu --model tiny --world 2 --layouts 8 "
-      "--steps 2 --warmup 1 --core " +
+      "--steps 2 --warmup 1 --force --core " +
       std::string(TUNEPAR_CORE) + " -o " + profile);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("Sweeping 8 layouts of tiny in 4 shapes at world 2"), std::string::npos) << run.out;
@@ -256,7 +256,9 @@ TEST(CalibrateSweep, MeasuresLayoutsWithTheCoreAndWritesAFittedProfile) {
     EXPECT_EQ(r.ranks_per_node, 2);
   }
   EXPECT_EQ(shapes.size(), 4u);
-  const testing::CliRun refit = testing::RunTunepar("calibrate --from " + csv + " --hardware local-cpu");
+  // --force: two steps of the tiny model on a shared machine are too noisy for calibrate to
+  // vouch for the fit (exit 10); the sweep and the refit are what is tested here.
+  const testing::CliRun refit = testing::RunTunepar("calibrate --from " + csv + " --hardware local-cpu --force");
   EXPECT_EQ(refit.exit_code, 0) << refit.err;
   // Exactly one source of runs.
   EXPECT_EQ(testing::RunTunepar("calibrate --hardware local-cpu").exit_code, 2);
@@ -319,7 +321,7 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
 
   // calibrate --from the study: each run placed as its trial was.
   const testing::CliRun fit = testing::RunTunepar("--json --store " + store + " calibrate --from " + study +
-                                                  " --hardware local-cpu --fit link_efficiency");
+                                                  " --hardware local-cpu --fit link_efficiency --force");
   ASSERT_EQ(fit.exit_code, 0) << fit.err;
   const nlohmann::json fitted = nlohmann::json::parse(fit.out);
   ASSERT_FALSE(fitted["rows"].empty()) << fit.out;

@@ -100,7 +100,7 @@ std::string ModelErrorHint(const std::vector<store::TrialRecord>& trials, const 
   if (std::abs(median) <= std::log(1.25)) return "";
   return fmt::format(
       "The performance model predicts {:.3g}x the measured throughput (median of {} trials): tunepar {}calibrate "
-      "--from {} --hardware {} -o fitted.toml fits the profile to them.\n",
+      "--from {} --hardware {} -o fitted.toml fits the profile to them, or says why no fit of it can.\n",
       std::exp(median), log_ratios.size(), store, context.study.name, context.problem.hardware.name);
 }
 
