@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -30,6 +32,75 @@ void ExpectNoNan(const std::string& text) {
       at = text.find(bad, at + 1);
     }
     EXPECT_EQ(at, std::string::npos) << bad << " in:\n" << text;
+  }
+}
+
+// The tick labels of a chart's axis: the numbers the axes write right-aligned (y) or centred
+// under the plot (x).
+std::vector<std::string> TickLabels(const std::string& svg, const std::string& anchor) {
+  static const std::regex kNumber("-?[0-9.]+(e[-+]?[0-9]+)?[kM]?");
+  const std::regex text("<text [^>]*font-size=\"12\" text-anchor=\"" + anchor + "\">([^<]*)</text>");
+  std::vector<std::string> labels;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), text); it != std::sregex_iterator(); ++it) {
+    const std::string label = (*it)[1];
+    if (std::regex_match(label, kNumber)) labels.push_back(label);
+  }
+  return labels;
+}
+
+double TickValue(const std::string& label) {
+  const char suffix = label.back();
+  const double scale = suffix == 'k' ? 1e3 : suffix == 'M' ? 1e6 : 1.0;
+  return std::stod(suffix == 'k' || suffix == 'M' ? label.substr(0, label.size() - 1) : label) * scale;
+}
+
+// Every chart in `svg_dir` renders to a PNG of some size (next to the directory), has no NaN and
+// no negative tick; the stdout of the report that wrote them names each one. Returns the charts
+// by file name.
+std::map<std::string, std::string> ExpectChartsReadRight(const std::string& svg_dir, const std::string& out) {
+  std::map<std::string, std::string> charts;
+  for (const auto& entry : std::filesystem::directory_iterator(svg_dir)) {
+    const std::string path = entry.path().string(), name = entry.path().filename().string();
+    const std::string png = svg_dir + "-" + entry.path().stem().string() + ".png";
+    EXPECT_EQ(std::system(("rsvg-convert '" + path + "' -o '" + png + "'").c_str()), 0) << path;
+    EXPECT_GT(std::filesystem::file_size(png), 3000u) << png;
+    const std::string text = testing::ReadFile(path);
+    ExpectNoNan(text);
+    if (name.rfind("dependence-", 0) != 0) {  // contributions are signed; every other axis is not
+      for (const char* anchor : {"end", "middle"}) {
+        for (const std::string& label : TickLabels(text, anchor))
+          EXPECT_NE(label[0], '-') << name << ": " << label;
+      }
+    }
+    EXPECT_NE(out.find("wrote " + path), std::string::npos) << path << " not named in:\n" << out;
+    charts[name] = text;
+  }
+  return charts;
+}
+
+// The convergence chart counts trials: whole-number ticks only.
+void ExpectWholeTrialTicks(const std::string& convergence, const std::vector<std::string>& expected = {}) {
+  const std::vector<std::string> ticks = TickLabels(convergence, "middle");
+  ASSERT_FALSE(ticks.empty());
+  for (const std::string& t : ticks)
+    EXPECT_EQ(t.find('.'), std::string::npos) << "fractional trial tick " << t;
+  if (!expected.empty()) {
+    EXPECT_EQ(ticks, expected);
+  }
+}
+
+// A log axis: "log scale" in the axis labels, and every tick a whole number times a power of ten.
+void ExpectLogAxes(const std::string& svg) {
+  EXPECT_NE(svg.find("log scale"), std::string::npos);
+  for (const char* anchor : {"end", "middle"}) {
+    const std::vector<std::string> ticks = TickLabels(svg, anchor);
+    EXPECT_GE(ticks.size(), 2u) << anchor;
+    for (const std::string& t : ticks) {
+      const double v = TickValue(t);
+      ASSERT_GT(v, 0) << t;
+      const double mantissa = v / std::pow(10.0, std::floor(std::log10(v) + 1e-9));
+      EXPECT_NEAR(mantissa, std::round(mantissa), 1e-6) << t;
+    }
   }
 }
 
@@ -98,6 +169,113 @@ TEST(Report, StudySummaryShapAndChartsThatRender) {
   const std::string convergence = testing::ReadFile(svg + "/convergence.svg");
   EXPECT_NE(convergence.find("finished trials"), std::string::npos);  // axis label
   EXPECT_NE(convergence.find("predicted optimum"), std::string::npos);
+  const std::map<std::string, std::string> rendered = ExpectChartsReadRight(svg, run.out);
+  ExpectWholeTrialTicks(rendered.at("convergence.svg"), {"1", "2", "3", "4", "5", "6"});
+  ExpectLogAxes(rendered.at("predicted-vs-measured.svg"));
+  EXPECT_NE(rendered.at("predicted-vs-measured.svg").find("within 25%"), std::string::npos);
+  ExpectLogAxes(rendered.at("predicted-throughput-vs-memory.svg"));
+  // The noise floor: drawn, explained in the subtitle and the text, and in the JSON.
+  EXPECT_NE(rendered.at("importance.svg").find("noise floor"), std::string::npos);
+  EXPECT_NE(rendered.at("importance.svg").find("24 refits"), std::string::npos);
+  EXPECT_NE(run.out.find("Noise floor "), std::string::npos) << run.out;
+  const testing::CliRun json = RunTunepar("--json --store " + store + " report --shap");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json floor = nlohmann::json::parse(json.out)["shap"]["noise_floor"];
+  EXPECT_GT(floor["value"].get<double>(), 0) << floor;
+  EXPECT_EQ(floor["refits"], 24);
+  EXPECT_NE(floor["method"].get<std::string>().find("shuffled"), std::string::npos) << floor;
+}
+
+// Charts of a study with one trial, with only OOMs, and with only crashes: written without
+// --shap, each named, none with a NaN, a negative tick or a fractional trial; what cannot be
+// drawn is said.
+TEST(Report, ChartsOfStudiesWithLittleDataReadRight) {
+  TempDir dir;
+  struct Case {
+    std::string name, flags;
+    std::string convergence_mark;  // in convergence.svg's legend
+  };
+  for (const Case& c : {Case{"one", "", "ok (1)"}, Case{"oom", "--oom-above 0.1", "out of memory (5)"},
+                        Case{"crash", "--crash", "failed: crash"}}) {
+    SCOPED_TRACE(c.name);
+    const std::string store = dir / c.name;
+    RunTunepar(Search(store, c.name == "one" ? 1 : 5, c.flags));  // exit 8 when every trial failed alike
+    const std::string svg = dir / (c.name + "-charts");
+    const testing::CliRun run = RunTunepar("--store " + store + " report --svg " + svg);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const std::map<std::string, std::string> charts = ExpectChartsReadRight(svg, run.out);
+    ASSERT_TRUE(charts.count("convergence.svg")) << run.out;
+    ASSERT_TRUE(charts.count("predicted-throughput-vs-memory.svg")) << run.out;
+    const std::string& convergence = charts.at("convergence.svg");
+    EXPECT_NE(convergence.find(c.convergence_mark), std::string::npos) << convergence;
+    if (c.name == "one") {
+      ExpectWholeTrialTicks(convergence, {"1"});
+      ExpectLogAxes(charts.at("predicted-vs-measured.svg"));
+    } else {
+      ExpectWholeTrialTicks(convergence);
+      EXPECT_FALSE(charts.count("predicted-vs-measured.svg"));
+      EXPECT_NE(run.out.find("no predicted-vs-measured chart: no trial finished ok"), std::string::npos)
+          << run.out;
+      EXPECT_NE(convergence.find("no trial finished ok"), std::string::npos);
+    }
+  }
+}
+
+// All measurements equal: whatever importance the surrogate gives a knob is noise, and the
+// chart and the table say so instead of printing shares.
+TEST(Report, EqualMeasurementsLeaveEveryKnobUnderTheNoiseFloor) {
+  TempDir dir;
+  const std::string store = dir / "flat";
+  const testing::CliRun search = RunTunepar(
+      "--store " + store + " search --world 2 --model tiny --hardware " + kTestCpu +
+      " --backend command --command 'echo step_time: 1.5 {tp} {pp} {mbs} {precision} {recompute} {vpp}' "
+      "--metric-regex 'step_time: ([0-9.]+)' --budget 8 --node-id n0");
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  const std::string svg = dir / "charts";
+  const testing::CliRun run = RunTunepar("--store " + store + " report --shap --svg " + svg);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("Every knob is under the noise floor"), std::string::npos) << run.out;
+  const size_t table = run.out.find("\nknob "), table_end = run.out.find("Noise floor ");
+  ASSERT_LT(table, table_end) << run.out;
+  const std::string knob_table = run.out.substr(table, table_end - table);
+  EXPECT_EQ(knob_table.find("%  "), std::string::npos) << "a share in the knob table:\n" << knob_table;
+  EXPECT_NE(knob_table.find("under floor"), std::string::npos) << knob_table;
+  const std::map<std::string, std::string> charts = ExpectChartsReadRight(svg, run.out);
+  const std::string& importance = charts.at("importance.svg");
+  EXPECT_NE(importance.find("noise floor"), std::string::npos);
+  EXPECT_NE(importance.find("stroke-dasharray=\"6 4\""), std::string::npos);  // the floor's line
+  EXPECT_FALSE(std::regex_search(importance, std::regex("\\([0-9]+%\\)"))) << "a share printed:\n"
+                                                                           << importance;
+  const testing::CliRun json = RunTunepar("--json --store " + store + " report --shap");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json shap = nlohmann::json::parse(json.out)["shap"];
+  EXPECT_GT(shap["noise_floor"]["value"].get<double>(), 0);
+  for (const auto& k : shap["knobs"]) EXPECT_TRUE(k["under_noise_floor"].get<bool>()) << k;
+}
+
+// A model study: no measurement, yet `report --svg` without --shap writes a chart, names it,
+// and says why the measurement charts are missing; its knob analysis has no noise floor.
+TEST(Report, AModelStudyGetsChartsWithoutShap) {
+  TempDir dir;
+  const std::string store = dir / "model";
+  const testing::CliRun search = RunTunepar(
+      "--store " + store + " search --world 2 --model tiny --hardware " + kTestCpu + " --backend model");
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  const std::string svg = dir / "charts";
+  const testing::CliRun run = RunTunepar("--store " + store + " report --svg " + svg);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::map<std::string, std::string> charts = ExpectChartsReadRight(svg, run.out);
+  ASSERT_GE(charts.size(), 1u);
+  ASSERT_TRUE(charts.count("predicted-throughput-vs-memory.svg"));
+  ExpectLogAxes(charts.at("predicted-throughput-vs-memory.svg"));
+  EXPECT_NE(run.out.find("no convergence or predicted-vs-measured chart: a model study measures nothing"),
+            std::string::npos)
+      << run.out;
+  const testing::CliRun json = RunTunepar("--json --store " + store + " report --shap");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json floor = nlohmann::json::parse(json.out)["shap"]["noise_floor"];
+  EXPECT_TRUE(floor["value"].is_null());
+  EXPECT_EQ(floor["method"], "no noise floor: the performance model is deterministic");
 }
 
 TEST(Report, StudiesWithLittleOrNoDataGiveAMessageNotANan) {
@@ -129,9 +307,12 @@ TEST(Report, StudiesWithLittleOrNoDataGiveAMessageNotANan) {
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
-  run = RunTunepar("--store " + none + " report --shap");
+  run = RunTunepar("--store " + none + " report --shap --svg " + (dir / "none-charts"));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("interrupted 1"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("no convergence chart: the study has no finished trial"), std::string::npos)
+      << run.out;
+  EXPECT_FALSE(ExpectChartsReadRight(dir / "none-charts", run.out).empty());
   ExpectNoNan(run.out);
   // Several studies and none named.
   ASSERT_EQ(RunTunepar(Search(one, 2, "--sleep 0.01")).exit_code, 0);  // another command: another study

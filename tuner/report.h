@@ -20,7 +20,8 @@ namespace tunepar {
 struct Report {
   std::string text;
   nlohmann::json json = nlohmann::json::object();
-  std::vector<std::string> written;  // chart files
+  std::vector<std::string> written;      // chart files
+  std::vector<std::string> chart_notes;  // the charts not written, and why ("no chart of ...: ...")
 };
 
 // A study's trials as the report reads them.
@@ -70,23 +71,43 @@ Explained ExplainStudy(const StudyContext& context, const StudyTrials& trials, c
 // The performance model itself (report --of-model), on the context's legal space.
 Explained ExplainModel(const StudyContext& context, const std::string& subject, int background_size);
 
+// How much importance a knob gets from data in which no knob matters (report_importance.cc).
+// The default is the performance model's: deterministic, so there is none.
+struct NoiseFloor {
+  bool defined = false;
+  double value = 0;  // importances at or under this are noise (when defined)
+  std::string method = "no noise floor: the performance model is deterministic";  // or why there is none
+  int refits = 0;      // of the surrogate, each to the ok measurements shuffled among their layouts
+  int background = 0;  // background points of each refit
+};
+// For a study measured by a real backend: the surrogate refitted to its ok measurements shuffled
+// among their layouts, the knobs' importances recomputed each time; the floor is the 90th
+// percentile of those importances (every knob, every refit).
+NoiseFloor ImportanceNoiseFloor(const StudyContext& context, const StudyTrials& trials,
+                                const Explained& explained);
+
 struct ShapReport {
+  NoiseFloor floor;
   search::KnobImportance global;
   search::KnobExplanation local;
   nlohmann::json json;
   std::string text;
 };
-ShapReport ExplainKnobs(const Explained& explained);
+// Knobs under the floor are marked in the text and the JSON (shap.noise_floor says how it was found).
+ShapReport ExplainKnobs(const Explained& explained, const NoiseFloor& floor = {});
 
 // ---- Charts (report_charts.cc).
 Status WriteFile(const std::filesystem::path& path, const std::string& text);
 Status MakeChartDir(const std::string& dir);
 Status WriteShapCharts(const std::filesystem::path& dir, const Explained& explained, const ShapReport& shap,
                        std::vector<std::string>* written);
-// Best throughput against finished trials, with the model's predicted optimum; and predicted
-// against measured throughput. Measuring-backend studies only.
-Status WriteStudyCharts(const std::filesystem::path& dir, const StudyContext& context, const StudyTrials& trials,
-                        std::vector<std::string>* written);
+// The charts that need no Shapley values: the performance model's throughput against memory of
+// the legal layouts (every study); for a measuring backend, the best throughput against finished
+// trials (OOM, failed and sliced trials marked) and predicted against measured throughput (log
+// axes). A chart that cannot be drawn gets a line in `notes` saying why.
+Status WriteStudyCharts(const std::filesystem::path& dir, const StudyContext& context,
+                        const StudyTrials& trials, std::vector<std::string>* written,
+                        std::vector<std::string>* notes = nullptr);
 
 // Throughput for display: tokens/s when the metric converts to it, else 1 / the objective.
 double DisplayThroughput(const store::TrialRecord& trial);

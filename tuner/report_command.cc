@@ -30,11 +30,13 @@ struct ReportOptions {
 void Print(const GlobalOptions& global, Report& report) {
   if (global.json) {
     report.json["svg"] = report.written;
+    if (!report.chart_notes.empty()) report.json["svg_notes"] = report.chart_notes;
     fmt::print("{}\n", report.json.dump(2));
     return;
   }
   fmt::print("{}", report.text);
   for (const std::string& w : report.written) fmt::print("wrote {}\n", w);
+  for (const std::string& note : report.chart_notes) fmt::print("{}\n", note);
 }
 
 // The context of a study that is not stored: the problem the flags name, at --world.
@@ -73,9 +75,10 @@ Status AddImportance(const StudyContext& context, const StudyTrials& trials, con
   const Explained e = ExplainStudy(context, trials, o.importance);
   if (e.local < 0 || e.background.empty()) {
     report->text += "\nNo layout to explain (nothing is predicted to fit).\n";
+    if (!o.svg_dir.empty()) report->chart_notes.push_back("no importance chart: no layout to explain");
     return Status::Ok();
   }
-  const ShapReport shap = ExplainKnobs(e);
+  const ShapReport shap = ExplainKnobs(e, ImportanceNoiseFloor(context, trials, e));
   report->text += "\n" + shap.text;
   report->json["shap"] = shap.json;
   if (o.svg_dir.empty()) return Status::Ok();
@@ -91,7 +94,8 @@ Status ReportStudy(const GlobalOptions& global, const ReportOptions& o) {
   AddSummary(context, study_trials, &report);
   if (!o.svg_dir.empty()) {
     TUNEPAR_RETURN_IF_ERROR(MakeChartDir(o.svg_dir));
-    TUNEPAR_RETURN_IF_ERROR(WriteStudyCharts(o.svg_dir, context, study_trials, &report.written));
+    TUNEPAR_RETURN_IF_ERROR(
+        WriteStudyCharts(o.svg_dir, context, study_trials, &report.written, &report.chart_notes));
   }
   if (o.shap) TUNEPAR_RETURN_IF_ERROR(AddImportance(context, study_trials, o, &report));
   Print(global, report);

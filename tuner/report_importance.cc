@@ -1,10 +1,12 @@
 // `tunepar report --shap`: which knobs matter, as Shapley values of log throughput.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "search/proposer.h"
 #include "tuner/report.h"
@@ -16,6 +18,11 @@ namespace tunepar {
 namespace {
 
 double Percent(double nats) { return 100.0 * (std::exp(nats) - 1.0); }
+
+// Three decimals, or two significant digits under 0.01 (noise-level importances would all read 0.000).
+std::string ImportanceText(double v) {
+  return v >= 0.01 || v == 0 ? fmt::format("{:.3f}", v) : fmt::format("{:.2g}", v);
+}
 
 std::string SignedPercent(double nats) { return fmt::format("{:+.1f}%", Percent(nats)); }
 
@@ -106,7 +113,8 @@ void ChooseBackground(const StudyContext& context, const StudyTrials& trials, co
   }
 }
 
-TextTable GlobalTable(const Explained& e, const search::KnobImportance& g, nlohmann::json* knobs) {
+TextTable GlobalTable(const Explained& e, const search::KnobImportance& g, const NoiseFloor& floor,
+                      nlohmann::json* knobs) {
   double total = 0;
   for (double v : g.mean_abs_phi) total += v;
   std::vector<size_t> order(g.knobs.size());
@@ -138,11 +146,15 @@ TextTable GlobalTable(const Explained& e, const search::KnobImportance& g, nlohm
     }
     const std::string name(search::KnobName(g.knobs[k]));
     const double share = total > 0 ? g.mean_abs_phi[k] / total : 0.0;
-    t.AddRow({name, fmt::format("{:.3f}", g.mean_abs_phi[k]), fmt::format("{:.1f}%", 100 * share),
-              fmt::format("{} ({})", helps, SignedPercent(best)), fmt::format("{} ({})", hurts, SignedPercent(worst))});
+    const bool noise = floor.defined && g.mean_abs_phi[k] <= floor.value;
+    t.AddRow({name, ImportanceText(g.mean_abs_phi[k]),
+              noise ? "under floor" : fmt::format("{:.1f}%", 100 * share),
+              fmt::format("{} ({})", helps, SignedPercent(best)),
+              fmt::format("{} ({})", hurts, SignedPercent(worst))});
     knobs->push_back({{"knob", name},
                       {"importance", g.mean_abs_phi[k]},
                       {"share", share},
+                      {"under_noise_floor", noise},
                       {"helps", {{"value", helps}, {"mean_phi", best}}},
                       {"hurts", {{"value", hurts}, {"mean_phi", worst}}},
                       {"mean_phi_by_value", values}});
@@ -181,6 +193,35 @@ nlohmann::json StrongestInteraction(const search::KnobImportance& g, std::string
   return {{"knobs", {search::KnobName(g.knobs[si]), search::KnobName(g.knobs[sj])}}, {"mean_abs", strongest}};
 }
 
+// The noise floor's refits: how many, the seed of their shuffles, at most how many background
+// points each explains (Global costs background^2 x 2^knobs evaluations: 24 refits over 100
+// points of 9 knobs take a few seconds; the default background is no larger, so the refits
+// explain the same points as the report), and the quantile of the refits' importances taken
+// as the floor.
+constexpr int kFloorRefits = 24;
+constexpr uint64_t kFloorSeed = 16;
+constexpr int kFloorBackground = 100;
+constexpr double kFloorQuantile = 0.9;
+
+// The floor's text under the knob table.
+std::string NoiseFloorText(const NoiseFloor& floor, const search::KnobImportance& g) {
+  if (!floor.defined) return fmt::format("{}.\n", floor.method);
+  std::string text = fmt::format("Noise floor {}: {}. Knobs at or under it are marked \"under floor\".\n",
+                                 ImportanceText(floor.value), floor.method);
+  if (std::all_of(g.mean_abs_phi.begin(), g.mean_abs_phi.end(), [&](double v) { return v <= floor.value; }))
+    text += "Every knob is under the noise floor: the measurements do not tell the knobs apart.\n";
+  return text;
+}
+
+nlohmann::json NoiseFloorJson(const NoiseFloor& floor) {
+  if (!floor.defined) return {{"value", nullptr}, {"method", floor.method}};
+  return {{"value", floor.value},
+          {"method", floor.method},
+          {"refits", floor.refits},
+          {"background", floor.background},
+          {"quantile", kFloorQuantile}};
+}
+
 }  // namespace
 
 Explained ExplainStudy(const StudyContext& context, const StudyTrials& trials, const ImportanceOptions& o) {
@@ -212,19 +253,80 @@ Explained ExplainModel(const StudyContext& context, const std::string& subject, 
   return e;
 }
 
-ShapReport ExplainKnobs(const Explained& e) {
+// Refits to the study's own ok measurements shuffled among their layouts: the data keep their
+// spread and the search's coverage but no knob can matter in them, so the importance the refits
+// give a knob is what the surrogate makes of no signal: its prior, its smoothing, and the
+// hybrids of layouts no trial measured (the null importances of Altmann et al. 2010,
+// "Permutation importance: a corrected feature importance measure"). Measurements that are all
+// equal are their own shuffle: every importance is then at the floor. (Perturbing by the
+// surrogate's fitted noise, or a bootstrap of the trials, leaves such a study as flat as it is
+// and its importances above a floor near zero.) The background is the explained one (a larger
+// one subsampled to kFloorBackground points).
+NoiseFloor ImportanceNoiseFloor(const StudyContext& context, const StudyTrials& trials, const Explained& e) {
+  NoiseFloor floor;
+  if (context.study.backend == "model") return floor;
+  if (trials.ok.empty()) {
+    floor.method = "no noise floor: no trial finished ok, and the performance model's prior is deterministic";
+    return floor;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const search::Proposer proposer(e.legal, context.Prior(), context.proposer_options);
+  std::vector<search::Outcome> history = History(trials.all);
+  std::vector<double*> measured;  // the ok objectives, shuffled among their outcomes in place
+  for (search::Outcome& o : history) {
+    if (o.status == TrialStatus::kOk && o.step_time_s) measured.push_back(&*o.step_time_s);
+  }
+  std::vector<double> values;
+  for (const double* v : measured) values.push_back(*v);
+  std::vector<int> background = e.background;
+  std::mt19937_64 rng(kFloorSeed);
+  if (static_cast<int>(background.size()) > kFloorBackground) {
+    std::shuffle(background.begin(), background.end(), rng);
+    background.resize(kFloorBackground);
+    std::sort(background.begin(), background.end());
+  }
+  std::vector<double> null_importance;  // every knob's, in every refit
+  for (int refit = 0; refit < kFloorRefits; ++refit) {
+    std::shuffle(values.begin(), values.end(), rng);
+    for (size_t j = 0; j < measured.size(); ++j) *measured[j] = values[j];
+    const search::Surrogate s = proposer.Posterior(history);
+    std::vector<double> f(s.log_step_time.size());
+    for (size_t i = 0; i < f.size(); ++i) f[i] = -s.log_step_time[i];
+    const search::KnobImportance g = search::KnobShapley(e.legal, std::move(f), background).Global(false);
+    null_importance.insert(null_importance.end(), g.mean_abs_phi.begin(), g.mean_abs_phi.end());
+  }
+  std::sort(null_importance.begin(), null_importance.end());
+  // The nearest-rank quantile: the smallest value at or above kFloorQuantile of them.
+  const size_t rank =
+      static_cast<size_t>(std::ceil(kFloorQuantile * static_cast<double>(null_importance.size())));
+  floor.defined = true;
+  floor.value = null_importance.empty() ? 0.0 : null_importance[std::max<size_t>(rank, 1) - 1];
+  floor.refits = kFloorRefits;
+  floor.background = static_cast<int>(background.size());
+  floor.method = fmt::format(
+      "the 90th percentile of the knobs' importances over {} refits of the surrogate to the {} ok "
+      "measurements shuffled among their layouts (where no knob can matter), {} background points each",
+      kFloorRefits, measured.size(), floor.background);
+  spdlog::debug("noise floor {:.3g} from {} refits in {:.2f} s", floor.value, kFloorRefits,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return floor;
+}
+
+ShapReport ExplainKnobs(const Explained& e, const NoiseFloor& floor) {
   ShapReport r;
+  r.floor = floor;
   const search::KnobShapley shap(e.legal, e.f, e.background);
   r.global = shap.Global(true);
   r.local = shap.Explain(e.local, true);
   nlohmann::json knobs = nlohmann::json::array(), contributions = nlohmann::json::array();
-  const TextTable global = GlobalTable(e, r.global, &knobs);
+  const TextTable global = GlobalTable(e, r.global, floor, &knobs);
   r.text += fmt::format(
       "Which knobs matter: Shapley values of the log throughput predicted by the {} (natural\n"
       "log: +0.10 is about +10.5% throughput), exact over all {} coalitions of knobs; importance =\n"
       "mean |phi| over the background ({}).\n",
       e.subject, 1u << r.global.knobs.size(), e.background_note);
   r.text += global.Render();
+  r.text += NoiseFloorText(floor, r.global);
   const TextTable local = LocalTable(e, r.local, &contributions);
   r.text += fmt::format("\nWhy {} is best: {} throughput against the background's mean\n", LayoutKey(e.legal[e.local]),
                         SignedPercent(r.local.value - r.local.baseline));
@@ -234,6 +336,7 @@ ShapReport ExplainKnobs(const Explained& e) {
             {"background", e.background_note},
             {"unit", "natural log of throughput"},
             {"knobs", knobs},
+            {"noise_floor", NoiseFloorJson(floor)},
             {"local",
              {{"layout", LayoutKey(e.legal[e.local])},
               {"value", r.local.value},
