@@ -60,6 +60,7 @@ struct Explained {
   std::vector<double> f;
   std::vector<int> background;
   int local = -1;
+  std::string local_header;  // which best the local explanation explains (StudyBest::Header)
 };
 struct ImportanceOptions {
   std::string background = "trials";  // trials | legal

@@ -10,6 +10,7 @@
 
 #include "search/proposer.h"
 #include "tuner/report.h"
+#include "tuner/study_best.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_records.h"
 
@@ -235,9 +236,10 @@ Explained ExplainStudy(const StudyContext& context, const StudyTrials& trials, c
     SurrogateValues(context, trials, &e, &runnable);
   }
   ChooseBackground(context, trials, o, runnable, &e);
-  // The layout explained: the best measured one, else the surrogate's best.
-  if (!trials.best.empty()) e.local = IndexIn(e.legal, trials.best.front()->layout);
-  if (e.local < 0) e.local = BestDefined(runnable);
+  // The layout explained: the study's best (study_best.h), as the summary and launch-script name it.
+  const StudyBest best = BestOfStudy(context, trials.all);
+  if (best.layout) e.local = IndexIn(e.legal, *best.layout);
+  e.local_header = best.Header();
   return e;
 }
 
@@ -249,6 +251,7 @@ Explained ExplainModel(const StudyContext& context, const std::string& subject, 
   ModelValues(context, &e, &runnable);
   e.background = SampleDefined(runnable, background_size, 1);
   e.local = BestDefined(runnable);
+  e.local_header = "the performance model's fastest layout predicted to fit";  // as StudyBest says a dry run's
   e.background_note = fmt::format("{} legal layouts predicted to fit, sampled", e.background.size());
   return e;
 }
@@ -328,8 +331,8 @@ ShapReport ExplainKnobs(const Explained& e, const NoiseFloor& floor) {
   r.text += global.Render();
   r.text += NoiseFloorText(floor, r.global);
   const TextTable local = LocalTable(e, r.local, &contributions);
-  r.text += fmt::format("\nWhy {} is best: {} throughput against the background's mean\n", LayoutKey(e.legal[e.local]),
-                        SignedPercent(r.local.value - r.local.baseline));
+  r.text += fmt::format("\nWhy {} is best: {} throughput against the background's mean.\nIt is {}.\n",
+                        LayoutKey(e.legal[e.local]), SignedPercent(r.local.value - r.local.baseline), e.local_header);
   r.text += local.Render();
   const nlohmann::json interaction = StrongestInteraction(r.global, &r.text);
   r.json = {{"subject", e.subject},
@@ -339,6 +342,7 @@ ShapReport ExplainKnobs(const Explained& e, const NoiseFloor& floor) {
             {"noise_floor", NoiseFloorJson(floor)},
             {"local",
              {{"layout", LayoutKey(e.legal[e.local])},
+              {"which", e.local_header},
               {"value", r.local.value},
               {"baseline", r.local.baseline},
               {"contributions", contributions}}},

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tuner/report.h"
+#include "tuner/study_best.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
 #include "tuner/trial_records.h"
@@ -66,8 +67,30 @@ std::vector<std::string> BestRow(int rank, const store::TrialRecord& r, bool mea
   return row;
 }
 
+// The study's best layout (study_best.h), said first, as the search's summary and
+// launch-script name it.
+void AddStudyBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
+  const StudyBest best = BestOfStudy(context, trials.all);
+  report->json["best_basis"] = {{"basis", best.BasisName()},
+                                {"header", best.Header()},
+                                {"layout", best.layout ? nlohmann::json(LayoutKey(*best.layout)) : nlohmann::json()}};
+  if (best.layout) report->text += fmt::format("\nBest layout: {}\n  {}\n", LayoutKey(*best.layout), best.Header());
+}
+
+// The study's best trials, one per layout, the study's best layout (study_best.h) first.
+std::vector<const store::TrialRecord*> BestFirst(const StudyContext& context, const StudyTrials& trials) {
+  std::vector<const store::TrialRecord*> rows = trials.best;
+  const StudyBest best = BestOfStudy(context, trials.all);
+  if (best.trial == nullptr) return rows;
+  std::erase_if(rows, [&](const store::TrialRecord* r) { return r->layout == best.trial->layout; });
+  rows.insert(rows.begin(), best.trial);
+  if (rows.size() > trials.best.size()) rows.pop_back();
+  return rows;
+}
+
 // The best layouts, measured against predicted.
 void AddBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
+  AddStudyBest(context, trials, report);
   if (trials.best.empty()) {
     report->text += "No trial has finished ok yet: nothing measured to rank.\n";
     return;
@@ -76,7 +99,7 @@ void AddBest(const StudyContext& context, const StudyTrials& trials, Report* rep
   TextTable t = BestTable(measured);
   nlohmann::json rows = nlohmann::json::array();
   int rank = 0;
-  for (const store::TrialRecord* r : trials.best) {
+  for (const store::TrialRecord* r : BestFirst(context, trials)) {
     t.AddRow(BestRow(++rank, *r, measured));
     rows.push_back(TrialJson(*r, context));
   }
