@@ -417,31 +417,23 @@ std::string RenderStripChart(const StripChart& c) {
   return s + "</svg>\n";
 }
 
-std::string RenderLineChart(const LineChart& c) {
-  double header = 0;
-  std::string s = Open(c.title, c.subtitle, &header);
-  std::vector<double> ys = c.y, xs = c.x;
-  for (const MarkerSet& m : c.markers) {
-    for (const auto& [x, y] : m.points) xs.push_back(x), ys.push_back(y);
-  }
-  for (const MarkerSet& m : c.lane) {
-    for (const auto& p : m.points) xs.push_back(p.first);
-  }
-  const bool has_values = std::any_of(ys.begin(), ys.end(), [](double y) { return std::isfinite(y); });
-  const auto [data_lo, data_hi] = Range(ys, false);
-  // A reference far outside the data would flatten it: such lines are named in the legend, not drawn.
-  std::vector<std::pair<double, std::string>> drawn, named;
+namespace {
+
+using Reference = std::pair<double, std::string>;
+
+// The reference lines drawn, and those named in the legend instead: a reference far outside the
+// data would flatten it.
+void SplitReferences(const LineChart& c, double data_lo, double data_hi, bool has_values,
+                     std::vector<Reference>* drawn, std::vector<Reference>* named) {
   for (const auto& r : c.references) {
     const double span = std::max(data_hi - data_lo, std::abs(data_hi) * 0.1);
     const bool far = has_values && (r.first > data_hi + 2 * span || r.first < data_lo - 2 * span);
-    (far ? named : drawn).push_back(r);
+    (far ? named : drawn)->push_back(r);
   }
-  for (const auto& r : drawn) ys.push_back(r.first);
-  const bool has_y = has_values || !drawn.empty();
-  const Axis y_axis = has_y ? MakeAxis(Padded(Range(ys, false), 0.06, false), false) : Axis{{}, 0, 1};
+}
 
+std::vector<LegendEntry> LineLegend(const LineChart& c, const std::vector<Reference>& named, double x_last) {
   std::vector<LegendEntry> legend;
-  const double x_last = xs.empty() ? 0.0 : *std::max_element(xs.begin(), xs.end());
   if (!c.line_label.empty() && !c.x.empty() && x_last > c.x.front())
     legend.push_back({c.line_label, MarkerShape::kDot, kBlue, LegendEntry::Sample::kLine});
   for (const MarkerSet& m : c.markers)
@@ -451,35 +443,31 @@ std::string RenderLineChart(const LineChart& c) {
   for (const auto& [y, label] : named)
     legend.push_back({fmt::format("{}: {} (off the chart)", label, Number(y)), MarkerShape::kDot, kRed,
                       LegendEntry::Sample::kLine});
-  double legend_bottom = header;
-  s += Legend(legend, header + 18, &legend_bottom);
+  return legend;
+}
 
-  const bool lane =
-      std::any_of(c.lane.begin(), c.lane.end(), [](const MarkerSet& m) { return !m.points.empty(); });
-  const double plot_top = legend_bottom + (legend.empty() ? 20 : 16), plot_bottom = kHeight - 60;
-  Frame f{.left = 90,
-          .right = kWidth - 30,
-          .top = std::max(plot_top, 85.0),
-          .bottom = plot_bottom - (lane ? kLaneHeight : 0),
-          .x0 = 0,
-          .x1 = 1,
-          .y0 = y_axis.lo,
-          .y1 = y_axis.hi};
-  std::vector<double> x_ticks;
-  const auto [xlo, xhi] = Range(xs, false);
+// The x ticks, and the frame's x range: whole numbers with half a step of margin (trials), or
+// nice ticks from 0.
+std::vector<double> LineXTicks(const LineChart& c, const std::vector<double>& xs, Frame* f) {
   if (c.integer_x) {
     const double first = xs.empty() ? 1.0 : std::floor(*std::min_element(xs.begin(), xs.end())),
                  last =
                      xs.empty() ? first : std::max(first, std::ceil(*std::max_element(xs.begin(), xs.end())));
-    x_ticks = IntegerTicks(first, last);
-    f.x0 = first - 0.5;
-    f.x1 = last + 0.5;
-  } else {
-    x_ticks = NiceTicks(std::min(xlo, 0.0), xhi);
-    f.x0 = x_ticks.front();
-    f.x1 = std::max(x_ticks.back(), xhi);
+    f->x0 = first - 0.5;
+    f->x1 = last + 0.5;
+    return IntegerTicks(first, last);
   }
-  s += Axes(f, x_ticks, y_axis.ticks, c.x_label, c.y_label, plot_bottom);
+  const auto [xlo, xhi] = Range(xs, false);
+  std::vector<double> ticks = NiceTicks(std::min(xlo, 0.0), xhi);
+  f->x0 = ticks.front();
+  f->x1 = std::max(ticks.back(), xhi);
+  return ticks;
+}
+
+// The lane under the plot where points without a y (OOM, failed trials) go, and the chart's note
+// when it has no value at all.
+std::string LaneAndNote(const LineChart& c, const Frame& f, bool lane, bool has_values) {
+  std::string s;
   if (lane) {
     s += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#f4f4f4\" "
@@ -495,6 +483,11 @@ std::string RenderLineChart(const LineChart& c) {
         "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"14\" fill=\"#555\" text-anchor=\"middle\">{}</text>\n",
         (f.left + f.right) / 2, f.top + 0.3 * (f.bottom - f.top), Escape(c.empty_note));
   }
+  return s;
+}
+
+std::string ReferenceLines(const std::vector<Reference>& drawn, const Frame& f) {
+  std::string s;
   for (const auto& [y, label] : drawn) {
     s += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-dasharray=\"6 "
@@ -504,8 +497,13 @@ std::string RenderLineChart(const LineChart& c) {
         "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\" text-anchor=\"end\">{}</text>\n",
         f.right - 6, f.Y(y) - 6, kRed, Escape(label));
   }
+  return s;
+}
+
+// The step line (the best so far holds until the chart's last x) and every marker.
+std::string StepLineAndMarkers(const LineChart& c, const Frame& f, double x_last) {
+  std::string s;
   if (!c.x.empty()) {
-    // The best so far holds until the chart's last x.
     std::string path = fmt::format("M {:.1f} {:.1f}", f.X(c.x[0]), f.Y(c.y[0]));
     for (size_t i = 1; i < c.x.size(); ++i) {
       path += fmt::format(" L {:.1f} {:.1f} L {:.1f} {:.1f}", f.X(c.x[i]), f.Y(c.y[i - 1]), f.X(c.x[i]),
@@ -520,6 +518,50 @@ std::string RenderLineChart(const LineChart& c) {
   for (const MarkerSet& m : c.lane) {
     for (const auto& p : m.points) s += Marker(m.shape, m.color, f.X(p.first), f.bottom + kLaneHeight / 2);
   }
+  return s;
+}
+
+}  // namespace
+
+std::string RenderLineChart(const LineChart& c) {
+  double header = 0;
+  std::string s = Open(c.title, c.subtitle, &header);
+  std::vector<double> ys = c.y, xs = c.x;
+  for (const MarkerSet& m : c.markers) {
+    for (const auto& [x, y] : m.points) xs.push_back(x), ys.push_back(y);
+  }
+  for (const MarkerSet& m : c.lane) {
+    for (const auto& p : m.points) xs.push_back(p.first);
+  }
+  const bool has_values = std::any_of(ys.begin(), ys.end(), [](double y) { return std::isfinite(y); });
+  const auto [data_lo, data_hi] = Range(ys, false);
+  std::vector<Reference> drawn, named;
+  SplitReferences(c, data_lo, data_hi, has_values, &drawn, &named);
+  for (const auto& r : drawn) ys.push_back(r.first);
+  const bool has_y = has_values || !drawn.empty();
+  const Axis y_axis = has_y ? MakeAxis(Padded(Range(ys, false), 0.06, false), false) : Axis{{}, 0, 1};
+
+  const double x_last = xs.empty() ? 0.0 : *std::max_element(xs.begin(), xs.end());
+  const std::vector<LegendEntry> legend = LineLegend(c, named, x_last);
+  double legend_bottom = header;
+  s += Legend(legend, header + 18, &legend_bottom);
+
+  const bool lane =
+      std::any_of(c.lane.begin(), c.lane.end(), [](const MarkerSet& m) { return !m.points.empty(); });
+  const double plot_top = legend_bottom + (legend.empty() ? 20 : 16), plot_bottom = kHeight - 60;
+  Frame f{.left = 90,
+          .right = kWidth - 30,
+          .top = std::max(plot_top, 85.0),
+          .bottom = plot_bottom - (lane ? kLaneHeight : 0),
+          .x0 = 0,
+          .x1 = 1,
+          .y0 = y_axis.lo,
+          .y1 = y_axis.hi};
+  const std::vector<double> x_ticks = LineXTicks(c, xs, &f);
+  s += Axes(f, x_ticks, y_axis.ticks, c.x_label, c.y_label, plot_bottom);
+  s += LaneAndNote(c, f, lane, has_values);
+  s += ReferenceLines(drawn, f);
+  s += StepLineAndMarkers(c, f, x_last);
   return s + "</svg>\n";
 }
 
