@@ -18,6 +18,7 @@
 #include "tuner/stop_signals.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
+#include "tuner/study_best.h"
 
 namespace tunepar {
 
@@ -45,15 +46,6 @@ std::string AcquisitionName(search::AcquisitionKind kind) {
 int CountFinished(const std::vector<store::TrialRecord>& trials) {
   return static_cast<int>(
       std::count_if(trials.begin(), trials.end(), [](const store::TrialRecord& t) { return IsFinished(t.status); }));
-}
-
-const store::TrialRecord* BestTrial(const std::vector<store::TrialRecord>& trials) {
-  const store::TrialRecord* best = nullptr;
-  for (const store::TrialRecord& t : trials) {
-    const std::optional<double> v = ObjectiveOf(t);
-    if (v && (best == nullptr || *v < *ObjectiveOf(*best))) best = &t;
-  }
-  return best;
 }
 
 BayesianSearch::BayesianSearch(const GlobalOptions& global, StudySession& session, runner::Backend& backend,
@@ -227,7 +219,7 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
     progress_.Finished();
   }
   if (global_.json) return Status::Ok();
-  const store::TrialRecord* best = BestTrial(session_.trials);
+  const store::TrialRecord* best = FastestOkTrial(session_.trials);
   progress_.Line(fmt::format(
       "trial {:>3}/{}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", CountFinished(session_.trials), options_.budget,
       LayoutKey(r.layout),

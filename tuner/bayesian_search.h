@@ -117,7 +117,5 @@ class BayesianSearch {
 
 // Finished trials among `trials`.
 int CountFinished(const std::vector<store::TrialRecord>& trials);
-// The trial with the best objective (nullptr when none ran ok).
-const store::TrialRecord* BestTrial(const std::vector<store::TrialRecord>& trials);
 
 }  // namespace tunepar

@@ -69,8 +69,7 @@ std::vector<std::string> BestRow(int rank, const store::TrialRecord& r, bool mea
 
 // The study's best layout (study_best.h), said first, as the search's summary and
 // launch-script name it.
-void AddStudyBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
-  const StudyBest best = BestOfStudy(context, trials.all);
+void AddStudyBest(const StudyBest& best, Report* report) {
   report->json["best_basis"] = {{"basis", best.BasisName()},
                                 {"header", best.Header()},
                                 {"layout", best.layout ? nlohmann::json(LayoutKey(*best.layout)) : nlohmann::json()}};
@@ -78,9 +77,8 @@ void AddStudyBest(const StudyContext& context, const StudyTrials& trials, Report
 }
 
 // The study's best trials, one per layout, the study's best layout (study_best.h) first.
-std::vector<const store::TrialRecord*> BestFirst(const StudyContext& context, const StudyTrials& trials) {
+std::vector<const store::TrialRecord*> BestFirst(const StudyBest& best, const StudyTrials& trials) {
   std::vector<const store::TrialRecord*> rows = trials.best;
-  const StudyBest best = BestOfStudy(context, trials.all);
   if (best.trial == nullptr) return rows;
   std::erase_if(rows, [&](const store::TrialRecord* r) { return r->layout == best.trial->layout; });
   rows.insert(rows.begin(), best.trial);
@@ -90,7 +88,8 @@ std::vector<const store::TrialRecord*> BestFirst(const StudyContext& context, co
 
 // The best layouts, measured against predicted.
 void AddBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
-  AddStudyBest(context, trials, report);
+  const StudyBest best = BestOfStudy(context, trials.all);
+  AddStudyBest(best, report);
   if (trials.best.empty()) {
     report->text += "No trial has finished ok yet: nothing measured to rank.\n";
     return;
@@ -99,7 +98,7 @@ void AddBest(const StudyContext& context, const StudyTrials& trials, Report* rep
   TextTable t = BestTable(measured);
   nlohmann::json rows = nlohmann::json::array();
   int rank = 0;
-  for (const store::TrialRecord* r : BestFirst(context, trials)) {
+  for (const store::TrialRecord* r : BestFirst(best, trials)) {
     t.AddRow(BestRow(++rank, *r, measured));
     rows.push_back(TrialJson(*r, context));
   }

@@ -18,15 +18,6 @@ bool NeedsNoLessMemory(const runner::Prediction& a, const runner::Prediction& b)
          m.activations >= n.activations && m.comm_buffers >= n.comm_buffers;
 }
 
-const store::TrialRecord* FastestOkTrial(const std::vector<store::TrialRecord>& trials) {
-  const store::TrialRecord* best = nullptr;
-  for (const store::TrialRecord& t : trials) {
-    const std::optional<double> v = ObjectiveOf(t);
-    if (v && (best == nullptr || *v < *ObjectiveOf(*best))) best = &t;
-  }
-  return best;
-}
-
 // The surrogate's fastest layout likely to fit that needs less memory than every OOM trial's
 // layout in some component.
 std::optional<Layout> SurrogateBest(const StudyContext& context, const search::Proposer& proposer,
@@ -58,6 +49,15 @@ const store::TrialRecord* FastestTrialOf(const std::vector<store::TrialRecord>& 
     if (v && (fastest == nullptr || *v < *ObjectiveOf(*fastest))) fastest = &t;
   }
   return fastest;
+}
+
+const store::TrialRecord* FastestOkTrial(const std::vector<store::TrialRecord>& trials) {
+  const store::TrialRecord* best = nullptr;
+  for (const store::TrialRecord& t : trials) {
+    const std::optional<double> v = ObjectiveOf(t);
+    if (v && (best == nullptr || *v < *ObjectiveOf(*best))) best = &t;
+  }
+  return best;
 }
 
 StudyBest BestOfStudy(const StudyContext& context, const std::vector<store::TrialRecord>& trials) {

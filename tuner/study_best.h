@@ -40,6 +40,10 @@ struct StudyBest {
 // `trials`: the study's trials (the returned pointer points into them).
 StudyBest BestOfStudy(const StudyContext& context, const std::vector<store::TrialRecord>& trials);
 
+// The ok trial with the lowest objective, of any layout: the best single measurement (nullptr
+// when none is ok).
+const store::TrialRecord* FastestOkTrial(const std::vector<store::TrialRecord>& trials);
+
 // The fastest ok trial of `layout` (nullptr when it has none).
 const store::TrialRecord* FastestTrialOf(const std::vector<store::TrialRecord>& trials, const Layout& layout);
 
