@@ -14,12 +14,13 @@ double ModelShape::Parameters() const {
   return L * per_layer + embeddings + lm_head + 2 * h;
 }
 
-Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source) {
+Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source,
+                                   std::string_view file_stem) {
   Result<toml::table> doc = ParseToml(toml_text, source);
   if (!doc.ok()) return doc.status();
   TomlFields f(*doc, source);
   ModelShape m;
-  TUNEPAR_RETURN_IF_ERROR(f.String("name", &m.name));
+  TUNEPAR_RETURN_IF_ERROR(f.Name(&m.name, file_stem));
   TUNEPAR_RETURN_IF_ERROR(f.String("description", &m.description, false));
   TUNEPAR_RETURN_IF_ERROR(f.PositiveInt("layers", &m.layers));
   TUNEPAR_RETURN_IF_ERROR(f.PositiveInt("hidden", &m.hidden));
@@ -30,7 +31,6 @@ Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view 
   TUNEPAR_RETURN_IF_ERROR(f.PositiveInt("ffn_hidden", &m.ffn_hidden, false));
   TUNEPAR_RETURN_IF_ERROR(f.Bool("tied_embeddings", &m.tied_embeddings, false));
   TUNEPAR_RETURN_IF_ERROR(f.RejectUnknownKeys());
-  if (m.name.empty()) return f.Error("name", "must not be empty");
   if (m.ffn_hidden == 0) m.ffn_hidden = DefaultMlpWidth(m.hidden);
   if (m.hidden % m.heads != 0) {
     return f.Error("heads", fmt::format("must divide hidden (hidden {} is not a multiple of {} heads)",

@@ -36,7 +36,9 @@ struct ModelShape {
 };
 
 // Parses and validates a model TOML (keys: name, description, layers, hidden, heads, seq_len,
-// vocab, global_batch, ffn_hidden, tied_embeddings).
-Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source);
+// vocab, global_batch, ffn_hidden, tied_embeddings); without `name` the model is named after
+// `file_stem` (a user's own file).
+Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source,
+                                   std::string_view file_stem = {});
 
 }  // namespace tunepar

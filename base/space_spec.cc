@@ -93,19 +93,18 @@ Status ReadSizes(TomlFields& f, std::string_view key, SizeCandidates* out) {
 
 }  // namespace
 
-Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source) {
+Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source, std::string_view file_stem) {
   Result<toml::table> doc = ParseToml(toml_text, source);
   if (!doc.ok()) return doc.status();
   TomlFields root(*doc, source);
   SpaceSpec s;
-  TUNEPAR_RETURN_IF_ERROR(root.String("name", &s.name));
+  TUNEPAR_RETURN_IF_ERROR(root.Name(&s.name, file_stem));
   TUNEPAR_RETURN_IF_ERROR(root.String("description", &s.description, false));
   const toml::table* knobs = nullptr;
   const toml::table* constraints = nullptr;
   TUNEPAR_RETURN_IF_ERROR(root.Table("knobs", &knobs));
   TUNEPAR_RETURN_IF_ERROR(root.Table("constraints", &constraints, false));
   TUNEPAR_RETURN_IF_ERROR(root.RejectUnknownKeys());
-  if (s.name.empty()) return root.Error("name", "must not be empty");
 
   TomlFields k(*knobs, source, "knobs.");
   TUNEPAR_RETURN_IF_ERROR(ReadSizes(k, "tp", &s.tp));

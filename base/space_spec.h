@@ -38,6 +38,8 @@ struct SpaceSpec {
 //   [knobs]   tp, pp ("divisors" or a list), micro_batch, precision, zero, recompute,
 //             seq_parallel, virtual_stages, flash_attention (lists; absent = the default above)
 //   [constraints]  tp_cross_node = false
-Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source);
+// Without `name` the space is named after `file_stem` (a user's own file).
+Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source,
+                                 std::string_view file_stem = {});
 
 }  // namespace tunepar

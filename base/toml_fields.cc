@@ -91,6 +91,19 @@ Status TomlFields::String(std::string_view key, std::string* out, bool required)
   return Status::Ok();
 }
 
+Status TomlFields::Name(std::string* out, std::string_view file_stem) {
+  const toml::node* node = Take("name");
+  if (node == nullptr) {
+    if (file_stem.empty()) return Error("name", "missing (a string is required)");
+    *out = std::string(file_stem);
+    return Status::Ok();
+  }
+  if (!node->is_string()) return Error("name", fmt::format("must be a string, not {}", TomlTypeName(*node)));
+  *out = node->as_string()->get();
+  if (out->empty()) return Error("name", "must not be empty");
+  return Status::Ok();
+}
+
 Status TomlFields::Bool(std::string_view key, bool* out, bool required) {
   const toml::node* node = Take(key);
   if (node == nullptr) return required ? Error(key, "missing (true or false is required)") : Status::Ok();

@@ -28,6 +28,9 @@ class TomlFields {
   Status Number(std::string_view key, double* out, bool required = true);
   Status String(std::string_view key, std::string* out, bool required = true);
   Status Bool(std::string_view key, bool* out, bool required = true);
+  // The config's `name`: the key when present (never empty), else the file's stem (a file of the
+  // user's own needs no name key); with no stem either, the key is required.
+  Status Name(std::string* out, std::string_view file_stem);
   Status Table(std::string_view key, const toml::table** out, bool required = true);
 
   // Returns the node for `key` (nullptr when absent) and marks the key as known.

@@ -124,14 +124,15 @@ Status ReadCalibration(const toml::table& t, std::string_view source, Calibratio
 
 }  // namespace
 
-Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source) {
+Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source,
+                                             std::string_view file_stem) {
   Result<toml::table> doc = ParseToml(toml_text, source);
   if (!doc.ok()) return doc.status();
   TomlFields root(*doc, source);
   HardwareProfile p;
   const toml::table *device = nullptr, *node = nullptr, *efficiency = nullptr, *launch = nullptr,
                     *calibration = nullptr;
-  TUNEPAR_RETURN_IF_ERROR(root.String("name", &p.name));
+  TUNEPAR_RETURN_IF_ERROR(root.Name(&p.name, file_stem));
   TUNEPAR_RETURN_IF_ERROR(root.String("description", &p.description, false));
   TUNEPAR_RETURN_IF_ERROR(root.Table("device", &device));
   TUNEPAR_RETURN_IF_ERROR(root.Table("node", &node));
@@ -139,7 +140,6 @@ Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::st
   TUNEPAR_RETURN_IF_ERROR(root.Table("launch", &launch, false));
   TUNEPAR_RETURN_IF_ERROR(root.Table("calibration", &calibration, false));
   TUNEPAR_RETURN_IF_ERROR(root.RejectUnknownKeys());
-  if (p.name.empty()) return root.Error("name", "must not be empty");
 
   TomlFields d(*device, source, "device.");
   TUNEPAR_RETURN_IF_ERROR(d.String("name", &p.device_name));

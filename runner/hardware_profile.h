@@ -76,7 +76,9 @@ struct HardwareProfile {
   double MemoryBytes() const { return memory_gb.value * kBytesPerGb; }
 };
 
-// Parses and validates a hardware TOML (see configs/hardware/*.toml for the format).
-Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source);
+// Parses and validates a hardware TOML (see configs/hardware/*.toml for the format); without a
+// `name` key the profile is named after `file_stem` (a user's own file).
+Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::string_view source,
+                                             std::string_view file_stem = {});
 
 }  // namespace tunepar::runner

@@ -215,23 +215,6 @@ bool Among(const std::vector<T>& values, T value) {
   return std::find(values.begin(), values.end(), value) != values.end();
 }
 
-// The first knob whose value the space does not list ("" when every value is a candidate).
-std::string ValueOutsideSpace(const SpaceQuery& q, const Layout& l) {
-  const SpaceSpec& s = *q.space;
-  if (!Among(s.tp.For(q.world), l.tp)) return fmt::format("tp {}", l.tp);
-  if (!Among(s.pp.For(q.world), l.pp)) return fmt::format("pp {}", l.pp);
-  if (!Among(s.micro_batch, l.micro_batch)) return fmt::format("micro_batch {}", l.micro_batch);
-  if (!Among(s.virtual_stages, l.virtual_stages)) return fmt::format("virtual_stages {}", l.virtual_stages);
-  if (!Among(s.precision, l.precision)) return fmt::format("precision {}", ToString(l.precision));
-  if (!Among(s.flash_attention, l.flash_attention))
-    return fmt::format("flash_attention {}", l.flash_attention ? "on" : "off");
-  if (!Among(s.zero, l.zero)) return fmt::format("zero {}", l.zero);
-  if (!Among(s.recompute, l.recompute)) return fmt::format("recompute {}", ToString(l.recompute));
-  if (!Among(s.seq_parallel, l.seq_parallel))
-    return fmt::format("seq_parallel {}", l.seq_parallel ? "on" : "off");
-  return "";
-}
-
 // Why `l` is not legal, in the enumeration's order ("" when it is): the constraint it fails,
 // or that its derived sizes (dp, the micro-batch count) do not match the world and the batch.
 std::string WhyIllegal(const SpaceQuery& q, const Layout& l) {
@@ -254,6 +237,22 @@ std::string WhyIllegal(const SpaceQuery& q, const Layout& l) {
 }
 
 }  // namespace
+
+std::string ValueOutsideSpace(const SpaceQuery& q, const Layout& l) {
+  const SpaceSpec& s = *q.space;
+  if (!Among(s.tp.For(q.world), l.tp)) return fmt::format("tp {}", l.tp);
+  if (!Among(s.pp.For(q.world), l.pp)) return fmt::format("pp {}", l.pp);
+  if (!Among(s.micro_batch, l.micro_batch)) return fmt::format("micro_batch {}", l.micro_batch);
+  if (!Among(s.virtual_stages, l.virtual_stages)) return fmt::format("virtual_stages {}", l.virtual_stages);
+  if (!Among(s.precision, l.precision)) return fmt::format("precision {}", ToString(l.precision));
+  if (!Among(s.flash_attention, l.flash_attention))
+    return fmt::format("flash_attention {}", l.flash_attention ? "on" : "off");
+  if (!Among(s.zero, l.zero)) return fmt::format("zero {}", l.zero);
+  if (!Among(s.recompute, l.recompute)) return fmt::format("recompute {}", ToString(l.recompute));
+  if (!Among(s.seq_parallel, l.seq_parallel))
+    return fmt::format("seq_parallel {}", l.seq_parallel ? "on" : "off");
+  return "";
+}
 
 Status CheckLegal(const SpaceQuery& query, const Layout& layout) {
   const std::string outside = ValueOutsideSpace(query, layout);

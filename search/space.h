@@ -62,6 +62,10 @@ Result<SpaceEnumeration> EnumerateSpace(const SpaceQuery& query);
 // does not list.
 Status CheckLegal(const SpaceQuery& query, const Layout& layout);
 
+// The first knob of `layout` whose value the space does not list, e.g. "micro_batch 32" ("" when
+// every value is among the space's).
+std::string ValueOutsideSpace(const SpaceQuery& query, const Layout& layout);
+
 // The layout that runs the same as `layout` once every knob that cannot act there is at its
 // neutral value: ZeRO-1 over one data-parallel rank shards nothing (zero 0), sequence
 // parallelism without tensor parallelism splits nothing (off), interleaving without pipeline

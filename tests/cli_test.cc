@@ -349,8 +349,10 @@ TEST(CliPredict, BadInput) {
                      "--tp must be a positive");
   ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp 3"), kExitUsage,
                      "does not divide");
+  // tp 5 divides neither the node's 8 GCDs nor 96 heads: the first constraint in the space's
+  // order is named, as `tunepar space` counts it.
   ExpectOneLineError(RunTunepar("predict --world 1280 --model gpt-175b --tp 5 --pp 16"), kExitUsage,
-                     "does not divide 96 heads");
+                     "(tp_within_node)");
   ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp 4 --pp 16 --mbs 7"), kExitUsage,
                      "global batch");
   ExpectOneLineError(RunTunepar("predict --world 1024 --model gpt-175b --tp 4 --pp 16 --precision fp8"),

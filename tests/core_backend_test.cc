@@ -39,6 +39,19 @@ std::string LocalSearch(const std::string& store, int budget, const std::string&
          std::to_string(budget) + " --steps 2 --warmup 1 --node-id n0 --core " + TUNEPAR_CORE + " " + extra;
 }
 
+// The CPU core runs on this machine's CPUs: without --hardware the local backend prices it with
+// local-cpu, not the embedded GPU default, and says so on its first line.
+TEST(LocalBackend, WithoutHardwareTheCpuProfileIsTakenAndNamedFirst) {
+  TempDir dir;
+  const testing::CliRun run =
+      RunTunepar("--store " + (dir / "s") + " search --backend local --world 2 --model tiny --budget 1 --steps 1 "
+                 "--warmup 0 --node-id n0 --core " + TUNEPAR_CORE);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.out.rfind("hardware: local-cpu (", 0), 0u) << run.out;
+  EXPECT_NE(run.out.find(", hardware local-cpu, world 2"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("frontier"), std::string::npos) << run.out;
+}
+
 TEST(LocalBackend, EveryTrialRunsTheCoreAndLandsInTheStore) {
   TempDir dir;
   const std::string store = dir / "s";
@@ -291,7 +304,7 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
   // A trial measured on a slice is marked sliced whatever its outcome.
   const testing::CliRun show = testing::RunTunepar("--json --store " + store + " show " + study + " --all");
   const nlohmann::json shown = nlohmann::json::parse(show.out);
-  for (const auto& row : shown["rows"]) {
+  for (const auto& row : shown["trials"]) {
     EXPECT_EQ(row["sliced"].get<bool>(), row["details"].contains("slice")) << row.dump();
     EXPECT_EQ(row["ranks_per_node"].get<int>(), 3) << row.dump();
   }

@@ -2,6 +2,8 @@
 // file of published or measured runs, or a study's measured trials) and writes the profile.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -218,13 +220,20 @@ Status WriteProfile(const CalibrateOptions& o, const std::string& original_text,
   Result<runner::HardwareProfile> check = runner::ParseHardwareProfile(text, o.output);
   if (!check.ok()) return InternalError("the calibrated profile does not parse: " + check.status().message());
   const std::string tmp = o.output + ".tmp";
+  errno = 0;
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
+  if (!out) {
+    const std::string reason = std::strerror(errno != 0 ? errno : EIO);
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return InvalidArgument(fmt::format("cannot write '{}': {}", o.output, reason));
+  }
   std::error_code ec;
-  if (!out || (std::filesystem::rename(tmp, o.output, ec), ec)) {
+  if (std::filesystem::rename(tmp, o.output, ec), ec) {
     std::filesystem::remove(tmp, ec);
-    return InvalidArgument(fmt::format("cannot write '{}'", o.output));
+    return InvalidArgument(fmt::format("cannot write '{}': {}", o.output, ec.message()));
   }
   return Status::Ok();
 }
@@ -350,7 +359,7 @@ void PrintText(const std::vector<runner::MeasuredRun>& runs, const runner::Hardw
 Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
   if (!hw_text.ok()) return hw_text.status();
-  Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin);
+  Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin, hw_text->name);
   if (!profile.ok()) return profile.status();
   DataSource data;
   Result<std::vector<runner::MeasuredRun>> runs = ReadRuns(global, o, &data);

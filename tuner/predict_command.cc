@@ -1,10 +1,13 @@
 // `tunepar predict`: the performance model's view of one layout, with the breakdown of its
 // step time and memory.
+#include <optional>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runner/model_backend.h"
 #include "runner/performance_model.h"
+#include "search/space.h"
 #include "tuner/commands.h"
 #include "tuner/problem.h"
 #include "tuner/problem_options.h"
@@ -17,7 +20,8 @@ namespace {
 struct PredictOptions {
   ProblemOptions problem;
   std::string layout_key;  // --layout KEY instead of the knobs
-  int64_t tp = 1, pp = 1, mbs = 1, gbs = 0, vpp = 1, zero = 0;
+  int64_t tp = 1, pp = 1, mbs = 1, vpp = 1, zero = 0;
+  std::optional<int64_t> gbs;  // absent: the model's global batch
   std::string precision = "bf16";
   std::string recompute = "none";
   bool seq_parallel = false;
@@ -71,6 +75,16 @@ Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
   return l;
 }
 
+// The legality check every command shares (search::CheckLegal: the space's values and the
+// constraints, the first one failed named), with the way to widen a knob when the space is what
+// refuses the layout.
+Status CheckPredictable(const Problem& problem, int world, const Layout& layout) {
+  const search::SpaceQuery query = MakeSpaceQuery(problem, world);
+  Status legal = search::CheckLegal(query, layout);
+  if (legal.ok() || search::ValueOutsideSpace(query, layout).empty()) return legal;
+  return InvalidArgument(fmt::format("{} (--fix KNOB=VALUE, or a --space that lists it, admits it)", legal.message()));
+}
+
 std::string Seconds(double s) {
   return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.3f} ms", s * 1e3);
 }
@@ -79,13 +93,14 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   Result<Problem> problem = o.problem.Load();
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
-  if (o.gbs != 0) {
-    TUNEPAR_RETURN_IF_ERROR(Positive("--gbs", o.gbs));
-    problem->model.global_batch = static_cast<int>(o.gbs);
+  if (o.gbs) {
+    TUNEPAR_RETURN_IF_ERROR(Positive("--gbs", *o.gbs));
+    problem->model.global_batch = static_cast<int>(*o.gbs);
   }
   const int world = static_cast<int>(o.problem.world);
   Result<Layout> layout = LayoutFromOptions(o, world, problem->model);
   if (!layout.ok()) return layout.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckPredictable(*problem, world, *layout));
   Result<runner::PerformanceModel> model =
       runner::PerformanceModel::Create(problem->model, problem->hardware);
   if (!model.ok()) return model.status();
@@ -153,17 +168,21 @@ void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* resul
   auto o = std::make_shared<PredictOptions>();
   CLI::App* cmd = app.add_subcommand("predict", "Predict one layout's step time and memory, with breakdowns");
   o->problem.AddTo(cmd);
-  cmd->add_option("--layout", o->layout_key, "A layout key (instead of the options below)");
-  cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str();
-  cmd->add_option("--pp", o->pp, "Pipeline-parallel size")->capture_default_str();
-  cmd->add_option("--mbs", o->mbs, "Micro-batch size")->capture_default_str();
+  CLI::Option* layout = cmd->add_option(
+      "--layout", o->layout_key,
+      "A layout key (instead of the options below); like every layout, it must be legal under --space");
+  const std::vector<CLI::Option*> knobs = {
+      cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str(),
+      cmd->add_option("--pp", o->pp, "Pipeline-parallel size")->capture_default_str(),
+      cmd->add_option("--mbs", o->mbs, "Micro-batch size")->capture_default_str(),
+      cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->capture_default_str(),
+      cmd->add_option("--zero", o->zero, "ZeRO stage, 0 or 1")->capture_default_str(),
+      cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str(),
+      cmd->add_flag("--seq-parallel", o->seq_parallel, "Sequence parallelism"),
+      cmd->add_option("--vpp", o->vpp, "Virtual pipeline stages (interleaving)")->capture_default_str(),
+      cmd->add_flag("--flash", o->flash, "Flash attention")};
+  for (CLI::Option* knob : knobs) layout->excludes(knob);
   cmd->add_option("--gbs", o->gbs, "Global batch (default: the model's)");
-  cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->capture_default_str();
-  cmd->add_option("--zero", o->zero, "ZeRO stage, 0 or 1")->capture_default_str();
-  cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str();
-  cmd->add_flag("--seq-parallel", o->seq_parallel, "Sequence parallelism");
-  cmd->add_option("--vpp", o->vpp, "Virtual pipeline stages (interleaving)")->capture_default_str();
-  cmd->add_flag("--flash", o->flash, "Flash attention");
   cmd->callback([&global, result, o] { *result = RunPredict(global, *o); });
 }
 

@@ -93,12 +93,12 @@ Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText s
   p.hardware_text = std::move(hardware);
   p.space_text = std::move(space);
 
-  Result<ModelShape> shape = ParseModelShape(p.model_text.text, p.model_text.origin);
+  Result<ModelShape> shape = ParseModelShape(p.model_text.text, p.model_text.origin, p.model_text.name);
   if (!shape.ok()) return shape.status();
   Result<runner::HardwareProfile> profile =
-      runner::ParseHardwareProfile(p.hardware_text.text, p.hardware_text.origin);
+      runner::ParseHardwareProfile(p.hardware_text.text, p.hardware_text.origin, p.hardware_text.name);
   if (!profile.ok()) return profile.status();
-  Result<SpaceSpec> spec = ParseSpaceSpec(p.space_text.text, p.space_text.origin);
+  Result<SpaceSpec> spec = ParseSpaceSpec(p.space_text.text, p.space_text.origin, p.space_text.name);
   if (!spec.ok()) return spec.status();
   p.model = std::move(*shape);
   p.hardware = std::move(*profile);

@@ -146,6 +146,13 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
     o.backend = AutomaticBackend(&why);
     if (!global.json) fmt::print("{}\n", why);
   }
+  if (o.backend == "local" && !o.problem.HardwareGiven()) {
+    // tunepar-core runs on this machine's CPUs: a GPU profile would price its trials (the
+    // model's prior, the memory cap) for another machine.
+    o.problem.hardware = "local-cpu";
+    if (!global.json)
+      fmt::print("hardware: local-cpu (tunepar-core on this machine's CPUs; --hardware names another profile)\n");
+  }
   std::unique_ptr<runner::Backend> backend;
   if (o.backend != "model") {
     Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(&o);

@@ -104,7 +104,7 @@ void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
 Status ResolveModelAndCap(const CoreFlags& f, CoreOptions& o) {
   Result<ConfigText> model_text = ResolveConfig("models", f.model);
   if (!model_text.ok()) return model_text.status();
-  Result<ModelShape> shape = ParseModelShape(model_text->text, model_text->origin);
+  Result<ModelShape> shape = ParseModelShape(model_text->text, model_text->origin, model_text->name);
   if (!shape.ok()) return shape.status();
   o.model = *shape;
   o.model_origin = model_text->origin;

@@ -1,0 +1,107 @@
+// A user's own config files and one notion of a legal layout, as a new user meets them: a model,
+// hardware or space file without a `name` key is named after the file; `predict` refuses what
+// `space` and `search` call illegal, naming the constraint, and says so when an option it was
+// given cannot apply.
+#include <algorithm>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+#include "tuner/exit_codes.h"
+
+namespace tunepar {
+namespace {
+
+using testing::RunTunepar;
+using testing::TempDir;
+
+void ExpectOneLineError(const testing::CliRun& run, int exit_code, const std::string& fragment) {
+  EXPECT_EQ(run.exit_code, exit_code) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.err.rfind("tunepar: error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(fragment), std::string::npos) << run.err;
+}
+
+// The preset's text without its `name = "..."` line.
+std::string WithoutName(const std::string& kind, const std::string& preset) {
+  std::string text = testing::PresetText(kind, preset);
+  const size_t at = text.find("\nname = ");
+  text.erase(at + 1, text.find('\n', at + 1) - at);
+  return text;
+}
+
+TEST(CliOwnConfigs, AFileWithoutANameKeyIsNamedAfterTheFile) {
+  TempDir dir;
+  testing::WriteFile(dir / "my-llm.toml", WithoutName("models", "tiny"));
+  testing::WriteFile(dir / "my-box.toml", WithoutName("hardware", "local-cpu"));
+  testing::WriteFile(dir / "narrow.toml", WithoutName("spaces", "default"));
+  const std::string files = " --model " + (dir / "my-llm.toml") + " --hardware " + (dir / "my-box.toml") +
+                            " --space " + (dir / "narrow.toml");
+  const testing::CliRun predict = RunTunepar("--json predict --world 2 --tp 1 --pp 1 --mbs 1" + files);
+  ASSERT_EQ(predict.exit_code, 0) << predict.err;
+  const nlohmann::json j = nlohmann::json::parse(predict.out);
+  EXPECT_EQ(j["model"], "my-llm");
+  EXPECT_EQ(j["hardware"], "my-box");
+
+  const testing::CliRun search = RunTunepar("--store " + (dir / "store") + " search --world 2" + files);
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  EXPECT_NE(search.out.find("my-llm-w2-"), std::string::npos) << search.out;
+  const testing::CliRun show = RunTunepar("--store " + (dir / "store") + " show");
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("narrow"), std::string::npos) << show.out;
+
+  // A name that is there must say something.
+  testing::WriteFile(dir / "empty.toml", "name = \"\"\n" + WithoutName("models", "tiny"));
+  ExpectOneLineError(RunTunepar("predict --world 2 --model " + (dir / "empty.toml")), kExitConfig,
+                     "key 'name': must not be empty");
+}
+
+TEST(CliPredict, RefusesWhatTheSpaceCallsIllegalAndNamesTheConstraint) {
+  const std::string gpt = "predict --world 1024 --model gpt-175b ";
+  ExpectOneLineError(RunTunepar(gpt + "--tp 16 --pp 8"), kExitUsage, "tp_within_node");
+  ExpectOneLineError(RunTunepar(gpt + "--tp 1 --pp 16 --seq-parallel"), kExitUsage, "seq_parallel_needs_tp");
+  ExpectOneLineError(RunTunepar(gpt + "--tp 4 --pp 16 --precision fp32 --flash"), kExitUsage, "flash_needs_16bit");
+  ExpectOneLineError(RunTunepar(gpt + "--tp 4 --pp 16 --vpp 2 --layout tp4-pp16-dp16-mbs1-nmb96"), kExitUsage,
+                     "--layout");
+  ExpectOneLineError(RunTunepar("predict --world 1 --model tiny --hardware local-cpu --zero 1"), kExitUsage,
+                     "zero_needs_dp");
+  ExpectOneLineError(RunTunepar(gpt + "--tp 4 --pp 16 --gbs 0"), kExitUsage, "--gbs must be a positive");
+  // A value the space does not list: refused, with the way to admit it.
+  const testing::CliRun outside = RunTunepar(gpt + "--tp 4 --pp 16 --mbs 32");
+  ExpectOneLineError(outside, kExitUsage, "micro_batch 32 is not among its values");
+  EXPECT_NE(outside.err.find("--fix"), std::string::npos) << outside.err;
+  EXPECT_EQ(RunTunepar(gpt + "--tp 4 --pp 16 --mbs 32 --fix micro_batch=32").exit_code, 0);
+  // A space that allows tensor parallelism across nodes admits tp 16.
+  TempDir dir;
+  std::string cross = testing::PresetText("spaces", "default");
+  cross.replace(cross.find("tp_cross_node = false"), 21, "tp_cross_node = true");
+  testing::WriteFile(dir / "cross.toml", cross);
+  const testing::CliRun across = RunTunepar(gpt + "--tp 16 --pp 8 --space " + (dir / "cross.toml"));
+  EXPECT_EQ(across.exit_code, 0) << across.err;
+}
+
+// Every layout predict accepts is one that `space` lists, and the reverse, on a small problem.
+TEST(CliPredict, AcceptsExactlyTheLayoutsTheSpaceLists) {
+  const testing::CliRun space = RunTunepar("--json space --world 8 --model tiny --hardware local-cpu --list");
+  ASSERT_EQ(space.exit_code, 0) << space.err;
+  const nlohmann::json listed = nlohmann::json::parse(space.out);
+  ASSERT_TRUE(listed.contains("layouts")) << space.out.substr(0, 400);
+  ASSERT_GT(listed["layouts"].size(), 10u);
+  int checked = 0;
+  for (const nlohmann::json& l : listed["layouts"]) {
+    if (++checked > 12) break;
+    const std::string key = l.is_string() ? l.get<std::string>() : l["layout"].get<std::string>();
+    const testing::CliRun p = RunTunepar("--json predict --world 8 --model tiny --hardware local-cpu --layout " + key);
+    EXPECT_EQ(p.exit_code, 0) << key << ": " << p.err;
+  }
+  // Twins of legal layouts that the constraints exclude are refused.
+  ExpectOneLineError(RunTunepar("predict --world 8 --model tiny --hardware local-cpu --tp 2 --pp 4 --zero 1"), kExitUsage,
+                     "zero_needs_dp");
+  ExpectOneLineError(RunTunepar("predict --world 8 --model tiny --hardware local-cpu --vpp 2"), kExitUsage,
+                     "interleave_needs_pp");
+}
+
+}  // namespace
+}  // namespace tunepar
