@@ -33,7 +33,7 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   const std::string store = "--store " + (dir / "store");
   testing::CliRun first = RunTunepar(store + " search --world 3072");
   ASSERT_EQ(first.exit_code, 0) << first.err;
-  EXPECT_NE(first.out.find("Best 10 layouts"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("Best 10 layouts by predicted throughput"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("legal layouts 13,770"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("(new)"), std::string::npos);
 
@@ -42,7 +42,7 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   nlohmann::json j = nlohmann::json::parse(second.out);
   EXPECT_TRUE(j["resumed"].get<bool>());
   EXPECT_EQ(j["evaluated_now"].get<int>(), 0);
-  EXPECT_EQ(j["trials"].get<int>(), 13770);
+  EXPECT_EQ(j["trial_count"].get<int>(), 13770);
   const std::string study = j["study"];
   ASSERT_EQ(j["best"].size(), 10u);
   // Ranked best first.
@@ -67,7 +67,8 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   testing::CliRun json = RunTunepar(store + " export " + study + " --json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   nlohmann::json exported = nlohmann::json::parse(json.out);
-  EXPECT_EQ(exported["rows"].size(), 13770u);
+  EXPECT_EQ(exported["trials"].size(), 13770u);
+  EXPECT_EQ(exported["trial_count"].get<int>(), 13770);
   EXPECT_NE(exported["model_toml"].get<std::string>().find("gpt-1t"), std::string::npos);
 }
 
@@ -205,9 +206,9 @@ TEST(Cli, TwoNodesSearchIntoOneStoreAtTheSameTime) {
   nlohmann::json j = nlohmann::json::parse(list.out);
   ASSERT_EQ(j.size(), 1u);
   // Both nodes recorded their trials (each evaluated the whole space it found unfinished).
-  EXPECT_GE(j[0]["trials"].get<int>(), 1);
+  EXPECT_GE(j[0]["trial_count"].get<int>(), 1);
   testing::CliRun show = RunTunepar(store + " --json show " + j[0]["study"].get<std::string>() + " --all");
-  nlohmann::json rows = nlohmann::json::parse(show.out)["rows"];
+  nlohmann::json rows = nlohmann::json::parse(show.out)["trials"];
   std::set<std::string> nodes;
   for (const auto& r : rows) nodes.insert(r["node_id"].get<std::string>());
   EXPECT_EQ(nodes, (std::set<std::string>{"a", "b"}));
@@ -307,7 +308,7 @@ TEST(CliSearch, ADryRunStoresPredictionsCompactlyAndShowsTheirBreakdown) {
   for (const std::string& reader : {"show " + study + " --limit 1", "export " + study + " --json"}) {
     const testing::CliRun run = RunTunepar(store + " --json " + reader);
     ASSERT_EQ(run.exit_code, 0) << run.err;
-    const nlohmann::json best = nlohmann::json::parse(run.out)["rows"][0];
+    const nlohmann::json best = nlohmann::json::parse(run.out)["trials"][0];
     ASSERT_TRUE(best["details"].contains("breakdown")) << reader << ": " << best["details"].dump();
     double parts = 0;
     for (auto& [k, v] : best["details"]["breakdown"].items()) parts += v.get<double>();
@@ -410,6 +411,119 @@ TEST(CliCalibrate, BadInput) {
                      kExitUsage, "no measured");
   ExpectOneLineError(RunTunepar(store + " calibrate --from nothing-here --hardware frontier-mi250x"),
                      kExitNotFound, "nothing-here");
+}
+
+}  // namespace
+}  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+// The stand-in trainer through the command backend: `budget` trials of a tiny model on 2 ranks.
+std::string FakeTrainerSearch(const std::string& store, int budget, const std::string& extra = "") {
+  return "--store " + store + " search --world 2 --model tiny --hardware " + testing::kTestCpu +
+         " --backend command --command '" + TUNEPAR_FAKE_TRAINER + " --tp {tp} --pp {pp} --mbs {mbs} --precision {precision}'" +
+         " --metric-regex 'step_time: ([0-9.]+)' --budget " + std::to_string(budget) + " --node-id n0 " + extra;
+}
+
+// `tunepar help [SUBCOMMAND]` prints help and exits 0; an unknown subcommand is named, with the
+// closest one.
+TEST(CliMessages, HelpAndUnknownSubcommands) {
+  const testing::CliRun help = RunTunepar("help");
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Subcommands:"), std::string::npos) << help.out;
+  EXPECT_TRUE(help.err.empty()) << help.err;
+  const testing::CliRun search_help = RunTunepar("help search");
+  EXPECT_EQ(search_help.exit_code, 0) << search_help.err;
+  EXPECT_NE(search_help.out.find("Usage: tunepar search"), std::string::npos) << search_help.out;
+  EXPECT_NE(search_help.out.find("--world"), std::string::npos) << search_help.out;
+  ExpectOneLineError(RunTunepar("serch --world 8"), kExitUsage, "unknown subcommand 'serch' (did you mean 'search'?)");
+  ExpectOneLineError(RunTunepar("--store x lst"), kExitUsage, "unknown subcommand 'lst' (did you mean 'list'?)");
+  ExpectOneLineError(RunTunepar("help serch"), kExitUsage, "unknown subcommand 'serch'");
+  ExpectOneLineError(RunTunepar(""), kExitUsage, "a subcommand is required: one of configs, space, search");
+  // A global option's value is not taken for the subcommand.
+  EXPECT_EQ(RunTunepar("--json --store x configs").exit_code, 0);
+}
+
+// Option errors name the option, the value and what is allowed, in one line.
+TEST(CliMessages, OptionErrorsNameTheOptionAndWhatIsAllowed) {
+  TempDir dir;
+  const std::string store = "--store " + (dir / "store");
+  const testing::CliRun limit = RunTunepar(store + " show --limit 0");
+  ExpectOneLineError(limit, kExitUsage, "--limit: must be a whole number >= 1, got '0'");
+  EXPECT_LT(limit.err.size(), 100u) << limit.err;  // not CLI11's 300-digit range
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --top 0"), kExitUsage,
+                     "--top: must be a whole number >= 1, got '0'");
+  ExpectOneLineError(RunTunepar(store + " report --background-size 1"), kExitUsage,
+                     "--background-size: must be a whole number from 2 to 2000, got '1'");
+  // The unknown option is named even though --world, which is required, is missing.
+  ExpectOneLineError(RunTunepar(store + " search --wrld 8"), kExitUsage,
+                     "unknown option '--wrld' for 'tunepar search' (did you mean '--world'?)");
+  ExpectOneLineError(RunTunepar(store + " search --world 8 --world 16"), kExitUsage,
+                     "--world is given 2 times (8, 16): give it once");
+  ExpectOneLineError(RunTunepar(store + " search --world abc"), kExitUsage, "--world takes a whole number, got 'abc'");
+  ExpectOneLineError(RunTunepar(store + " search --world"), kExitUsage, "--world needs a value (INT)");
+  ExpectOneLineError(RunTunepar(store + " search"), kExitUsage, "'tunepar search' needs --world INT");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --backend magic"), kExitUsage,
+                     "--backend: 'magic' is not one of auto, model, command, local, slurm");
+  ExpectOneLineError(RunTunepar(store + " search --world 64 --acquisition logie"), kExitUsage,
+                     "'logie' is not one of logei, ucb (did you mean 'logei'?)");
+  ExpectOneLineError(RunTunepar(store + " space --world 64 extra"), kExitUsage,
+                     "unexpected argument 'extra' for 'tunepar space'");
+  ExpectOneLineError(RunTunepar(store + " export --csv --json"), kExitUsage, "--csv and --json exclude each other");
+  EXPECT_FALSE(std::filesystem::exists(dir / "store"));
+}
+
+// An option the chosen backend does not use is named in one warning line, not silently dropped.
+TEST(CliMessages, OptionsTheBackendDoesNotUseAreWarnedAbout) {
+  TempDir dir;
+  const testing::CliRun model =
+      RunTunepar("--store " + (dir / "a") + " search --world 64 --model gpt-22b --backend model --budget 5 --command x");
+  ASSERT_EQ(model.exit_code, 0) << model.err;
+  EXPECT_EQ(model.err,
+            "tunepar: warning: --budget does nothing with --backend model (a dry run evaluates every legal layout)\n"
+            "tunepar: warning: --command does nothing with --backend model (the performance model predicts; "
+            "--backend command runs a command)\n");
+  const testing::CliRun command = RunTunepar(FakeTrainerSearch(dir / "b", 1, "--steps 3"));
+  ASSERT_EQ(command.exit_code, 0) << command.err;
+  EXPECT_NE(command.err.find("tunepar: warning: --steps does nothing with --backend command"), std::string::npos)
+      << command.err;
+  EXPECT_EQ(CountLines(command.err), 1) << command.err;
+  // The options a backend uses: no warning.
+  const testing::CliRun used = RunTunepar("--store " + (dir / "c") + " search --world 64 --model gpt-22b --top 3");
+  ASSERT_EQ(used.exit_code, 0) << used.err;
+  EXPECT_TRUE(used.err.empty()) << used.err;
+  const testing::CliRun report = RunTunepar("--store " + (dir / "a") + " report --world 8");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.err.find("tunepar: warning: --world does nothing without --of-model"), std::string::npos)
+      << report.err;
+}
+
+// A failing command prints nothing on stdout; --world is checked as a world; a file that cannot
+// be written says why; counts agree with their nouns.
+TEST(CliMessages, ErrorsSayWhyAndPrintNothingElse) {
+  const testing::CliRun space = RunTunepar("space --world 7");
+  ExpectOneLineError(space, kExitNoLegalLayout, "no legal layout for world 7");
+  EXPECT_TRUE(space.out.empty()) << space.out;
+  ExpectOneLineError(RunTunepar("report --of-model --world 0"), kExitUsage, "--world must be a positive number");
+  ExpectOneLineError(RunTunepar("report --of-model"), kExitUsage, "--of-model needs --world N");
+
+  TempDir dir;
+  const std::string store = "--store " + (dir / "s");
+  const testing::CliRun search = RunTunepar(FakeTrainerSearch(dir / "s", 1));
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  EXPECT_NE(search.out.find("budget 1 trial\n"), std::string::npos) << search.out;
+  EXPECT_NE(search.out.find(": 1 trial ("), std::string::npos) << search.out;
+  EXPECT_EQ(search.out.find("1 trials"), std::string::npos) << search.out;
+  const std::string missing = dir / "no-such-dir/out.csv";
+  ExpectOneLineError(RunTunepar(store + " export --csv -o " + missing), kExitUsage,
+                     "cannot write '" + missing + "': No such file or directory");
+  const testing::CliRun wrote = RunTunepar(store + " export --csv -o " + (dir / "out.csv"));
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
+  EXPECT_NE(wrote.err.find("wrote 1 trial of study"), std::string::npos) << wrote.err;
+  const std::string csv = std::string(TUNEPAR_SOURCE_DIR) + "/bench/data/megatron_table1.csv";
+  ExpectOneLineError(RunTunepar("calibrate --from " + csv + " --hardware dgx-a100 -o " + (dir / "no-such-dir/a.toml")),
+                     kExitUsage, "No such file or directory");
 }
 
 }  // namespace

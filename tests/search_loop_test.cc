@@ -169,7 +169,7 @@ TEST(SearchLoop, EightNodesAndAReaderShareOneStore) {
   const nlohmann::json studies = nlohmann::json::parse(list.out);
   ASSERT_EQ(studies.size(), 8u);
   int rows = 0;
-  for (const auto& s : studies) rows += s["trials"].get<int>();
+  for (const auto& s : studies) rows += s["trial_count"].get<int>();
   EXPECT_EQ(rows, 32);
   EXPECT_GT(reads, 0);
 }
@@ -214,7 +214,7 @@ TEST(SearchLoop, NewStartsAFreshStudyOfTheSameInputs) {
   const testing::CliRun list = RunTunepar("--store " + store + " --json list");
   const nlohmann::json studies = nlohmann::json::parse(list.out);
   ASSERT_EQ(studies.size(), 3u);
-  for (const auto& st : studies) EXPECT_EQ(st["trials"].get<int>(), 2) << st.dump();
+  for (const auto& st : studies) EXPECT_EQ(st["trial_count"].get<int>(), 2) << st.dump();
 }
 
 TEST(SearchLoop, ASecondTuneparOnTheSameNodeIsRefused) {
@@ -278,8 +278,9 @@ TEST(SearchLoop, ProgressLinesAndTheFinalSummary) {
   const testing::CliRun json = RunTunepar("--json " + SearchArgs(dir / "s2", 3, ""));
   ASSERT_EQ(json.exit_code, 0);
   const nlohmann::json j = nlohmann::json::parse(json.out);
-  EXPECT_EQ(j["trials"].get<int>(), 3);
-  EXPECT_TRUE(j["best"].contains("layout"));
+  EXPECT_EQ(j["trial_count"].get<int>(), 3);
+  ASSERT_TRUE(j["best"].is_array() && !j["best"].empty()) << j.dump();
+  EXPECT_TRUE(j["best"][0].contains("layout"));
 }
 
 }  // namespace
@@ -344,7 +345,7 @@ TEST(SearchLoop, ThePeakMemoryTheProgramPrintsIsRecorded) {
   const testing::CliRun show = RunTunepar("--json --store " + store + " show " + OnlyStudy(store) + " --all");
   int measured = 0;
   const nlohmann::json shown = nlohmann::json::parse(show.out);
-  for (const auto& row : shown["rows"]) {
+  for (const auto& row : shown["trials"]) {
     if (row["status"] != "ok" && row["status"] != "oom") continue;
     ASSERT_TRUE(row["peak_memory_bytes"].is_number()) << row.dump();
     EXPECT_GT(row["peak_memory_bytes"].get<double>(), 1e9);
@@ -376,7 +377,7 @@ TEST(SearchLoop, KnobsTheCommandNeverReceivesAreFixedAndNotMeasured) {
   EXPECT_FALSE(summary["unmeasured_knobs"].contains("recompute"));
   // The best comes with its uncertainty (the stand-in trainer is deterministic: a small one).
   ASSERT_TRUE(summary["best_estimate"].is_object()) << summary.dump();
-  EXPECT_EQ(summary["best_estimate"]["layout"], summary["best"]["layout"]) << summary.dump();
+  EXPECT_EQ(summary["best_estimate"]["layout"], summary["best"][0]["layout"]) << summary.dump();
   EXPECT_GE(summary["best_estimate"]["measurements"].get<int>(), 1);
   EXPECT_LT(summary["best_estimate"]["relative_sd"].get<double>(), 0.05);
   const std::string study = OnlyStudy(store);

@@ -114,7 +114,7 @@ std::vector<Trial> Trials(const std::string& store, const std::string& study) {
   const CliRun show = RunTunepar("--store " + store + " --json show " + study + " --all");
   std::vector<Trial> out;
   const nlohmann::json j = nlohmann::json::parse(show.out);
-  for (const auto& r : j["rows"]) {
+  for (const auto& r : j["trials"]) {
     Trial t{
         r["number"].get<int64_t>(), r["layout"], r["status"], r["attempt"].get<int>(), r.value("message", ""),
         r.value("backend", ""),     nullptr};

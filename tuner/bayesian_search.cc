@@ -104,7 +104,7 @@ Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
 std::string BayesianSearch::CheckBudget() const {
   if (StopSignal() != 0) return "interrupted";
   if (CountFinished(session_.trials) >= options_.budget)
-    return fmt::format("the budget of {} trials is reached", options_.budget);
+    return fmt::format("the budget of {} is reached", Counted(options_.budget, "trial"));
   const double elapsed = std::chrono::duration<double>(SteadyClock::now() - run_start_).count();
   if (options_.time_budget_s > 0 && elapsed >= options_.time_budget_s)
     return fmt::format("the time budget of {} is spent", Clock(options_.time_budget_s));
@@ -319,8 +319,9 @@ void BayesianSearch::PrintHeader(const std::vector<store::TrialRecord>& recovere
              nodes > 1 ? "s" : "",
              per_node > gpn ? fmt::format("; {} ranks per node share {} devices", per_node, gpn) : "",
              problem.space.name, WithCommas(static_cast<int64_t>(context_.space.legal.size())));
-  fmt::print("backend {}; Bayesian search (GP on the performance model's prior, {}), batch {}, budget {} trials{}\n",
-             backend_.Name(), AcquisitionName(context_.proposer_options.acquisition), options_.batch, options_.budget,
+  fmt::print("backend {}; Bayesian search (GP on the performance model's prior, {}), batch {}, budget {}{}\n",
+             backend_.Name(), AcquisitionName(context_.proposer_options.acquisition), options_.batch,
+             Counted(options_.budget, "trial"),
              options_.time_budget_s > 0 ? fmt::format(", time budget {}", Clock(options_.time_budget_s)) : "");
   fmt::print("study {} ({}; {} finished trials so far), node {}\n", session_.study().name,
              session_.resumed ? "resumed" : "new", CountFinished(session_.trials), session_.node_id());

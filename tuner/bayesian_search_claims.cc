@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tuner/bayesian_search.h"
+#include "tuner/text_table.h"
 #include "base/provenance.h"
 #include "tuner/stop_signals.h"
 
@@ -108,7 +109,7 @@ Result<BayesianSearch::NextBatch> BayesianSearch::ClaimNextBatch() {
     NextBatch next;
     if (view->slots_done + view->slots_held >= options_.budget) {
       next.wait = view->slots_held > 0 && !view->running_elsewhere.empty();
-      if (!next.wait) next.stop = fmt::format("the budget of {} trials is reached", options_.budget);
+      if (!next.wait) next.stop = fmt::format("the budget of {} is reached", Counted(options_.budget, "trial"));
       return next;
     }
     const std::vector<TrialIdentity> batch = ProposeNextBatch(*view);

@@ -44,27 +44,10 @@ std::vector<store::TrialRecord> PredictUntried(const StudySession& session) {
 
 void PrintJson(const GlobalOptions& global, const StudySession& session, const std::vector<store::TrialRecord>& all,
                const std::vector<const store::TrialRecord*>& best, size_t evaluated_now) {
-  const StudyContext& context = session.context;
-  nlohmann::json j = {{"study", session.study().name},
-                      {"study_id", session.study().id},
-                      {"resumed", session.resumed},
-                      {"store", global.store},
-                      {"shard", session.writer->snapshot_path()},
-                      {"world", context.world},
-                      {"model", context.problem.model.name},
-                      {"hardware", context.problem.hardware.name},
-                      {"space", context.problem.space.name},
-                      {"backend", "model"},
-                      {"performance_model", runner::kPerformanceModelVersion},
-                      {"candidates", context.space.candidates},
-                      {"legal_layouts", context.space.legal.size()},
-                      {"ranks_per_node", context.PlacedRanksPerNode()},
-                      {"evaluated_now", evaluated_now},
-                      {"trials", all.size()},
-                      {"status_counts", CountByStatus(all)}};
-  nlohmann::json rows = nlohmann::json::array();
-  for (const store::TrialRecord* t : best) rows.push_back(TrialJson(*t, context));
-  j["best"] = rows;
+  nlohmann::json j = SearchJson(global, session, all, best);
+  j["backend"] = "model";
+  j["evaluated_now"] = evaluated_now;
+  j["stopped_because"] = "every legal layout is evaluated";
   fmt::print("{}\n", j.dump(2));
 }
 
@@ -84,16 +67,16 @@ void PrintText(const GlobalOptions& global, const StudySession& session, const s
   fmt::print("backend model: {}\n", runner::kPerformanceModelVersion);
   fmt::print("legal layouts {} of {} candidates (tunepar space --world {} shows the exclusions)\n",
              WithCommas(static_cast<int64_t>(context.space.legal.size())), WithCommas(context.space.candidates), context.world);
-  fmt::print("evaluated {} layouts now in {:.2f} s, {} already in the store\n",
-             WithCommas(static_cast<int64_t>(evaluated_now)), eval_s,
+  fmt::print("evaluated {} now in {:.2f} s, {} already in the store\n",
+             Counted(static_cast<int64_t>(evaluated_now), "layout"), eval_s,
              WithCommas(static_cast<int64_t>(stored_before)));
   fmt::print("predicted to fit in {:g} GB: {}; predicted not to fit (oom): {}\n\n", problem.hardware.memory_gb.value,
              WithCommas(count("ok")), WithCommas(count("oom")));
   if (best.empty()) {
     fmt::print("No layout is predicted to fit in device memory.\n");
   } else {
-    fmt::print("Best {} layouts by predicted throughput (TFLOP/s/GPU counts model FLOPs, no recompute):\n{}\n",
-               best.size(), TrialTable(best, false).Render());
+    fmt::print("Best {} by predicted throughput (TFLOP/s/GPU counts model FLOPs, no recompute):\n{}\n",
+               Counted(static_cast<int64_t>(best.size()), "layout"), TrialTable(best, false).Render());
   }
   fmt::print("Study {} ({}) in store {}, shard {}\n", session.study().name, session.resumed ? "resumed" : "new", global.store,
              session.writer->snapshot_path());

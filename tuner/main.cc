@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/provenance.h"
+#include "tuner/cli_messages.h"
 #include "tuner/commands.h"
 #include "tuner/exit_codes.h"
 #include "tuner/stop_signals.h"
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
       "6 store from a newer tunepar, 7 study not found, 8 every trial failed the same way,\n"
       "9 a damaged shard was skipped (list, show, export, report; --allow-damaged: 0),\n"
       "10 calibration failed (nothing written; --force writes it), 130/143 stopped by SIGINT/SIGTERM.\n"
-      "See README.md.");
+      "'tunepar help SUBCOMMAND' (or 'tunepar SUBCOMMAND --help') lists a subcommand's options. See README.md.");
   app.parse_complete_callback([&] {
     if (global.verbose) spdlog::set_level(spdlog::level::debug);
   });
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   AddReportCommand(app, global, &result);
   AddLaunchScriptCommand(app, global, &result);
 
+  if (const int handled = HandleHelpAndUnknownSubcommand(app, argc, argv); handled >= 0) return handled;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    Fail(e.what());
+    Fail(ParseErrorMessage(app, e));
     return kExitUsage;
   } catch (const std::exception& e) {
     Fail(fmt::format("internal error: {}", e.what()));

@@ -1,7 +1,9 @@
 // `tunepar report --svg DIR`: the charts.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -106,10 +108,12 @@ Status WriteChart(const fs::path& path, const std::string& svg, std::vector<std:
 }  // namespace
 
 Status WriteFile(const fs::path& path, const std::string& text) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  if (!out) return InvalidArgument(fmt::format("cannot write '{}'", path.string()));
+  // The OS's reason (no such directory, permission denied, disk full): what the user must fix.
+  if (!out) return InvalidArgument(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno != 0 ? errno : EIO)));
   return Status::Ok();
 }
 

@@ -3,8 +3,10 @@
 // --svg DIR, the charts. The steps are in report.h.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "store/store_reader.h"
+#include "tuner/cli_messages.h"
 #include "tuner/commands.h"
 #include "tuner/report.h"
 #include "tuner/study_identity.h"
@@ -16,6 +18,7 @@ namespace tunepar {
 namespace {
 
 struct ReportOptions {
+  const CLI::App* command = nullptr;  // the parsed subcommand: which options were given
   std::string study;
   bool shap = false;
   bool of_model = false;
@@ -41,7 +44,7 @@ void Print(const GlobalOptions& global, Report& report) {
 
 // The context of a study that is not stored: the problem the flags name, at --world.
 Result<StudyContext> UnstoredContext(const ReportOptions& o) {
-  if (o.world == 0) return InvalidArgument("--of-model needs --world N");
+  if (!Given(*o.command, "--world")) return InvalidArgument("--of-model needs --world N (the number of GPUs)");
   Result<Problem> problem = LoadProblem(o.model, o.hardware, o.space);
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
@@ -102,7 +105,26 @@ Status ReportStudy(const GlobalOptions& global, const ReportOptions& o) {
   return Status::Ok();
 }
 
+// One warning per option given that the chosen report does not use.
+void WarnIgnoredOptions(const ReportOptions& o) {
+  if (o.of_model) {
+    for (const char* name : {"--background", "--top", "--allow-damaged"}) {
+      if (Given(*o.command, name))
+        spdlog::warn("{} does nothing with --of-model (it explains the performance model, not a study)", name);
+    }
+    return;
+  }
+  for (const char* name : {"--world", "--model", "--hardware", "--space"}) {
+    if (Given(*o.command, name))
+      spdlog::warn("{} does nothing without --of-model (a study's report uses the study's own {})", name,
+                   std::string(name).substr(2));
+  }
+}
+
 Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
+  WarnIgnoredOptions(o);
+  if (o.of_model && !o.study.empty())
+    return InvalidArgument(fmt::format("--of-model explains the performance model, not a study: drop '{}'", o.study));
   if (o.of_model) return RunOfModel(global, o);
   // Which shards a read skips (ReadStoredStudy names them in warnings): a second read of the
   // study's files, cheap beside a report, so that the stored-study reading stays as
@@ -117,19 +139,20 @@ Status RunReport(const GlobalOptions& global, const ReportOptions& o) {
 void AddReportCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
   auto o = std::make_shared<ReportOptions>();
   CLI::App* cmd = app.add_subcommand("report", "A study's summary; which knobs matter (--shap); charts (--svg)");
+  o->command = cmd;
   cmd->add_option("study", o->study, "Study name or id (default: the store's only study)");
   cmd->add_flag("--shap", o->shap, "Knob importance: Shapley values of the surrogate's log throughput");
   cmd->add_flag("--of-model", o->of_model, "Explain the performance model itself (needs --world; no study)");
   cmd->add_option("--svg", o->svg_dir, "Write SVG charts into this directory");
   cmd->add_option("--background", o->importance.background,
                   "trials (the finished ok trials) or legal (a sample of legal layouts)")
-      ->check(CLI::IsMember({"trials", "legal"}))
+      ->check(OneOf({"trials", "legal"}))
       ->capture_default_str();
   cmd->add_option("--background-size", o->importance.background_size, "At most this many background layouts")
-      ->check(CLI::Range(2, 2000))
+      ->check(Between(2, 2000))
       ->capture_default_str();
   cmd->add_option("--top", o->top, "How many of the best layouts to list")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_flag("--allow-damaged", o->allow_damaged,
                 "Exit 0 when a damaged shard is skipped (it is still named on stderr); without it, exit code 9");

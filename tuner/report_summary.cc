@@ -32,7 +32,7 @@ void AddCounts(const StudyContext& context, const StudyTrials& trials, Report* r
   report->json["unmeasured_knobs"] = UnmeasuredKnobsJson(context.support);
   report->json["study"] = study.name;
   report->json["study_id"] = study.id;
-  report->json["trials"] = trials.all.size();
+  report->json["trial_count"] = trials.all.size();
   report->json["status_counts"] = counts;
   report->json["legal_layouts"] = context.space.legal.size();
   report->json["ranks_per_node"] = context.PlacedRanksPerNode();
@@ -90,6 +90,7 @@ std::vector<const store::TrialRecord*> BestFirst(const StudyBest& best, const St
 void AddBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
   const StudyBest best = BestOfStudy(context, trials.all);
   AddStudyBest(best, report);
+  report->json["best"] = nlohmann::json::array();  // the same key with nothing ok yet
   if (trials.best.empty()) {
     report->text += "No trial has finished ok yet: nothing measured to rank.\n";
     return;
@@ -102,7 +103,8 @@ void AddBest(const StudyContext& context, const StudyTrials& trials, Report* rep
     t.AddRow(BestRow(++rank, *r, measured));
     rows.push_back(TrialJson(*r, context));
   }
-  report->text += fmt::format("\nBest {} layouts{}:\n{}", trials.best.size(), measured ? " (measured)" : " (predicted)",
+  report->text += fmt::format("\nBest {}{}:\n{}", Counted(static_cast<int64_t>(trials.best.size()), "layout"),
+                              measured ? ", measured" : ", predicted",
                               t.Render());
   if (std::any_of(trials.best.begin(), trials.best.end(), [](const store::TrialRecord* r) { return r->sliced; })) {
     report->text +=

@@ -7,10 +7,12 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "runner/command_backend.h"
 #include "runner/core_backend.h"
 #include "runner/performance_model.h"
+#include "tuner/cli_messages.h"
 #include "tuner/command_config.h"
 #include "tuner/commands.h"
 #include "tuner/core_backend_config.h"
@@ -23,6 +25,7 @@ namespace tunepar {
 namespace {
 
 struct SearchOptions {
+  const CLI::App* cli = nullptr;  // the parsed subcommand: which options were given
   ProblemOptions problem;
   std::string backend = "auto";
   std::string study;
@@ -139,6 +142,37 @@ BayesianSearchOptions BayesOptions(const SearchOptions& o) {
   return b;
 }
 
+// One warning per option given that the chosen backend does not use (a warning, not an error:
+// one command line may be tried on several backends).
+void WarnIgnoredOptions(const CLI::App& cmd, const std::string& backend) {
+  static const std::vector<std::string> kBayesian = {"--budget",     "--time-budget", "--batch",
+                                                     "--seed",       "--acquisition", "--early-stop",
+                                                     "--early-stop-probability",      "--confirm",
+                                                     "--confidence", "--lease"};
+  static const std::vector<std::string> kCommand = {"--command-config", "--command",     "--metric",
+                                                    "--metric-regex",   "--metric-json", "--memory-regex",
+                                                    "--memory-json",    "--oom-pattern", "--env",
+                                                    "--workdir",        "--reads-layout-env"};
+  static const std::vector<std::string> kCore = {"--core",      "--steps",   "--warmup",  "--slice",
+                                                 "--max-ranks", "--threads", "--core-env"};
+  auto warn = [&](const std::vector<std::string>& names, const std::string& why) {
+    for (const std::string& name : names) {
+      if (Given(cmd, name)) spdlog::warn("{} does nothing with --backend {} ({})", name, backend, why);
+    }
+  };
+  if (backend == "model") {
+    warn(kBayesian, "a dry run evaluates every legal layout");
+    warn(kCommand, "the performance model predicts; --backend command runs a command");
+    warn({"--timeout"}, "the performance model predicts; nothing runs");
+    warn(kCore, "the performance model predicts; --backend local or slurm runs tunepar-core");
+  } else if (backend == "command") {
+    warn(kCore, "it runs your command; --backend local or slurm runs tunepar-core");
+  } else {
+    warn(kCommand, "it runs tunepar-core; --backend command runs your command");
+    if (backend == "slurm") warn({"--max-ranks"}, "the allocation's nodes set the ranks");
+  }
+}
+
 Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   TUNEPAR_RETURN_IF_ERROR(CheckSearchOptions(o));
   if (o.backend == "auto") {
@@ -153,6 +187,7 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
     if (!global.json)
       fmt::print("hardware: local-cpu (tunepar-core on this machine's CPUs; --hardware names another profile)\n");
   }
+  if (o.cli != nullptr) WarnIgnoredOptions(*o.cli, o.backend);
   std::unique_ptr<runner::Backend> backend;
   if (o.backend != "model") {
     Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(&o);
@@ -204,13 +239,14 @@ void AddCommandBackendOptions(CLI::App* cmd, CommandFlags* flags) {
 void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
   auto o = std::make_shared<SearchOptions>();
   CLI::App* cmd = app.add_subcommand("search", "Find the fastest layouts; record every trial in the store");
+  o->cli = cmd;
   o->problem.AddTo(cmd);
   cmd->add_option(
          "--backend", o->backend,
          "model: the performance model, every legal layout (a dry run); command: your training "
          "command; local: tunepar-core through mpirun here; slurm: tunepar-core as job steps of this "
          "allocation; auto: slurm inside an allocation, else model")
-      ->check(CLI::IsMember({"auto", "model", "command", "local", "slurm"}))
+      ->check(OneOf({"auto", "model", "command", "local", "slurm"}))
       ->capture_default_str();
   cmd->add_option("--study", o->study, "Study name (default: <model>-w<world>-<id>)");
   cmd->add_flag("--new", o->new_study, "Start a fresh study even if one with these inputs exists");
@@ -221,7 +257,7 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
                   "Where this node's live shard is written (default: <store>/work)")
       ->envname("TUNEPAR_WORK_DIR");
   cmd->add_option("--top", o->top, "How many of the best layouts to print")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
 
   auto* bayes = cmd->add_option_group("Bayesian search (measuring backends)");
@@ -231,7 +267,7 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   bayes->add_option("--batch", o->bayes.batch, "Trials proposed and run at a time")->capture_default_str();
   bayes->add_option("--seed", o->seed, "Seed of the proposals (part of the study)")->capture_default_str();
   bayes->add_option("--acquisition", o->acquisition, "logei (log expected improvement) or ucb")
-      ->check(CLI::IsMember({"logei", "ucb"}))
+      ->check(OneOf({"logei", "ucb"}))
       ->capture_default_str();
   bayes->add_option("--early-stop", o->early_stop_gain,
                     "Stop when no layout can beat the best by more than this fraction (e.g. 0.02) ...");
@@ -248,7 +284,7 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   bayes->add_option("--lease", o->bayes.lease_s,
                     "Heartbeat lease (s): this process beats every lease/4; once its heartbeat has stood still this "
                     "long, other nodes take over its trials, budget slots and node id")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
 
   AddCommandBackendOptions(cmd, &o->command);

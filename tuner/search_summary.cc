@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runner/performance_model.h"
 #include "tuner/bayesian_search.h"
 #include "tuner/study_best.h"
 #include "tuner/study_lookup.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
+#include "tuner/trial_records.h"
 
 namespace tunepar {
 
@@ -104,6 +106,28 @@ std::string ModelErrorHint(const std::vector<store::TrialRecord>& trials, const 
       std::exp(median), log_ratios.size(), store, context.study.name, context.problem.hardware.name);
 }
 
+// The best layouts of a measuring search, best first: the study's best (study_best.h) leads,
+// then the fastest ok trial of every other layout by the objective; at most `top`.
+std::vector<const store::TrialRecord*> BestLayouts(const StudyBest& study_best,
+                                                   const std::vector<store::TrialRecord>& trials, int top) {
+  std::map<std::string, const store::TrialRecord*> fastest;
+  for (const store::TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kOk || !ObjectiveOf(t)) continue;
+    const store::TrialRecord*& f = fastest[LayoutKey(t.layout)];
+    if (f == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*f)) f = &t;
+  }
+  std::vector<const store::TrialRecord*> ranked;
+  for (const auto& [key, t] : fastest) {
+    if (study_best.trial == nullptr || !(t->layout == study_best.trial->layout)) ranked.push_back(t);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const store::TrialRecord* a, const store::TrialRecord* b) {
+    return *ObjectiveOf(*a) < *ObjectiveOf(*b);
+  });
+  if (study_best.trial != nullptr) ranked.insert(ranked.begin(), study_best.trial);
+  if (ranked.size() > static_cast<size_t>(std::max(top, 0))) ranked.resize(std::max(top, 0));
+  return ranked;
+}
+
 // "No trial ..." from "no trial ...".
 std::string Capitalised(std::string text) {
   if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
@@ -147,7 +171,8 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
   std::string count_text;
   for (const auto& [status, n] : CountByStatus(trials))
     count_text += fmt::format("{}{} {}", count_text.empty() ? "" : ", ", status, n);
-  fmt::print("Study {}: {} trials ({}) in store {}.\n", session_.study().name, trials.size(), count_text,
+  fmt::print("Study {}: {} ({}) in store {}.\n", session_.study().name,
+             Counted(static_cast<int64_t>(trials.size()), "trial"), count_text,
              global_.store);
   fmt::print("{}", ModelErrorHint(trials, context_, StoreArgument(global_)));
   const std::string name = session_.study().name, store = StoreArgument(global_);
@@ -163,32 +188,56 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
 void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {
   const std::vector<store::TrialRecord>& trials = session_.trials;
   const search::Standing standing = Standing();
-  const StudyBest study_best = BestOfStudy(context_, trials);
-  const store::TrialRecord* best = study_best.trial;
-  nlohmann::json j = {{"study", session_.study().name},
-                      {"study_id", session_.study().id},
-                      {"resumed", session_.resumed},
-                      {"node", session_.node_id()},
-                      {"backend", backend_.Name()},
-                      {"legal_layouts", context_.space.legal.size()},
-                      {"ranks_per_node", context_.PlacedRanksPerNode()},
-                      {"stopped_because", stop_reason},
-                      {"trials", trials.size()},
+  nlohmann::json j =
+      SearchJson(global_, session_, trials, BestLayouts(BestOfStudy(context_, trials), trials, options_.top));
+  j["backend"] = backend_.Name();
+  j["evaluated_now"] = this_run_.size();
+  j["stopped_because"] = stop_reason;
+  j["best_estimate"] = standing.best ? EstimateJson(standing, context_.proposer_options.tokens_per_step) : nlohmann::json();
+  fmt::print("{}\n", j.dump(2));
+}
+
+nlohmann::json SearchJson(const GlobalOptions& global, const StudySession& session,
+                          const std::vector<store::TrialRecord>& trials,
+                          const std::vector<const store::TrialRecord*>& best) {
+  const StudyContext& context = session.context;
+  const StudyBest study_best = BestOfStudy(context, trials);
+  nlohmann::json j = {{"study", session.study().name},
+                      {"study_id", session.study().id},
+                      {"resumed", session.resumed},
+                      {"store", global.store},
+                      {"shard", session.writer->snapshot_path()},
+                      {"node", session.node_id()},
+                      {"backend", session.study().backend},
+                      {"world", context.world},
+                      {"model", context.problem.model.name},
+                      {"hardware", context.problem.hardware.name},
+                      {"space", context.problem.space.name},
+                      {"performance_model", runner::kPerformanceModelVersion},
+                      {"candidates", context.space.candidates},
+                      {"legal_layouts", context.space.legal.size()},
+                      {"ranks_per_node", context.PlacedRanksPerNode()},
+                      {"evaluated_now", 0},
+                      {"stopped_because", ""},
+                      {"trial_count", trials.size()},
                       {"status_counts", CountByStatus(trials)}};
-  j["best"] = best != nullptr ? TrialJson(*best) : nlohmann::json();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const store::TrialRecord* t : best) rows.push_back(TrialJson(*t, context));
+  j["best"] = rows;
   j["best_basis"] = {{"basis", study_best.BasisName()},
                      {"header", study_best.Header()},
                      {"layout", study_best.layout ? nlohmann::json(LayoutKey(*study_best.layout)) : nlohmann::json()}};
-  j["best_estimate"] = standing.best ? EstimateJson(standing, context_.proposer_options.tokens_per_step) : nlohmann::json();
+  j["best_estimate"] = nullptr;
   j["confirmation_trials"] = CountConfirmations(trials);
-  j["unmeasured_knobs"] = UnmeasuredKnobsJson(context_.support);
-  const ModelTop top = ModelTopOf(context_, trials);
-  if (top.layout) {
-    j["model_best"] = {{"layout", LayoutKey(*top.layout)},
-                       {"predicted_tokens_per_s", top.predicted.tokens_per_s},
-                       {"measured", top.measured != nullptr ? TrialJson(*top.measured) : nlohmann::json()}};
-  }
-  fmt::print("{}\n", j.dump(2));
+  j["unmeasured_knobs"] = UnmeasuredKnobsJson(context.support);
+  const ModelTop top = ModelTopOf(context, trials);
+  j["model_best"] = top.layout ? nlohmann::json{{"layout", LayoutKey(*top.layout)},
+                                                {"predicted_tokens_per_s", top.predicted.tokens_per_s},
+                                                {"measured", top.measured != nullptr && top.measured->backend != "model"
+                                                                 ? TrialJson(*top.measured)
+                                                                 : nlohmann::json()}}
+                               : nlohmann::json();
+  return j;
 }
 
 }  // namespace tunepar

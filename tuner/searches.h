@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "runner/backend.h"
 #include "search/proposer.h"
@@ -15,6 +17,14 @@ namespace tunepar {
 
 // Every legal layout not yet in the study, predicted and recorded in one transaction.
 Status RunExhaustiveSearch(const GlobalOptions& global, StudySession& session, int top);
+
+// The object `tunepar search --json` prints: the same keys for every backend
+// (schemas/search.schema.json). `best` lists the best layouts, best first, one trial each;
+// what only a measuring search knows (best_estimate, model_best.measured, ...) is null or 0
+// for the model backend. The caller sets evaluated_now and stopped_because.
+nlohmann::json SearchJson(const GlobalOptions& global, const StudySession& session,
+                          const std::vector<store::TrialRecord>& trials,
+                          const std::vector<const store::TrialRecord*>& best);
 
 // How long and how a Bayesian search runs (what it proposes, from the seed and the acquisition,
 // is the study's: StudyContext::proposer_options).

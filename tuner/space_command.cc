@@ -41,6 +41,9 @@ Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!e.ok()) return e.status();
+  // Nothing on stdout when nothing is legal: the error line names the constraint that excluded
+  // the last candidates, and a script reading the table would take it for an answer.
+  if (e->legal.empty()) return {StatusCode::kNoLegalLayout, search::ExplainEmpty(query, *e)};
   const search::LayoutEncoder encoder = search::LayoutEncoder::Fit(e->legal);
 
   if (global.json) {
@@ -91,7 +94,6 @@ Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
         "(each candidate is counted against the first constraint it fails; --list prints the legal "
         "layouts)\n");
   }
-  if (e->legal.empty()) return {StatusCode::kNoLegalLayout, search::ExplainEmpty(query, *e)};
   return Status::Ok();
 }
 

@@ -7,7 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include "store/store_reader.h"
+#include "tuner/cli_messages.h"
 #include "tuner/commands.h"
+#include "tuner/report.h"
 #include "tuner/study_lookup.h"
 #include "tuner/trial_output.h"
 #include "tuner/trial_records.h"
@@ -45,7 +47,7 @@ nlohmann::json StudyJson(const store::StudyRecord& s, const std::vector<store::T
           {"backend", s.backend},
           {"created_at", s.created_at},
           {"created_by", s.created_by},
-          {"trials", trials.size()},
+          {"trial_count", trials.size()},
           {"status_counts", CountByStatus(trials)},
           {"unmeasured_knobs", UnmeasuredKnobsJson(SupportOf(s))}};
 }
@@ -131,7 +133,8 @@ Status ShowStudy(const GlobalOptions& global, const ShowOptions& o, const store:
       for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(o.limit); ++i)
         rows.push_back(row(*ranked[i]));
     }
-    j["rows"] = rows;
+    j["selection"] = o.all ? "all" : "best";
+    j["trials"] = rows;
     fmt::print("{}\n", j.dump(2));
     return Status::Ok();
   }
@@ -155,7 +158,7 @@ Status ShowStudy(const GlobalOptions& global, const ShowOptions& o, const store:
   if (best.empty()) {
     fmt::print("No trial finished ok yet.\n");
   } else {
-    fmt::print("Best {} of {} ok layouts:\n{}", best.size(), WithCommas(static_cast<int64_t>(ranked.size())),
+    fmt::print("Best {} of {} ok:\n{}", best.size(), Counted(static_cast<int64_t>(ranked.size()), "layout"),
                TrialTable(best, true).Render());
   }
   return Status::Ok();
@@ -218,18 +221,16 @@ Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const st
     nlohmann::json rows = nlohmann::json::array();
     const std::optional<StudyContext> context = ContextForPredictions(*study, trials);
     for (const store::TrialRecord& t : trials) rows.push_back(context ? TrialJson(t, *context) : TrialJson(t));
-    j["rows"] = rows;
+    j["trials"] = rows;
     text = j.dump(2) + "\n";
   }
   if (o.output.empty()) {
     fmt::print("{}", text);
     return Status::Ok();
   }
-  std::ofstream out(o.output, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return InvalidArgument(fmt::format("cannot write '{}'", o.output));
-  fmt::print(stderr, "wrote {} trials of study {} to {}\n", trials.size(), study->name, o.output);
+  TUNEPAR_RETURN_IF_ERROR(WriteFile(o.output, text));
+  fmt::print(stderr, "wrote {} of study {} to {}\n", Counted(static_cast<int64_t>(trials.size()), "trial"),
+             study->name, o.output);
   return Status::Ok();
 }
 
@@ -253,7 +254,7 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
                        "Study name or id, or a unique prefix of 4+ characters of the id (default: the store's only "
                        "study); the name and the 16-digit id are stable for scripts");
   show_cmd->add_option("--limit", show->limit, "How many of the best trials to print")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   show_cmd->add_flag("--all", show->all, "Every trial, in trial order, with its status");
   show_cmd->add_flag("--allow-damaged", show->allow_damaged, kAllowDamagedHelp);

@@ -61,6 +61,10 @@ std::string HumanCount(double n) {
   return fmt::format("{:.0f}", n);
 }
 
+std::string Counted(int64_t n, const std::string& noun) {
+  return WithCommas(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::string Fixed(double value, int digits) {
   if (std::isnan(value)) return "-";
   return fmt::format("{:.{}f}", value, digits);
