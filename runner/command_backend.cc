@@ -1,6 +1,9 @@
 #include "runner/command_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -23,6 +26,7 @@ namespace {
 constexpr std::pair<MetricKind, std::string_view> kKinds[] = {{MetricKind::kStepTimeS, "step_time_s"},
                                                               {MetricKind::kStepTimeMs, "step_time_ms"},
                                                               {MetricKind::kTokensPerS, "tokens_per_s"},
+                                                              {MetricKind::kTokensPerSPerGpu, "tokens_per_s_per_gpu"},
                                                               {MetricKind::kSamplesPerS, "samples_per_s"},
                                                               {MetricKind::kTflopsPerGpu, "tflops_per_gpu"},
                                                               {MetricKind::kHigher, "higher"},
@@ -42,6 +46,7 @@ std::map<std::string, std::string> Values(const Layout& l, const TrialContext& c
       {"gbs", gbs},
       {"global_batch", gbs},
       {"num_micro_batches", std::to_string(l.num_micro_batches)},
+      {"local_batch", std::to_string(l.GlobalBatch() / std::max(1, l.dp))},
       {"nmb", std::to_string(l.num_micro_batches)},
       {"precision", std::string(ToString(l.precision))},
       {"zero", std::to_string(l.zero)},
@@ -58,6 +63,7 @@ std::map<std::string, std::string> Values(const Layout& l, const TrialContext& c
       {"layout", LayoutKey(l)},
       {"trial", std::to_string(c.number)},
       {"trial_dir", c.trial_dir},
+      {"deepspeed_config", DeepSpeedConfigPath(c.trial_dir)},
       {"seed", std::to_string(c.seed)},
       {"model", c.model != nullptr ? c.model->name : ""},
       {"layers", c.model != nullptr ? std::to_string(c.model->layers) : "0"},
@@ -83,6 +89,7 @@ double StepTime(MetricKind kind, double value, const ModelShape& model, int worl
     case MetricKind::kStepTimeS: return value;
     case MetricKind::kStepTimeMs: return value / 1e3;
     case MetricKind::kTokensPerS: return tokens / value;
+    case MetricKind::kTokensPerSPerGpu: return tokens / (value * world);
     case MetricKind::kSamplesPerS: return model.global_batch / value;
     case MetricKind::kTflopsPerGpu: return ModelFlopsPerStep(model) / (value * 1e12 * world);
     case MetricKind::kHigher:
@@ -103,6 +110,9 @@ class CommandTrial : public ProcessTrial {
         context_(std::move(context)) {}
 
   using ProcessTrial::Launch;
+  // The outcome of a trial that has ended, read from its log as it is now classified (for
+  // CommandBackend::Reclassify).
+  std::optional<TrialResult> ClassifyEnded(const ExitInfo& exit) { return Classify(exit); }
 
  private:
   // What the output says: the first OOM line, the last line, and the metric's last reading.
@@ -164,7 +174,9 @@ class CommandTrial : public ProcessTrial {
       std::smatch m;
       if (!std::regex_search(line, m, metric_regex_) || m.size() < 2) return std::nullopt;
       char* end = nullptr;
-      const std::string text = m[1].str();
+      std::string text = m[1].str();
+      // "1,234.5" as some programs print it (torchtitan's tps): the commas group thousands.
+      std::erase(text, ',');
       const double v = std::strtod(text.c_str(), &end);
       if (end != text.c_str() && std::isfinite(v)) return v;
       return std::nullopt;
@@ -176,20 +188,42 @@ class CommandTrial : public ProcessTrial {
     return std::nullopt;
   }
 
+  // The order: a program that exited 0 with its metric was measured, whatever else it printed
+  // (an OOM pattern in a warning it recovered from is noted, not believed); else an OOM line
+  // means out of memory; else a non-zero exit or a signal is a crash, told by the program's own
+  // error line (ErrorLine); else the metric is missing or not positive.
   std::optional<TrialResult> Classify(const ExitInfo& exit) override {
     details_["exit"] = ExitText(exit);
     const OutputReading out = ReadOutput();
-    RecordPeakMemory(out, !out.oom_line.empty());
-    if (!out.oom_line.empty()) return Finish(TrialStatus::kOom, "out of memory: " + Shorten(out.oom_line));
-    if (exit.signaled || exit.code != 0)
-      return Finish(TrialStatus::kCrash, CrashMessage(exit, Shorten(out.last_line)));
+    const bool failed = exit.signaled || exit.code != 0;
+    const bool measured = !failed && out.value && *out.value > 0;
+    const bool ran_out = !out.oom_line.empty() && !measured;
+    RecordPeakMemory(out, ran_out);
+    if (ran_out) return Finish(TrialStatus::kOom, "out of memory: " + Shorten(out.oom_line));
+    if (failed) return Finish(TrialStatus::kCrash, FailureMessage(exit));
+    if (!out.oom_line.empty()) {
+      details_["oom_note"] = fmt::format(
+          "the output matches an OOM pattern ({}), but the program exited 0 with its metric: measured", Shorten(out.oom_line));
+    }
     const std::string source = options_.metric_regex.empty()
                                    ? fmt::format("--metric-json key '{}'", options_.metric_json)
                                    : fmt::format("--metric-regex '{}'", options_.metric_regex);
-    if (!out.value) return Finish(TrialStatus::kInvalid, fmt::format("the output has no match for {}", source));
+    if (!out.value)
+      return Finish(TrialStatus::kInvalid,
+                    fmt::format("the program exited 0, but its output has no match for {}", source));
     if (!(*out.value > 0))
       return Finish(TrialStatus::kInvalid, fmt::format("{} read {}, not a positive number", source, *out.value));
     return Measured(*out.value);
+  }
+
+  // "exit code 1: ValueError: precision fp16 not supported": how it ended, and the program's own
+  // error line rather than the last line (a launcher's report after it reads the same for every
+  // error).
+  std::string FailureMessage(const ExitInfo& exit) const {
+    const std::string how =
+        exit.signaled ? fmt::format("killed by signal {}", exit.code) : fmt::format("exit code {}", exit.code);
+    const std::string error = Shorten(ErrorLine(process().log_path));
+    return error.empty() ? how + " (no output)" : fmt::format("{}: {}", how, error);
   }
 
   std::optional<TrialResult> Measured(double value) {
@@ -215,8 +249,8 @@ Result<MetricKind> ParseMetricKind(std::string_view text) {
     if (name == text) return kind;
   }
   return InvalidArgument(fmt::format(
-      "unknown metric '{}' (expected step_time_s, step_time_ms, tokens_per_s, samples_per_s, tflops_per_gpu, "
-      "higher or lower)",
+      "unknown metric '{}' (expected step_time_s, step_time_ms, tokens_per_s, tokens_per_s_per_gpu, samples_per_s, "
+      "tflops_per_gpu, higher or lower)",
       text));
 }
 
@@ -283,23 +317,26 @@ Result<std::string> ExpandCommand(const std::string& command, const Layout& layo
     }
     if (close == std::string::npos)
       return InvalidArgument(fmt::format("command template: unclosed '{{' at position {}", i));
-    // {NAME}, {NAME?TEXT} (TEXT when NAME is on), {NAME=VALUE?TEXT} (TEXT when NAME is VALUE).
+    // {NAME}, {NAME?TEXT} (TEXT when NAME is on), {NAME=VALUE?TEXT} (TEXT when NAME is VALUE),
+    // {NAME!=VALUE?TEXT} (TEXT when NAME is not VALUE).
     const std::string inside = command.substr(i + 1, close - i - 1);
     const size_t question = inside.find('?');
     const std::string head = inside.substr(0, question);
     const size_t equals = head.find('=');
-    const std::string name = head.substr(0, equals);
+    const bool negated = equals != std::string::npos && equals > 0 && head[equals - 1] == '!';
+    const std::string name = head.substr(0, negated ? equals - 1 : equals);
     auto it = values.find(name);
     if (it == values.end()) {
       return InvalidArgument(fmt::format(
-          "command template: unknown placeholder {{{}}} (known: {}, and {{NAME?TEXT}}, {{NAME=VALUE?TEXT}})",
+          "command template: unknown placeholder {{{}}} (known: {}, and {{NAME?TEXT}}, {{NAME=VALUE?TEXT}}, "
+          "{{NAME!=VALUE?TEXT}})",
           name, KnownNames()));
     }
     if (equals != std::string::npos && question == std::string::npos) {
       return InvalidArgument(fmt::format("command template: {{{}}} needs ?TEXT after the value", inside));
     }
     const bool on = equals != std::string::npos
-                        ? it->second == head.substr(equals + 1)
+                        ? (it->second == head.substr(equals + 1)) != negated
                         : it->second != "0" && it->second != "none" && !it->second.empty();
     if (question == std::string::npos) {
       out += it->second;
@@ -467,12 +504,64 @@ CommandBackend::CommandBackend(CommandBackendOptions options) : options_(std::mo
   if (!options_.memory_regex.empty()) memory_ = std::regex(options_.memory_regex);
 }
 
+namespace {
+
+// The shell that runs a template: bash with pipefail, so that `train | tee log` fails when train
+// does (/bin/sh may be dash, which has no pipefail, and a pipe's status is its last command's:
+// a crash would read as a run that printed no metric). Without bash, /bin/sh as it is.
+std::string ShellCommand(const std::string& command) {
+  for (const char* bash : {"/bin/bash", "/usr/bin/bash"}) {
+    if (access(bash, X_OK) != 0) continue;
+    std::string quoted = "'";
+    for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return fmt::format("exec {} -o pipefail -c {}'", bash, quoted);
+  }
+  return command;
+}
+
+}  // namespace
+
+std::string DeepSpeedConfigPath(const std::string& trial_dir) {
+  return trial_dir.empty() ? "deepspeed_config.json" : trial_dir + "/deepspeed_config.json";
+}
+
+std::string DeepSpeedConfig(const Layout& l) {
+  // DeepSpeed checks train_batch_size = micro batch x accumulation steps x data-parallel size,
+  // the layout's global batch. fp16 takes DeepSpeed's dynamic loss scaling with its documented
+  // defaults (loss_scale 0 = dynamic, from 2^16, halved after 2 overflows, raised after 1000
+  // clean steps).
+  const nlohmann::json config = {
+      {"train_batch_size", l.GlobalBatch()},
+      {"train_micro_batch_size_per_gpu", l.micro_batch},
+      {"gradient_accumulation_steps", l.num_micro_batches},
+      {"zero_optimization", {{"stage", l.zero}}},
+      {"bf16", {{"enabled", l.precision == Precision::kBf16}}},
+      {"fp16",
+       {{"enabled", l.precision == Precision::kFp16},
+        {"loss_scale", 0},
+        {"initial_scale_power", 16},
+        {"loss_scale_window", 1000},
+        {"hysteresis", 2},
+        {"min_loss_scale", 1}}},
+      {"gradient_clipping", 1.0},
+      {"steps_per_print", 1},
+      {"wall_clock_breakdown", false}};
+  return config.dump(2) + "\n";
+}
+
 std::unique_ptr<RunningTrial> CommandBackend::Start(const Layout& layout, const TrialContext& context) {
   Result<std::string> command = ExpandCommand(options_.command, layout, context);
   if (!command.ok()) return UnstartedTrial(Name(), TrialStatus::kInvalid, command.status().message());
   std::ofstream(context.trial_dir + "/command.txt") << *command << "\n";
+  if (options_.command.find("{deepspeed_config}") != std::string::npos) {
+    const std::string path = DeepSpeedConfigPath(context.trial_dir);
+    std::ofstream out(path);
+    out << DeepSpeedConfig(layout);
+    if (!out.flush())
+      return UnstartedTrial(Name(), TrialStatus::kCrash, fmt::format("could not write the DeepSpeed config '{}'", path));
+  }
   ProcessOptions p;
-  p.command = *command;
+  p.command = ShellCommand(*command);
   p.env = options_.env;
   p.env.emplace_back("TUNEPAR_LAYOUT", LayoutKey(layout));
   p.env.emplace_back("TUNEPAR_TRIAL_DIR", context.trial_dir);
@@ -483,6 +572,25 @@ std::unique_ptr<RunningTrial> CommandBackend::Start(const Layout& layout, const 
   if (Status s = trial->Launch(); !s.ok())
     return UnstartedTrial(Name(), TrialStatus::kCrash, "could not start the command: " + s.message());
   return trial;
+}
+
+std::optional<ExitInfo> ParseExitText(const std::string& text) {
+  ExitInfo exit;
+  char word[16] = {};
+  if (std::sscanf(text.c_str(), "%15s %d", word, &exit.code) != 2) return std::nullopt;
+  if (std::string(word) == "signal") exit.signaled = true;
+  else if (std::string(word) != "code") return std::nullopt;
+  return exit;
+}
+
+std::optional<TrialResult> CommandBackend::Reclassify(const std::string& log_path, const ExitInfo& exit,
+                                                      const TrialContext& context) const {
+  std::ifstream log(log_path);
+  if (!log || context.model == nullptr) return std::nullopt;
+  ProcessOptions p;
+  p.log_path = log_path;
+  CommandTrial trial(options_, oom_, metric_, memory_, std::move(p), context);
+  return trial.ClassifyEnded(exit);
 }
 
 }  // namespace tunepar::runner

@@ -2,8 +2,10 @@
 // placeholders take the layout's values, how to read the metric from the program's output,
 // what output means out-of-memory, and a timeout. Each trial runs in its own process group
 // (ProcessGroup), its output captured to a per-trial log; the outcome is classified:
-//   interrupted (stopped by tunepar) > timeout > oom (an OOM pattern in the output) >
-//   crash (non-zero exit or a signal) > ok (the metric was read) > invalid (no metric).
+//   interrupted (stopped by tunepar) > timeout > ok (exit 0 and the metric read; an OOM pattern
+//   in the output is then only noted) > oom (an OOM pattern in the output) > crash (non-zero
+//   exit or a signal, told by the program's own error line: ErrorLine) > invalid (exit 0 and
+//   no metric).
 // The peak memory is read when asked for (--memory-regex, --memory-json); an OOM message of
 // PyTorch (CUDA or HIP) gives a lower bound of it: what was in use plus what it tried to allocate.
 //
@@ -11,9 +13,17 @@
 // {nmb} {precision} {zero} {recompute} {seq_parallel} {sp} {vpp} {virtual_stages} {flash}
 // {flash_attention} {world} {nodes} {gpus_per_node} {layout} {trial} {trial_dir} {seed}
 // {model} {layers} {hidden} {heads} {seq_len} {vocab} {ffn_hidden} {layers_per_virtual_stage};
+// {local_batch} (sequences per data-parallel rank per step: micro_batch x num_micro_batches);
+// {deepspeed_config}: the path of a DeepSpeed config written into the trial's directory from the
+// layout before the command runs (DeepSpeedConfig), so that its batch sizes, ZeRO stage and
+// precision always agree with the flags;
 // {NAME?TEXT}, which is TEXT when NAME is on (not 0 or none), e.g. {seq_parallel?--sequence-parallel};
-// and {NAME=VALUE?TEXT}, TEXT when NAME is VALUE, e.g. {recompute=full?--recompute-granularity full}.
+// {NAME=VALUE?TEXT}, TEXT when NAME is VALUE, e.g. {recompute=full?--recompute-granularity full};
+// and {NAME!=VALUE?TEXT}, TEXT when NAME is not VALUE, e.g. {vpp!=1?--num-layers-per-virtual-...}.
 // {{ and }} are literal braces; shell expansions like ${VAR} are left alone.
+//
+// The template runs under bash with pipefail (/bin/sh without bash): a pipe in it (`| tee`)
+// does not hide the program's exit code.
 #pragma once
 
 #include <optional>
@@ -24,6 +34,7 @@
 
 #include "base/status.h"
 #include "runner/backend.h"
+#include "runner/process_group.h"
 
 namespace tunepar::runner {
 
@@ -31,6 +42,7 @@ enum class MetricKind {
   kStepTimeS,     // seconds per optimizer step (lower is better)
   kStepTimeMs,    // milliseconds per step, e.g. Megatron's "elapsed time per iteration (ms)"
   kTokensPerS,    // higher is better
+  kTokensPerSPerGpu,  // tokens per second of one GPU, as torchtitan logs it ("tps"); higher is better
   kSamplesPerS,   // sequences per second, higher is better
   kTflopsPerGpu,  // as the program counts them, higher is better (converted with model FLOPs)
   kHigher,        // any other metric where higher is better
@@ -40,7 +52,7 @@ Result<MetricKind> ParseMetricKind(std::string_view text);
 std::string_view ToString(MetricKind kind);
 
 struct CommandBackendOptions {
-  std::string command;  // the template, run by /bin/sh
+  std::string command;  // the template, run by bash -o pipefail
   MetricKind metric = MetricKind::kStepTimeS;
   std::string metric_regex;  // its first capture group, in the last matching line
   std::string metric_json;   // or: this key in the last JSON-object line that has it
@@ -49,9 +61,11 @@ struct CommandBackendOptions {
   // largest of all matches (every rank may print its own). Neither: not measured.
   std::string memory_regex;
   std::string memory_json;
+  // Case-insensitive regexes; "can't allocate memory" is PyTorch's CPU allocator
+  // ("DefaultCPUAllocator: can't allocate memory: you tried to allocate ...").
   std::vector<std::string> oom_patterns = {"out of memory", "OutOfMemoryError", "hipErrorOutOfMemory",
-                                           "cudaErrorMemoryAllocation",
-                                           "RESOURCE_EXHAUSTED"};  // case-insensitive regexes
+                                           "cudaErrorMemoryAllocation", "RESOURCE_EXHAUSTED",
+                                           "can't allocate memory"};
   double timeout_s = 3600;                                         // per trial
   double stop_grace_s = 10;  // SIGTERM before SIGKILL when stopping a trial
   std::vector<std::pair<std::string, std::string>> env;
@@ -64,6 +78,16 @@ struct CommandBackendOptions {
 // Checks the template's placeholders, the regexes, and that exactly one way to read the metric
 // (and at most one to read the peak memory) is given; one line naming what is wrong.
 Status ValidateCommandOptions(const CommandBackendOptions& options);
+
+// The DeepSpeed config of a layout (JSON): train_batch_size (the global batch),
+// train_micro_batch_size_per_gpu, gradient_accumulation_steps (the micro-batch count),
+// zero_optimization.stage, bf16/fp16 enabled (fp16 with dynamic loss scaling).
+std::string DeepSpeedConfig(const Layout& layout);
+// Where a trial's DeepSpeed config is written: "<trial_dir>/deepspeed_config.json".
+std::string DeepSpeedConfigPath(const std::string& trial_dir);
+
+// A trial's stored exit ("code 1", "signal 9": ExitText) read back; nullopt when it is not one.
+std::optional<ExitInfo> ParseExitText(const std::string& text);
 
 // The template with the layout's values substituted.
 Result<std::string> ExpandCommand(const std::string& command, const Layout& layout,
@@ -85,6 +109,12 @@ class CommandBackend : public Backend {
   Result<KnobSupport> SupportedKnobs(const SpaceSpec& space, int world) const override;
 
   const CommandBackendOptions& options() const { return options_; }
+
+  // A trial that has ended, classified again from its log (`log_path`) with these options (the
+  // OOM patterns, the metric) as it would be now: for re-reading stored failures after the
+  // patterns changed. nullopt when the log cannot be read or `context` has no model.
+  std::optional<TrialResult> Reclassify(const std::string& log_path, const ExitInfo& exit,
+                                        const TrialContext& context) const;
 
  private:
   // What the program receives for `knobs` at `world`: the command (and $TUNEPAR_LAYOUT when it

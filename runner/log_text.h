@@ -1,4 +1,5 @@
-// Reading a trial's log: trimmed lines, shortened for messages.
+// Reading a trial's log: trimmed lines, shortened for messages, and the line that says why a
+// program failed.
 #pragma once
 
 #include <string>
@@ -17,5 +18,15 @@ inline std::string Shorten(const std::string& s, size_t n = 160) {
 
 // The last non-empty line of the file at `path` ("" when there is none).
 std::string LastLine(const std::string& path);
+
+// Why the program whose output is at `path` failed, as it said it ("" when the output is empty).
+// The last line is often not it: a launcher writes its own report after the program's error
+// (torchrun: a block of "=====" and "-----" rules, "Root Cause", "exitcode : 1", and a
+// ChildFailedError), and every such report reads the same whatever the program said. So, in
+// order: the last exception line (`ValueError: ...`, also after a "[rank0]:" prefix) that is not
+// the launcher's own; else the last line that speaks of an error ("error", "failed", "not
+// supported", "cannot", ...) outside the launcher's report; else the last line with words in it
+// outside the report; else the last line.
+std::string ErrorLine(const std::string& path);
 
 }  // namespace tunepar::runner

@@ -4,10 +4,13 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "runner/log_text.h"
 #include "runner/process_group.h"
 #include "tests/test_support.h"
 
@@ -342,6 +345,166 @@ TEST(CommandOptions, MemoryRegexNeedsACaptureGroup) {
   EXPECT_TRUE(ValidateCommandOptions(o).ok());
   o.memory_json = "peak_bytes";
   EXPECT_FALSE(ValidateCommandOptions(o).ok());
+}
+
+}  // namespace
+}  // namespace tunepar::runner
+
+namespace tunepar::runner {
+namespace {
+
+// What real launchers print (issue 17, items 19-22): torchrun's report after the error, a pipe in
+// the template, PyTorch's CPU allocator, a program that recovers from an OOM and reports its
+// metric.
+class LauncherOutput : public ::testing::Test {
+ protected:
+  TrialResult Run(const std::string& command, const std::vector<std::string>& extra_oom = {}) {
+    CommandBackendOptions o;
+    o.command = command;
+    o.metric_regex = "step_time: ([0-9.,]+)";
+    o.stop_grace_s = 0.5;
+    for (const std::string& p : extra_oom) o.oom_patterns.push_back(p);
+    EXPECT_TRUE(ValidateCommandOptions(o).ok());
+    return CommandBackend(o).Evaluate(Layout(2, 4), Context(dir_.path(), &model_));
+  }
+  // A shell command that prints `text` (a file, so that no quoting gets in the way) and exits.
+  std::string Printing(const std::string& text, int code) {
+    const std::string path = dir_ / fmt::format("out{}.txt", files_++);
+    std::ofstream(path) << text;
+    return fmt::format("cat {}; exit {}", path, code);
+  }
+  ModelShape model_ = testing::PresetModel("tiny");
+  testing::TempDir dir_;
+  int files_ = 0;
+};
+
+// torchrun's report after a worker's error: the same for every error, so the message must be
+// the worker's own line.
+std::string TorchrunFailure(const std::string& error) {
+  return "[rank0]: Traceback (most recent call last):\n"
+         "[rank0]:   File \"/work/train.py\", line 12, in <module>\n"
+         "[rank0]:     main()\n"
+         "[rank0]: " + error + "\n"
+         "E1126 14:22:01.123000 4242 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+         "local_rank: 0 (pid: 4243) of binary: /usr/bin/python3\n"
+         "Traceback (most recent call last):\n"
+         "  File \"/usr/bin/torchrun\", line 8, in <module>\n"
+         "    sys.exit(main())\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+         "============================================================\n"
+         "train.py FAILED\n"
+         "------------------------------------------------------------\n"
+         "Failures:\n"
+         "  <NO_OTHER_FAILURES>\n"
+         "------------------------------------------------------------\n"
+         "Root Cause (first observed failure):\n"
+         "[0]:\n"
+         "  time      : 2026-11-26_14:22:01\n"
+         "  host      : nid005001\n"
+         "  rank      : 0 (local_rank: 0)\n"
+         "  exitcode  : 1 (pid: 4243)\n"
+         "  error_file: <N/A>\n"
+         "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+         "============================================================\n";
+}
+
+TEST_F(LauncherOutput, ACrashUnderTorchrunIsToldByTheWorkersError) {
+  const TrialResult fp16 = Run(Printing(TorchrunFailure("ValueError: precision fp16 not supported"), 1));
+  EXPECT_EQ(fp16.status, TrialStatus::kCrash);
+  EXPECT_EQ(fp16.message, "exit code 1: [rank0]: ValueError: precision fp16 not supported");
+  const TrialResult tp = Run(Printing(TorchrunFailure("AssertionError: tensor parallelism (tp=2) is not implemented"), 1));
+  EXPECT_EQ(tp.message, "exit code 1: [rank0]: AssertionError: tensor parallelism (tp=2) is not implemented");
+  // Without an exception: the last line that speaks of an error, not the launcher's rule.
+  const TrialResult plain = Run(Printing("starting\nfatal: pipeline parallelism not supported here\n=====\n", 2));
+  EXPECT_EQ(plain.message, "exit code 2: fatal: pipeline parallelism not supported here");
+  EXPECT_EQ(Run("exit 5").message, "exit code 5 (no output)");
+}
+
+TEST(ErrorLine, SkipsTheLaunchersReport) {
+  testing::TempDir dir;
+  const std::string log = dir / "log";
+  std::ofstream(log) << TorchrunFailure("RuntimeError: NCCL error in: init.cpp:42, unhandled system error");
+  EXPECT_EQ(ErrorLine(log), "[rank0]: RuntimeError: NCCL error in: init.cpp:42, unhandled system error");
+  std::ofstream(log) << "step 1\nstep 2\n====\n";
+  EXPECT_EQ(ErrorLine(log), "step 2");
+  std::ofstream(log) << "";
+  EXPECT_EQ(ErrorLine(log), "");
+}
+
+TEST_F(LauncherOutput, APipeDoesNotHideTheExitCode) {
+  // `| tee` (and torchtitan's old `| python3`) used to record this crash as `invalid`, blaming
+  // the metric regex.
+  const TrialResult r = Run(std::string(TUNEPAR_FAKE_TRAINER) + " --crash | tee " + (dir_ / "copy.log"));
+  EXPECT_EQ(r.status, TrialStatus::kCrash) << r.message;
+  EXPECT_EQ(r.message, "exit code 3: Segmentation fault in the fake trainer");
+  // A program that exits 0 and prints no metric: then it is the metric that is missing.
+  const TrialResult quiet = Run(std::string(TUNEPAR_FAKE_TRAINER) + " --quiet | cat");
+  EXPECT_EQ(quiet.status, TrialStatus::kInvalid);
+  EXPECT_NE(quiet.message.find("exited 0, but its output has no match for --metric-regex"), std::string::npos)
+      << quiet.message;
+}
+
+TEST_F(LauncherOutput, PyTorchsCpuAllocatorRunsOutOfMemory) {
+  const TrialResult r = Run(Printing(
+      "RuntimeError: [enforce fail at alloc_cpu.cpp:83] data. DefaultCPUAllocator: can't allocate memory: you tried "
+      "to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)\n",
+      1));
+  EXPECT_EQ(r.status, TrialStatus::kOom) << r.message;
+  EXPECT_NE(r.message.find("DefaultCPUAllocator: can't allocate memory"), std::string::npos);
+}
+
+TEST_F(LauncherOutput, ExitZeroWithTheMetricIsMeasuredWhateverElseItSaid) {
+  const TrialResult r =
+      Run(Printing("warning: rank 3 ran out of memory, continuing with a smaller bucket\nstep_time: 1,250.5\n", 0));
+  ASSERT_EQ(r.status, TrialStatus::kOk) << r.message;
+  EXPECT_NEAR(*r.objective, 1250.5, 1e-9);  // the comma groups thousands
+  EXPECT_NE(r.details_json.find("oom_note"), std::string::npos) << r.details_json;
+  // A non-zero exit after the same warning is out of memory.
+  EXPECT_EQ(Run(Printing("ran out of memory\nstep_time: 1.5\n", 1)).status, TrialStatus::kOom);
+}
+
+TEST_F(LauncherOutput, TokensPerSecondPerGpu) {
+  CommandBackendOptions o;
+  o.command = "echo 'step: 10  loss: 3.2  tps: 1,024  mfu: 1%'";
+  o.metric = MetricKind::kTokensPerSPerGpu;
+  o.metric_regex = "tps: ([0-9,.]+)";
+  ASSERT_TRUE(ValidateCommandOptions(o).ok());
+  const TrialResult r = CommandBackend(o).Evaluate(Layout(1, 1), Context(dir_.path(), &model_));
+  ASSERT_EQ(r.status, TrialStatus::kOk) << r.message;
+  EXPECT_NEAR(*r.metrics.tokens_per_s, 1024.0 * 4, 1e-6);  // world 4
+}
+
+// --reclassify's reading: a stored failure's log, classified again with the current patterns.
+TEST_F(LauncherOutput, ReclassifyReadsALogAgainWithTheCurrentPatterns) {
+  const std::string log = dir_ / "old.log";
+  std::ofstream(log) << "MyAllocator: arena exhausted\n";
+  CommandBackendOptions o;
+  o.command = "train";
+  o.metric_regex = "step_time: ([0-9.]+)";
+  const TrialContext context = Context(dir_.path(), &model_);
+  const ExitInfo exit = *ParseExitText("code 1");
+  EXPECT_EQ(CommandBackend(o).Reclassify(log, exit, context)->status, TrialStatus::kCrash);
+  o.oom_patterns.push_back("arena exhausted");
+  const std::optional<TrialResult> again = CommandBackend(o).Reclassify(log, exit, context);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->status, TrialStatus::kOom);
+  EXPECT_EQ(again->message, "out of memory: MyAllocator: arena exhausted");
+  EXPECT_FALSE(CommandBackend(o).Reclassify(dir_ / "missing.log", exit, context).has_value());
+  EXPECT_TRUE(ParseExitText("signal 9")->signaled);
+  EXPECT_FALSE(ParseExitText("exit 1").has_value());
+}
+
+TEST(CommandTemplate, NotEqualConditionLocalBatchAndDeepSpeedConfig) {
+  ModelShape m = testing::PresetModel("gpt-22b");
+  tunepar::Layout l = Layout(2, 4);
+  l.pp = 4;
+  l.virtual_stages = 3;
+  TrialContext c = Context("/tmp/t", &m);
+  EXPECT_EQ(ExpandCommand("{vpp!=1?--vp {layers_per_virtual_stage}} --lb {local_batch} --ds {deepspeed_config}", l, c)
+                .value(),
+            "--vp 4 --lb 16 --ds /tmp/t/deepspeed_config.json");
+  l.virtual_stages = 1;
+  EXPECT_EQ(ExpandCommand("{vpp!=1?--vp}x", l, c).value(), "x");
 }
 
 }  // namespace

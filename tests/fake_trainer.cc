@@ -9,6 +9,11 @@
 // --quiet:       prints no step time (the metric never matches)
 // --print-memory: prints its peak memory, mbs x (4 / tp) x (none ? 2 : 1) GiB
 // --hang-mbs N / --crash-mbs N: hang / crash only when the micro-batch size is N
+// --refuse-fp16 / --refuse-tp: fail as a PyTorch program under torchrun does when it refuses
+//                fp16 / tp > 1: its exception, then torchrun's report (a ChildFailedError and a
+//                root-cause block between "=====" rules), exit 1
+// --arena-oom:   fails with "MyAllocator: arena exhausted" (an OOM no default pattern knows), exit 1
+// --warn-oom:    prints "... ran out of memory, continuing ..." before its step time (exit 0)
 // $FAKE_TRAINER_SLEEP overrides --sleep (so a resumed study can run faster than the first run)
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,11 +25,31 @@
 #include <cstring>
 #include <string>
 
+namespace {
+
+int FailUnderTorchrun(const std::string& error) {
+  std::fprintf(stderr,
+               "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 12, in <module>\n"
+               "[rank0]: %s\n"
+               "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+               "============================================================\n"
+               "train.py FAILED\n"
+               "------------------------------------------------------------\n"
+               "Root Cause (first observed failure):\n[0]:\n"
+               "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 4243)\n"
+               "============================================================\n",
+               error.c_str());
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   int tp = 1, pp = 1, mbs = 1, vpp = 1;
   double sleep_s = 0, oom_above = 1e9, child_s = 0;
   std::string precision = "bf16", recompute = "none";
   bool crash = false, hang = false, quiet = false, print_memory = false;
+  bool refuse_fp16 = false, refuse_tp = false, arena_oom = false, warn_oom = false;
   int hang_mbs = -1, crash_mbs = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -55,6 +80,14 @@ int main(int argc, char** argv) {
       quiet = true;
     else if (a == "--print-memory")
       print_memory = true;
+    else if (a == "--refuse-fp16")
+      refuse_fp16 = true;
+    else if (a == "--refuse-tp")
+      refuse_tp = true;
+    else if (a == "--arena-oom")
+      arena_oom = true;
+    else if (a == "--warn-oom")
+      warn_oom = true;
     else if (a == "--hang-mbs")
       hang_mbs = std::atoi(next().c_str());
     else if (a == "--crash-mbs")
@@ -90,6 +123,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Segmentation fault in the fake trainer\n");
     return 3;
   }
+  if (refuse_fp16 && precision == "fp16") return FailUnderTorchrun("ValueError: precision fp16 not supported");
+  if (refuse_tp && tp > 1)
+    return FailUnderTorchrun("AssertionError: tensor parallelism (tp=" + std::to_string(tp) + ") is not implemented");
+  if (arena_oom) {
+    std::fprintf(stderr, "MyAllocator: arena exhausted\n");
+    return 1;
+  }
+  if (warn_oom) std::printf("warning: rank 1 ran out of memory, continuing with a smaller bucket\n");
   // Best at mbs 4, tp 2, pp 1, bf16, no recompute, vpp 1.
   const double step = 1.0 + 0.1 * std::pow(std::log2(mbs) - 2, 2) + 0.05 * std::pow(std::log2(tp) - 1, 2) +
                       0.03 * (pp - 1) +

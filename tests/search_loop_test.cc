@@ -20,6 +20,7 @@
 #include "store/schema.h"
 #include "tests/test_support.h"
 #include "tuner/exit_codes.h"
+#include "tuner/trial_output.h"
 
 namespace tunepar {
 namespace {
@@ -416,6 +417,124 @@ TEST(SearchLoop, FixPinsAKnobAndAnUnknownKnobIsRefused) {
     EXPECT_EQ(t.layout.rfind("tp1-", 0), 0u) << t.layout;
     EXPECT_TRUE(t.layout.find("-mbs1-") != std::string::npos || t.layout.find("-mbs2-") != std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+// Real launchers through the command backend (issue 17, items 19-22 and 24).
+
+// Three refusals under torchrun used to read alike ("exit code 1; last output: ====") and to end
+// the run as "every trial failed the same way"; now each trial names its own error, and a run
+// that does stop says that the program fails, not the regex.
+TEST(RealLaunchers, EachCrashIsToldByTheProgramsOwnError) {
+  TempDir dir;
+  // (It may stop early when its first three trials happen to fail alike; the messages are the point.)
+  const testing::CliRun mixed = RunTunepar(SearchArgs(dir / "a", 4, "--refuse-fp16 --refuse-tp", "--fix precision=fp16,bf16"));
+  EXPECT_TRUE(mixed.exit_code == 0 || mixed.exit_code == kExitTrialsFailed) << mixed.out << mixed.err;
+  std::set<std::string> messages;
+  for (const Trial& t : Trials(dir / "a", OnlyStudy(dir / "a"))) {
+    if (t.status == "crash") messages.insert(t.message);
+  }
+  EXPECT_FALSE(messages.empty());
+  for (const std::string& m : messages) {
+    EXPECT_TRUE(m == "exit code 1: [rank0]: ValueError: precision fp16 not supported" ||
+                m.rfind("exit code 1: [rank0]: AssertionError: tensor parallelism (tp=", 0) == 0)
+        << m;
+  }
+  const testing::CliRun same = RunTunepar(SearchArgs(dir / "b", 6, "--refuse-fp16", "--fix precision=fp16"));
+  EXPECT_EQ(same.exit_code, kExitTrialsFailed) << same.out << same.err;
+  EXPECT_NE(same.err.find("every trial failed the same way (3 trials): crash: exit code 1: [rank0]: ValueError: "
+                          "precision fp16 not supported"),
+            std::string::npos)
+      << same.err;
+  EXPECT_NE(same.err.find("the program itself fails"), std::string::npos) << same.err;
+  EXPECT_EQ(same.err.find("regex"), std::string::npos) << same.err;
+}
+
+// `| tee` in the template used to turn this crash into `invalid` (the pipe's status is tee's).
+TEST(RealLaunchers, APipeInTheTemplateKeepsTheCrash) {
+  TempDir dir;
+  const testing::CliRun run = RunTunepar(SearchArgs(dir / "s", 6, "--crash | tee " + (dir / "copy.log")));
+  EXPECT_EQ(run.exit_code, kExitTrialsFailed) << run.out << run.err;
+  EXPECT_NE(run.err.find("crash: exit code 3: Segmentation fault in the fake trainer"), std::string::npos) << run.err;
+  for (const Trial& t : Trials(dir / "s", OnlyStudy(dir / "s"))) EXPECT_EQ(t.status, "crash") << t.message;
+}
+
+// A program that recovers from an OOM and prints its metric, exit 0: measured, the OOM noted.
+TEST(RealLaunchers, AnOomWarningDoesNotOverrideASuccess) {
+  TempDir dir;
+  const testing::CliRun run = RunTunepar(SearchArgs(dir / "s", 3, "--warn-oom"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (const Trial& t : Trials(dir / "s", OnlyStudy(dir / "s"))) {
+    EXPECT_EQ(t.status, "ok") << t.message;
+    EXPECT_TRUE(t.details.contains("oom_note")) << t.details.dump();
+  }
+}
+
+// An OOM no pattern knew was recorded as a crash; --reclassify with the pattern reads the logs
+// again, records oom and keeps the crash in the details.
+TEST(RealLaunchers, ReclassifyReadsFailedTrialsAgainWithTheNewPattern) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun first = RunTunepar(SearchArgs(store, 2, "--arena-oom"));
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  const std::string study = OnlyStudy(store);
+  for (const Trial& t : Trials(store, study)) EXPECT_EQ(t.status, "crash");
+  // Without --reclassify the stored status stays (the study is the same: the pattern is no part of it).
+  const testing::CliRun plain = RunTunepar(SearchArgs(store, 2, "--arena-oom", "--oom-pattern 'arena exhausted'"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(Trials(store, study)[0].status, "crash");
+  const testing::CliRun again =
+      RunTunepar(SearchArgs(store, 2, "--arena-oom", "--oom-pattern 'arena exhausted' --reclassify"));
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("crash -> oom: out of memory: MyAllocator: arena exhausted"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("reclassified 2 of 2 failed trials read again from their logs"), std::string::npos)
+      << again.out;
+  EXPECT_EQ(OnlyStudy(store), study);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 2u);
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "oom");
+    ASSERT_TRUE(t.details.contains("reclassified_from")) << t.details.dump();
+    EXPECT_EQ(t.details["reclassified_from"][0]["status"], "crash");
+    EXPECT_EQ(t.details["reclassified_from"][0]["message"], "exit code 1: MyAllocator: arena exhausted");
+  }
+  // Only the command backend has logs to read again.
+  const testing::CliRun model = RunTunepar("--store " + (dir / "m") + " search --world 2 --model tiny --hardware " +
+                                           kTestCpu + " --backend model --reclassify");
+  EXPECT_EQ(model.exit_code, 2);
+  EXPECT_NE(model.err.find("--reclassify reads the logs of the command backend's trials: it needs --backend command"),
+            std::string::npos)
+      << model.err;
+  EXPECT_FALSE(fs::exists(dir / "m"));
+}
+
+// An interrupted trial takes no place in the budget: its line names it by its own number.
+TEST(RealLaunchers, AnInterruptedTrialsLineNamesTheTrial) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const pid_t pid = Spawn(SearchArgs(store, 3, "", "--env FAKE_TRAINER_SLEEP=3"), dir / "out.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  kill(pid, SIGTERM);
+  EXPECT_EQ(Wait(pid), 128 + SIGTERM);
+  const std::string out = testing::ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("trial n0/1 (not counted)  tp"), std::string::npos) << out;
+  EXPECT_EQ(out.find("trial   0/3"), std::string::npos) << out;
+}
+
+// TFLOP/s per GPU of a small run (a CPU, a tiny model) shows its significant digits, not 0.0.
+TEST(RealLaunchers, SmallTflopsKeepTheirDigits) {
+  store::TrialRecord small, large;
+  small.status = large.status = TrialStatus::kOk;
+  small.tflops_per_gpu = 0.0042;
+  large.tflops_per_gpu = 152.34;
+  const std::string table = TrialTable({&small, &large}, false).Render();
+  EXPECT_NE(table.find("0.0042"), std::string::npos) << table;
+  EXPECT_NE(table.find("152.3"), std::string::npos) << table;
 }
 
 }  // namespace

@@ -37,6 +37,20 @@ std::string UtcIn(double seconds) {
   return buf;
 }
 
+// What a failure shared by every trial points at: a program that exited non-zero failed on
+// its own (its error is in the message), whatever the metric's regex; only a program that
+// exited 0 without the metric points at the regex.
+std::string SameFailureHint(TrialStatus status) {
+  switch (status) {
+    case TrialStatus::kCrash: return "the program itself fails (its error is quoted): fix its setup or the command";
+    case TrialStatus::kInvalid:
+      return "the program exits 0 but its output never matches the metric: check --metric-regex/--metric-json "
+             "against the log";
+    case TrialStatus::kTimeout: return "no trial ended in time: raise --timeout, or check that the program ends";
+    default: return "check the command and its setup";
+  }
+}
+
 std::string AcquisitionName(search::AcquisitionKind kind) {
   return kind == search::AcquisitionKind::kLogExpectedImprovement ? "log EI" : "UCB";
 }
@@ -220,9 +234,13 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   }
   if (global_.json) return Status::Ok();
   const store::TrialRecord* best = FastestOkTrial(session_.trials);
+  // A finished trial takes the next place in the budget; one that did not finish (interrupted)
+  // takes none, so it is named by its own number.
+  const std::string place = IsFinished(r.status)
+                                ? fmt::format("{:>3}/{}", CountFinished(session_.trials), options_.budget)
+                                : fmt::format("{}/{} (not counted)", r.node_id, r.number);
   progress_.Line(fmt::format(
-      "trial {:>3}/{}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", CountFinished(session_.trials), options_.budget,
-      LayoutKey(r.layout),
+      "trial {}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", place, LayoutKey(r.layout),
       std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + (confirmation ? " (again)" : ""),
       r.status == TrialStatus::kOk ? ThroughputText(r) : "-",
       a.predicted.fits ? fmt::format("{} tok/s", WithCommas(std::llround(a.predicted.tokens_per_s))) : "oom",
@@ -292,8 +310,8 @@ Result<std::string> BayesianSearch::CheckStop() const {
     });
     if (same) {
       return Status{StatusCode::kTrialsFailed,
-                    fmt::format("every trial failed the same way ({} trials): {}: {} (log: {})", this_run_.size(),
-                                ToString(first.status), first.message, first.log_path)};
+                    fmt::format("every trial failed the same way ({} trials): {}: {} (log: {}); {}", this_run_.size(),
+                                ToString(first.status), first.message, first.log_path, SameFailureHint(first.status))};
     }
   }
   if (!options_.early_stop) return std::string();

@@ -1,8 +1,9 @@
 // The command backend's settings, from a TOML file (--command-config) and/or flags (which win):
 //
 //   command = "python train.py --tp {tp} --pp {pp} --micro-batch {mbs} {flash?--use-flash-attn}"
-//   metric = "step_time_ms"                      # step_time_s|step_time_ms|tokens_per_s|samples_per_s|
-//                                                # tflops_per_gpu|higher|lower
+//   metric = "step_time_ms"                      # step_time_s|step_time_ms|tokens_per_s|
+//                                                # tokens_per_s_per_gpu|samples_per_s|tflops_per_gpu|
+//                                                # higher|lower
 //   metric_regex = "elapsed time per iteration \\(ms\\): ([0-9.]+)"   # or: metric_json = "step_time"
 //   memory_regex = "max memory allocated: ([0-9.]+ ?GiB)"   # or: memory_json = "peak_bytes" (optional)
 //   oom_patterns = ["out of memory"]             # replaces the defaults
@@ -38,6 +39,7 @@ struct CommandFlags {
   double timeout_s = 0;                   // 0: the file's, or the default
   std::string workdir;
   bool reads_layout_env = false;
+  bool reclassify = false;  // --reclassify: read this node's failed trials again from their logs
 };
 
 // The options; `knobs` (when given) receives the config's [knobs] table as TOML lines, for

@@ -17,6 +17,7 @@
 #include "tuner/commands.h"
 #include "tuner/core_backend_config.h"
 #include "tuner/problem_options.h"
+#include "tuner/reclassify_trials.h"
 #include "tuner/searches.h"
 #include "tuner/study_session.h"
 
@@ -198,9 +199,16 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
     if (!knobs.ok()) return knobs.status();
     o.knobs = *knobs;
   }
+  const auto* command_backend = dynamic_cast<const runner::CommandBackend*>(backend.get());
+  if (o.command.reclassify && command_backend == nullptr)
+    return InvalidArgument("--reclassify reads the logs of the command backend's trials: it needs --backend command");
   Result<StudySession> session = OpenStudySession(global, MakeSessionRequest(o, backend.get()));
   if (!session.ok()) return session.status();
   if (backend == nullptr) return RunExhaustiveSearch(global, *session, o.top);
+  if (o.command.reclassify) {
+    if (Result<int> changed = ReclassifyFailedTrials(global, *session, *command_backend); !changed.ok())
+      return changed.status();
+  }
   if (const auto* core = dynamic_cast<const runner::CoreBackend*>(backend.get());
       core != nullptr && !global.json && core->options().slice != runner::SliceMode::kNever) {
     fmt::print("slice trials: {} (a trial holds at most {} ranks here)\n", runner::ToString(core->options().slice),
@@ -216,8 +224,8 @@ void AddCommandBackendOptions(CLI::App* cmd, CommandFlags* flags) {
   c->add_option("--command", flags->command,
                 "Command template, e.g. \"train.py --tp {tp} --pp {pp} --mbs {mbs}\"");
   c->add_option("--metric", flags->metric,
-                "step_time_s|step_time_ms|tokens_per_s|samples_per_s|tflops_per_gpu|higher|lower (default "
-                "step_time_s)");
+                "step_time_s|step_time_ms|tokens_per_s|tokens_per_s_per_gpu|samples_per_s|tflops_per_gpu|higher|"
+                "lower (default step_time_s)");
   c->add_option("--metric-regex", flags->metric_regex,
                 "Regex whose first group is the metric (last match wins)");
   c->add_option("--metric-json", flags->metric_json, "Or: key of the metric in JSON lines of the output");
@@ -232,6 +240,9 @@ void AddCommandBackendOptions(CLI::App* cmd, CommandFlags* flags) {
   c->add_flag("--reads-layout-env", flags->reads_layout_env,
               "The program reads its layout from $TUNEPAR_LAYOUT: it receives every knob (without it, a knob "
               "the template does not pass is fixed and not measured)");
+  c->add_flag("--reclassify", flags->reclassify,
+              "Before searching, read this node's failed trials (crash, oom, invalid) again from their logs with "
+              "the current --oom-pattern and metric; a changed trial keeps its earlier status in its details");
 }
 
 }  // namespace

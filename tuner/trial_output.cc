@@ -11,6 +11,18 @@
 
 namespace tunepar {
 
+namespace {
+
+// TFLOP/s per GPU: one decimal from 1 up; below, two significant digits, so that a small run (a
+// CPU, a tiny model: 0.0042) does not read 0.0.
+std::string TflopsText(double value) {
+  if (std::isnan(value)) return "-";
+  if (value == 0 || std::abs(value) >= 1) return fmt::format("{:.1f}", value);
+  return fmt::format("{:.2g}", value);
+}
+
+}  // namespace
+
 std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store::TrialRecord>& trials) {
   std::vector<const store::TrialRecord*> ok;
   std::set<std::string> seen;
@@ -70,7 +82,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     row.emplace_back(l.flash_attention ? "on" : "off");
     row.push_back(Fixed(r->step_time_s.value_or(NAN), 3));
     row.push_back(r->tokens_per_s ? WithCommas(static_cast<int64_t>(std::llround(*r->tokens_per_s))) : "-");
-    row.push_back(Fixed(r->tflops_per_gpu.value_or(NAN), 1));
+    row.push_back(TflopsText(r->tflops_per_gpu.value_or(NAN)));
     row.push_back(Fixed(r->peak_memory_bytes.value_or(NAN) / 1e9, 1));
     if (any_sliced) row.emplace_back(r->sliced ? "slice + model" : "whole");
     t.AddRow(std::move(row));
