@@ -528,3 +528,41 @@ TEST(CliMessages, ErrorsSayWhyAndPrintNothingElse) {
 
 }  // namespace
 }  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+int MaxParenthesisDepth(const std::string& line) {
+  int depth = 0, deepest = 0;
+  for (char c : line) {
+    if (c == '(') deepest = std::max(deepest, ++depth);
+    if (c == ')') --depth;
+  }
+  return deepest;
+}
+
+// Headers read in one pass: no parentheses inside parentheses; the list's best in the study's
+// own unit.
+TEST(CliMessages, HeadersWithoutNestedParenthesesAndTheBestInItsUnit) {
+  const testing::CliRun of_model = RunTunepar("report --of-model --world 64 --model gpt-22b --background-size 10");
+  ASSERT_EQ(of_model.exit_code, 0) << of_model.err;
+  std::istringstream lines(of_model.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(MaxParenthesisDepth(line), 1) << line;
+  EXPECT_NE(of_model.out.find("the performance model for gpt-22b on frontier-mi250x at world 64"), std::string::npos)
+      << of_model.out;
+
+  TempDir dir;
+  ASSERT_EQ(RunTunepar(FakeTrainerSearch(dir / "s", 2)).exit_code, 0);
+  const testing::CliRun list = RunTunepar("--store " + (dir / "s") + " list");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("  best  "), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find(" tok/s  "), std::string::npos) << list.out;
+  const testing::CliRun report = RunTunepar("--store " + (dir / "s") + " report");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("Best 2 layouts, measured:"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("Best so far, each time it improved (finished trial #: best): #1: "), std::string::npos)
+      << report.out;
+}
+
+}  // namespace
+}  // namespace tunepar

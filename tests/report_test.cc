@@ -145,7 +145,7 @@ TEST(Report, StudySummaryShapAndChartsThatRender) {
   const std::string svg = dir / "charts";
   const testing::CliRun run = RunTunepar("--store " + store + " report --shap --svg " + svg);
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  for (const char* part : {"trials 6", "Best 6 layouts (measured)", "Best so far",
+  for (const char* part : {"trials 6", "Best 6 layouts, measured", "Best so far",
                            "Model against measurement", "Which knobs matter", "Why "}) {
     EXPECT_NE(run.out.find(part), std::string::npos) << part << "\n" << run.out;
   }

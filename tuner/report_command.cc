@@ -59,7 +59,7 @@ Status RunOfModel(const GlobalOptions& global, const ReportOptions& o) {
   if (!context.ok()) return context.status();
   const Problem& p = context->problem;
   const Explained e = ExplainModel(
-      *context, fmt::format("performance model ({} on {}, world {})", p.model.name, p.hardware.name, o.world),
+      *context, fmt::format("performance model for {} on {} at world {}", p.model.name, p.hardware.name, o.world),
       o.importance.background_size);
   if (e.local < 0) return InvalidArgument("no legal layout is predicted to fit in device memory: nothing to explain");
   const ShapReport shap = ExplainKnobs(e);

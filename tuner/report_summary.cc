@@ -118,7 +118,7 @@ void AddBestSoFar(const StudyContext& context, const StudyTrials& trials, Report
   if (context.study.backend == "model") return;
   const Convergence convergence = ConvergenceOf(trials);
   if (!convergence.improvements.empty()) {
-    report->text += fmt::format("\nBest so far (finished trial #, tok/s when the best improved): {}\n",
+    report->text += fmt::format("\nBest so far, each time it improved (finished trial #: best): {}\n",
                                 convergence.improvements);
   }
 }
@@ -161,8 +161,10 @@ Convergence ConvergenceOf(const StudyTrials& trials) {
     convergence.markers.emplace_back(i + 1, DisplayThroughput(*t));
     if (best_so_far == nullptr || *ObjectiveOf(*t) < *ObjectiveOf(*best_so_far)) {
       best_so_far = t;
-      convergence.improvements += fmt::format("{}#{} {}", convergence.improvements.empty() ? "" : ", ", i + 1,
-                                    WithCommas(std::llround(DisplayThroughput(*t))));
+      // In the trial's own unit: tok/s, or the custom metric as the program printed it (1 / the
+      // objective would be neither, and negative for a metric below zero).
+      convergence.improvements +=
+          fmt::format("{}#{}: {}", convergence.improvements.empty() ? "" : ", ", i + 1, ThroughputText(*t));
     }
     convergence.x.push_back(static_cast<double>(i + 1));
     convergence.y.push_back(DisplayThroughput(*best_so_far));

@@ -10,6 +10,7 @@
 #include "tuner/cli_messages.h"
 #include "tuner/commands.h"
 #include "tuner/report.h"
+#include "tuner/study_best.h"
 #include "tuner/study_lookup.h"
 #include "tuner/trial_output.h"
 #include "tuner/trial_records.h"
@@ -80,11 +81,12 @@ Status ListStudies(const GlobalOptions& global, const store::StoreView& view) {
   t.AddColumn("trials");
   t.AddColumn("ok");
   t.AddColumn("failed");
-  t.AddColumn("best tokens/s");
+  t.AddColumn("best");
   t.AddColumn("created", A::kLeft);
   for (const store::StudyRecord& s : view.studies) {
     const std::vector<store::TrialRecord> trials = TrialsOf(view, s.id);
-    const auto ranked = RankByThroughput(trials);
+    // The study's objective decides (a custom metric has no tokens/s), in its own unit.
+    const store::TrialRecord* best = FastestOkTrial(trials);
     int64_t ok = 0, failed = 0;
     for (const store::TrialRecord& r : trials) {
       if (r.status == TrialStatus::kOk)
@@ -94,7 +96,7 @@ Status ListStudies(const GlobalOptions& global, const store::StoreView& view) {
     }
     t.AddRow({s.name, s.model_name, s.hardware_name, std::to_string(s.world), s.backend,
               WithCommas(static_cast<int64_t>(trials.size())), WithCommas(ok), WithCommas(failed),
-              ranked.empty() ? "-" : WithCommas(std::llround(*ranked.front()->tokens_per_s)), s.created_at});
+              best == nullptr ? "-" : ThroughputText(*best), s.created_at});
   }
   fmt::print("{}", t.Render());
   fmt::print("{} stud{} from {} shard{} in '{}'\n", view.studies.size(),
