@@ -441,6 +441,8 @@ TEST(CliMessages, HelpAndUnknownSubcommands) {
   ExpectOneLineError(RunTunepar("--store x lst"), kExitUsage, "unknown subcommand 'lst' (did you mean 'list'?)");
   ExpectOneLineError(RunTunepar("help serch"), kExitUsage, "unknown subcommand 'serch'");
   ExpectOneLineError(RunTunepar(""), kExitUsage, "a subcommand is required: one of configs, space, search");
+  // A subcommand's option before the subcommand is named as such, not read as a subcommand '8'.
+  ExpectOneLineError(RunTunepar("--world 8 search"), kExitUsage, "unknown option '--world' before the subcommand");
   // A global option's value is not taken for the subcommand.
   EXPECT_EQ(RunTunepar("--json --store x configs").exit_code, 0);
 }

@@ -247,6 +247,19 @@ int HandleHelpAndUnknownSubcommand(const CLI::App& app, int argc, const char* co
   int at = 0;
   const std::string word = SubcommandWord(app, argc, argv, &at);
   if (word.empty()) return -1;
+  // Before the subcommand only the global options go ("--world 8 search" would otherwise read as
+  // an unknown subcommand '8', or CLI11's "--world is required").
+  for (int i = 1; i < at; ++i) {
+    const std::string arg = argv[i];
+    const std::string name = arg.substr(0, arg.find('='));
+    if (arg.rfind('-', 0) == 0 && FindOption(app, name) == nullptr) {
+      fmt::print(stderr,
+                 "tunepar: error: unknown option '{}' before the subcommand (only --store, --json and --verbose go "
+                 "there; a subcommand's options follow it)\n",
+                 name);
+      return kExitUsage;
+    }
+  }
   const std::vector<std::string> names = SubcommandNames(app);
   if (std::find(names.begin(), names.end(), word) != names.end()) return -1;
   if (word == "help") {
