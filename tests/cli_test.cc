@@ -495,6 +495,8 @@ TEST(CliMessages, OptionsTheBackendDoesNotUseAreWarnedAbout) {
   const testing::CliRun used = RunTunepar("--store " + (dir / "c") + " search --world 64 --model gpt-22b --top 3");
   ASSERT_EQ(used.exit_code, 0) << used.err;
   EXPECT_TRUE(used.err.empty()) << used.err;
+  const testing::CliRun script = RunTunepar("--json --store " + (dir / "a") + " launch-script -o " + (dir / "x.sh"));
+  EXPECT_EQ(script.err.rfind("tunepar: warning: --json does nothing with launch-script", 0), 0u) << script.err;
   const testing::CliRun report = RunTunepar("--store " + (dir / "a") + " report --world 8");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.err.find("tunepar: warning: --world does nothing without --of-model"), std::string::npos)

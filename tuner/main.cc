@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
       "'tunepar help SUBCOMMAND' (or 'tunepar SUBCOMMAND --help') lists a subcommand's options. See README.md.");
   app.parse_complete_callback([&] {
     if (global.verbose) spdlog::set_level(spdlog::level::debug);
+    // launch-script writes a shell script: there is nothing for --json to shape.
+    if (global.json && app.got_subcommand("launch-script"))
+      spdlog::warn("--json does nothing with launch-script (it writes a shell script)");
   });
 
   Status result;
