@@ -424,6 +424,8 @@ std::string CommandBackend::Rendering(const Layout& knobs, int world) const {
   Result<std::string> command = ExpandCommand(options_.command, l, fixed);
   std::string text = command.ok() ? *command : command.status().message();
   if (options_.reads_layout_env) text += "\nTUNEPAR_LAYOUT=" + LayoutKey(l);
+  // The DeepSpeed config the trial receives carries its ZeRO stage, precision and batch sizes.
+  if (options_.command.find("{deepspeed_config}") != std::string::npos) text += "\n" + DeepSpeedConfig(l);
   return text;
 }
 

@@ -141,6 +141,14 @@ TEST(CommandKnobs, TheLayoutVariableCountsOnlyWhenTheProgramReadsIt) {
   EXPECT_EQ(PinnedKnobs(Backend("train", true).SupportedKnobs(OpenSpace(), 8).value()), "");
 }
 
+TEST(CommandKnobs, TheDeepSpeedConfigCarriesItsKnobs) {
+  // ZeRO stage, precision and micro-batch reach the program through the config file alone.
+  Result<KnobSupport> support =
+      Backend("train --tp {tp} --pp {pp} --deepspeed_config {deepspeed_config}").SupportedKnobs(OpenSpace(), 8);
+  ASSERT_TRUE(support.ok()) << support.status().message();
+  EXPECT_EQ(PinnedKnobs(*support), "rcnone sp0 vpp1 fa0");
+}
+
 TEST(CommandKnobs, AKnobWithNoValueToRunAtMustBeDeclared) {
   SpaceSpec space = OpenSpace();
   const CommandBackend backend = Backend("train --tp {tp} --pp {pp} --{precision}");
