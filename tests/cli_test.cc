@@ -509,6 +509,12 @@ TEST(CliMessages, ErrorsSayWhyAndPrintNothingElse) {
   const testing::CliRun space = RunTunepar("space --world 7");
   ExpectOneLineError(space, kExitNoLegalLayout, "no legal layout for world 7");
   EXPECT_TRUE(space.out.empty()) << space.out;
+  TempDir nowhere;
+  for (const char* args : {"search --world 7", "search --world 64 --model gpt-2x", "search --world 8 --fix tp=3"}) {
+    const testing::CliRun search = RunTunepar("--store " + (nowhere / "store") + " " + args);
+    EXPECT_NE(search.exit_code, 0) << args;
+    EXPECT_TRUE(search.out.empty()) << args << ": " << search.out;  // not even the backend chosen
+  }
   ExpectOneLineError(RunTunepar("report --of-model --world 0"), kExitUsage, "--world must be a positive number");
   ExpectOneLineError(RunTunepar("report --of-model"), kExitUsage, "--of-model needs --world N");
 

@@ -176,17 +176,19 @@ void WarnIgnoredOptions(const CLI::App& cmd, const std::string& backend) {
 
 Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   TUNEPAR_RETURN_IF_ERROR(CheckSearchOptions(o));
+  // What tunepar chose for the user, printed first once the study is open: a command that fails
+  // before prints nothing on stdout, only its error line.
+  std::string chosen;
   if (o.backend == "auto") {
     std::string why;
     o.backend = AutomaticBackend(&why);
-    if (!global.json) fmt::print("{}\n", why);
+    chosen += why + "\n";
   }
   if (o.backend == "local" && !o.problem.HardwareGiven()) {
     // tunepar-core runs on this machine's CPUs: a GPU profile would price its trials (the
     // model's prior, the memory cap) for another machine.
     o.problem.hardware = "local-cpu";
-    if (!global.json)
-      fmt::print("hardware: local-cpu (tunepar-core on this machine's CPUs; --hardware names another profile)\n");
+    chosen += "hardware: local-cpu (tunepar-core on this machine's CPUs; --hardware names another profile)\n";
   }
   if (o.cli != nullptr) WarnIgnoredOptions(*o.cli, o.backend);
   std::unique_ptr<runner::Backend> backend;
@@ -204,6 +206,7 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
     return InvalidArgument("--reclassify reads the logs of the command backend's trials: it needs --backend command");
   Result<StudySession> session = OpenStudySession(global, MakeSessionRequest(o, backend.get()));
   if (!session.ok()) return session.status();
+  if (!global.json) fmt::print("{}", chosen);
   if (backend == nullptr) return RunExhaustiveSearch(global, *session, o.top);
   if (o.command.reclassify) {
     if (Result<int> changed = ReclassifyFailedTrials(global, *session, *command_backend); !changed.ok())
