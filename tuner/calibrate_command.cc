@@ -307,7 +307,7 @@ void PrintRows(const std::vector<runner::MeasuredRun>& runs, const runner::Calib
     const runner::RowFit& r = fit.rows[i];
     const double flops = runs[i].FlopsPerStep() / r.layout.World() / 1e12;
     t.AddRow({r.label, std::to_string(r.layout.World()), LayoutText(r.layout), Fixed(r.measured_step_s, 3),
-              Fixed(r.predicted_step_s, 3), Fixed(flops / r.measured_step_s, 1), Fixed(flops / r.predicted_step_s, 1),
+              Fixed(r.predicted_step_s, 3), TflopsText(flops / r.measured_step_s), TflopsText(flops / r.predicted_step_s),
               fmt::format("{:+.1f}%", 100 * r.error), fmt::format("{:.1f}{}", r.memory_gb, r.fits ? "" : " OOM")});
   }
   fmt::print("{}", t.Render());

@@ -123,8 +123,8 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
              HumanCount(problem->model.Parameters()), problem->hardware.name, world,
              problem->model.global_batch);
   fmt::print("layout {}\n\n", LayoutKey(*layout));
-  fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {:.1f}   MFU {:.1f}%\n", Seconds(p.step_time_s),
-             WithCommas(static_cast<int64_t>(p.tokens_per_s)), p.tflops_per_gpu, 100 * p.mfu);
+  fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {}   MFU {:.1f}%\n", Seconds(p.step_time_s),
+             WithCommas(static_cast<int64_t>(p.tokens_per_s)), TflopsText(p.tflops_per_gpu), 100 * p.mfu);
   fmt::print(
       "(model FLOPs 72 B L s h^2 (1 + s/6h + V/12hL) per step, recomputation not counted; MFU against the\n"
       " {} dense peak of {:g} TFLOP/s)\n\n",

@@ -70,4 +70,10 @@ std::string Fixed(double value, int digits) {
   return fmt::format("{:.{}f}", value, digits);
 }
 
+std::string TflopsText(double value) {
+  if (std::isnan(value)) return "-";
+  if (value == 0 || std::abs(value) >= 1) return fmt::format("{:.1f}", value);
+  return fmt::format("{:.2g}", value);
+}
+
 }  // namespace tunepar

@@ -24,6 +24,9 @@ class TextTable {
 std::string WithCommas(int64_t n);            // 40128 -> "40,128"
 std::string Fixed(double value, int digits);  // fixed-point, "-" for NaN
 std::string HumanCount(double n);
+// TFLOP/s per GPU: one decimal from 1 up; below, two significant digits, so that a small run (a
+// CPU, a tiny model: 0.0042) does not read 0.0. "-" for NaN.
+std::string TflopsText(double value);
 // (1, "trial") -> "1 trial", (13770, "trial") -> "13,770 trials" (nouns whose plural adds an s)
 std::string Counted(int64_t n, const std::string& noun);             // 1.01e12 -> "1.01T", 2.21e10 -> "22.1B", 118528 -> "118.5K"
 

@@ -11,18 +11,6 @@
 
 namespace tunepar {
 
-namespace {
-
-// TFLOP/s per GPU: one decimal from 1 up; below, two significant digits, so that a small run (a
-// CPU, a tiny model: 0.0042) does not read 0.0.
-std::string TflopsText(double value) {
-  if (std::isnan(value)) return "-";
-  if (value == 0 || std::abs(value) >= 1) return fmt::format("{:.1f}", value);
-  return fmt::format("{:.2g}", value);
-}
-
-}  // namespace
-
 std::vector<const store::TrialRecord*> RankByThroughput(const std::vector<store::TrialRecord>& trials) {
   std::vector<const store::TrialRecord*> ok;
   std::set<std::string> seen;
