@@ -70,37 +70,120 @@ Status ReadNumber(TomlFields& f, std::string_view key, ProfileNumber* out, bool 
   return Status::Ok();
 }
 
+// An optional array of strings under `key`.
+Status ReadStrings(TomlFields& f, std::string_view key, std::vector<std::string>* out) {
+  const toml::node* node = f.Take(key);
+  if (node == nullptr) return Status::Ok();
+  const toml::array* a = node->as_array();
+  if (a == nullptr) return f.Error(key, "must be an array of strings");
+  for (const toml::node& item : *a) {
+    if (!item.is_string()) return f.ErrorAt(item, key, "items must be strings");
+    out->push_back(item.as_string()->get());
+  }
+  return Status::Ok();
+}
+
+Status ReadCpuMasks(TomlFields& f, int gpus_per_node, LaunchSettings* out) {
+  const toml::node* masks = f.Take("cpu_masks");
+  if (masks == nullptr) return Status::Ok();
+  const toml::array* a = masks->as_array();
+  if (a == nullptr) return f.Error("cpu_masks", "must be an array of hex CPU masks, one per local rank");
+  for (const toml::node& m : *a) {
+    if (!m.is_string()) return f.ErrorAt(m, "cpu_masks", "items must be strings like \"0xfe\"");
+    const std::string& s = m.as_string()->get();
+    if (s.size() < 3 || s.rfind("0x", 0) != 0 ||
+        s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
+      return f.ErrorAt(m, "cpu_masks", fmt::format("'{}' is not a hex mask like \"0xfe00\"", s));
+    out->cpu_masks.push_back(s);
+  }
+  if (static_cast<int>(out->cpu_masks.size()) != gpus_per_node)
+    return f.Error("cpu_masks", fmt::format("lists {} masks; node.gpus_per_node is {} (one mask per local rank)",
+                                            out->cpu_masks.size(), gpus_per_node));
+  return Status::Ok();
+}
+
+// [launch.env]: NAME = { value = "...", source = "..." } (a plain string is read too: profiles
+// stored with studies before sources were asked for).
+Status ReadEnv(TomlFields& f, LaunchSettings* out) {
+  const toml::table* env = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("env", &env, false));
+  if (env == nullptr) return Status::Ok();
+  for (auto&& [k, v] : *env) {
+    const std::string key = "env." + std::string(k.str());
+    EnvSetting setting{std::string(k.str()), "", ""};
+    if (v.is_string()) {
+      setting.value = v.as_string()->get();
+    } else if (const toml::table* t = v.as_table()) {
+      TomlFields e(*t, f.source(), f.Path(key) + ".");
+      TUNEPAR_RETURN_IF_ERROR(e.String("value", &setting.value));
+      TUNEPAR_RETURN_IF_ERROR(e.String("source", &setting.source));
+      TUNEPAR_RETURN_IF_ERROR(e.RejectUnknownKeys());
+      if (setting.source.empty()) return e.Error("source", "must say where the setting comes from");
+    } else {
+      return f.ErrorAt(v, key, "must be { value = \"...\", source = \"where it comes from\" }");
+    }
+    out->env.push_back(std::move(setting));
+  }
+  return Status::Ok();
+}
+
+Status ReadMpiPlugins(TomlFields& f, LaunchSettings* out) {
+  const toml::table* plugins = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("mpi_plugins", &plugins, false));
+  if (plugins == nullptr) return Status::Ok();
+  for (auto&& [k, v] : *plugins) {
+    if (!v.is_string() || v.as_string()->get().empty())
+      return f.ErrorAt(v, "mpi_plugins." + std::string(k.str()),
+                       "must name srun's --mpi plugin for programs linked with this MPI (e.g. \"pmix\")");
+    out->mpi_plugins.emplace(std::string(k.str()), v.as_string()->get());
+  }
+  return Status::Ok();
+}
+
+Status ReadNetPlugin(TomlFields& f, NetPlugin* out) {
+  const toml::table* t = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("net_plugin", &t, false));
+  if (t == nullptr) return Status::Ok();
+  TomlFields n(*t, f.source(), f.Path("net_plugin."));
+  TUNEPAR_RETURN_IF_ERROR(n.String("name", &out->name));
+  TUNEPAR_RETURN_IF_ERROR(ReadStrings(n, "libraries", &out->libraries));
+  TUNEPAR_RETURN_IF_ERROR(n.String("source", &out->source));
+  TUNEPAR_RETURN_IF_ERROR(n.RejectUnknownKeys());
+  if (out->libraries.empty()) return n.Error("libraries", "must name the plugin's library files");
+  if (out->source.empty()) return n.Error("source", "must say where the requirement comes from");
+  return Status::Ok();
+}
+
+Status ReadContainer(TomlFields& f, ContainerSettings* out) {
+  const toml::table* t = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("container", &t, false));
+  if (t == nullptr) return Status::Ok();
+  TomlFields c(*t, f.source(), f.Path("container."));
+  TUNEPAR_RETURN_IF_ERROR(c.String("runtime", &out->runtime, false));
+  TUNEPAR_RETURN_IF_ERROR(ReadStrings(c, "binds", &out->binds));
+  TUNEPAR_RETURN_IF_ERROR(c.String("hook", &out->hook, false));
+  TUNEPAR_RETURN_IF_ERROR(c.String("source", &out->source));
+  TUNEPAR_RETURN_IF_ERROR(c.RejectUnknownKeys());
+  if (out->runtime != "singularity" && out->runtime != "apptainer")
+    return c.Error("runtime", fmt::format("'{}' is not singularity or apptainer", out->runtime));
+  return Status::Ok();
+}
+
 Status ReadLaunch(const toml::table& t, std::string_view source, int gpus_per_node, LaunchSettings* out) {
   TomlFields f(t, source, "launch.");
   TUNEPAR_RETURN_IF_ERROR(f.String("visible_devices_env", &out->visible_devices_env, false));
   TUNEPAR_RETURN_IF_ERROR(f.PositiveInt("cpus_per_task", &out->cpus_per_task));
   TUNEPAR_RETURN_IF_ERROR(f.String("mpi", &out->mpi, false));
   TUNEPAR_RETURN_IF_ERROR(f.String("kernel_cache_dir", &out->kernel_cache_dir, false));
-  if (const toml::node* masks = f.Take("cpu_masks")) {
-    const toml::array* a = masks->as_array();
-    if (a == nullptr) return f.Error("cpu_masks", "must be an array of hex CPU masks, one per local rank");
-    for (const toml::node& m : *a) {
-      if (!m.is_string()) return f.ErrorAt(m, "cpu_masks", "items must be strings like \"0xfe\"");
-      const std::string& s = m.as_string()->get();
-      if (s.size() < 3 || s.rfind("0x", 0) != 0 ||
-          s.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
-        return f.ErrorAt(m, "cpu_masks", fmt::format("'{}' is not a hex mask like \"0xfe00\"", s));
-      out->cpu_masks.push_back(s);
-    }
-    if (static_cast<int>(out->cpu_masks.size()) != gpus_per_node)
-      return f.Error("cpu_masks",
-                     fmt::format("lists {} masks; node.gpus_per_node is {} (one mask per local rank)",
-                                 out->cpu_masks.size(), gpus_per_node));
-  }
-  const toml::table* env = nullptr;
-  TUNEPAR_RETURN_IF_ERROR(f.Table("env", &env, false));
-  if (env != nullptr) {
-    for (auto&& [k, v] : *env) {
-      if (!v.is_string())
-        return f.ErrorAt(v, "env." + std::string(k.str()), "environment values must be strings");
-      out->env.emplace_back(std::string(k.str()), v.as_string()->get());
-    }
-  }
+  TUNEPAR_RETURN_IF_ERROR(f.String("device_files", &out->device_files, false));
+  TUNEPAR_RETURN_IF_ERROR(f.Bool("requires_account", &out->requires_account, false));
+  TUNEPAR_RETURN_IF_ERROR(f.Bool("requires_partition", &out->requires_partition, false));
+  TUNEPAR_RETURN_IF_ERROR(ReadStrings(f, "modules", &out->modules));
+  TUNEPAR_RETURN_IF_ERROR(ReadCpuMasks(f, gpus_per_node, out));
+  TUNEPAR_RETURN_IF_ERROR(ReadMpiPlugins(f, out));
+  TUNEPAR_RETURN_IF_ERROR(ReadEnv(f, out));
+  TUNEPAR_RETURN_IF_ERROR(ReadNetPlugin(f, &out->net_plugin));
+  TUNEPAR_RETURN_IF_ERROR(ReadContainer(f, &out->container));
   return f.RejectUnknownKeys();
 }
 

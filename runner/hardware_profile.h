@@ -29,13 +29,45 @@ struct ProfileNumber {
   std::string source;  // where the figure comes from, or the fit that produced it
 };
 
+// One environment variable a profile sets, with where the setting comes from (a seed, a guide).
+struct EnvSetting {
+  std::string name, value;
+  std::string source;  // "" only in profiles written before sources were asked for (stored studies)
+};
+
+// The network plugin RCCL/NCCL needs to use the fast network (aws-ofi-rccl on Slingshot): without
+// it the library falls back to TCP sockets silently. Checked on every node by launch scripts.
+struct NetPlugin {
+  std::string name;                    // e.g. "aws-ofi-rccl"; "" = no check
+  std::vector<std::string> libraries;  // file names, one of which must be on LD_LIBRARY_PATH
+  std::string source;
+};
+
+// How ranks run inside a container image (launch-script --container IMAGE).
+struct ContainerSettings {
+  std::string runtime = "singularity";  // or apptainer
+  std::vector<std::string> binds;       // host paths the image needs (--bind SRC[:DST])
+  std::string hook;                     // run inside the image before the program (e.g. $WITH_CONDA)
+  std::string source;                   // where the binds and the hook come from
+};
+
 struct LaunchSettings {
   std::string visible_devices_env;     // e.g. ROCR_VISIBLE_DEVICES, set to the local rank
   std::vector<std::string> cpu_masks;  // per local rank (hex), from the GPU-to-NUMA map
   int cpus_per_task = 1;
-  std::string mpi = "pmix";                              // srun --mpi=...
-  std::vector<std::pair<std::string, std::string>> env;  // communication/runtime settings
-  std::string kernel_cache_dir;                          // per-node local cache (MIOpen), "" when not needed
+  std::string mpi = "pmix";  // srun --mpi=... for tunepar-core as built here (Open MPI): the slurm backend
+  // srun's MPI plugin by the MPI a program links ("open-mpi" -> "pmix", "cray-mpich" -> "cray_shasta").
+  std::map<std::string, std::string> mpi_plugins;
+  std::vector<EnvSetting> env;  // communication/runtime settings
+  std::string kernel_cache_dir;  // per-node local cache (MIOpen), "" when not needed
+  // One file per device of a node (e.g. "/dev/dri/renderD*"): what the launch script's node check
+  // counts and opens. "" = the node check counts the visible-devices list Slurm gives.
+  std::string device_files;
+  bool requires_account = false;    // the site refuses jobs without --account (LUMI, Frontier)
+  bool requires_partition = false;  // the site has no default partition (LUMI)
+  std::vector<std::string> modules;  // `module load` lines of a launch script, in order
+  NetPlugin net_plugin;
+  ContainerSettings container;
 };
 
 // How the fitted efficiency parameters were obtained (written by tunepar calibrate).

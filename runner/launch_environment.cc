@@ -60,6 +60,14 @@ std::string ShellQuote(const std::string& word) {
   return out + "'";
 }
 
+std::string KernelCacheSetup(const HardwareProfile& hw) {
+  if (hw.launch.kernel_cache_dir.empty()) return "";
+  // MIOpen's databases on node-local disk: a shared filesystem serialises every rank's access.
+  return fmt::format("export MIOPEN_USER_DB_PATH=\"{}\"\n", hw.launch.kernel_cache_dir) +
+         "export MIOPEN_CUSTOM_CACHE_DIR=\"$MIOPEN_USER_DB_PATH\"\n"
+         "mkdir -p \"$MIOPEN_USER_DB_PATH\"\n";
+}
+
 std::string RankSetup(const HardwareProfile& hw) {
   std::string s;
   s += "export RANK=${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-0}}\n";
@@ -69,20 +77,16 @@ std::string RankSetup(const HardwareProfile& hw) {
     s += fmt::format("export {}=$LOCAL_RANK  # one device per rank, chosen by local rank\n",
                      hw.launch.visible_devices_env);
   }
-  if (!hw.launch.kernel_cache_dir.empty()) {
-    // MIOpen's databases on node-local disk: a shared filesystem serialises every rank's access.
-    s += fmt::format("export MIOPEN_USER_DB_PATH=\"{}\"\n", hw.launch.kernel_cache_dir);
-    s += "export MIOPEN_CUSTOM_CACHE_DIR=\"$MIOPEN_USER_DB_PATH\"\n";
-    s += "mkdir -p \"$MIOPEN_USER_DB_PATH\"\n";
-  }
-  return s;
+  return s + KernelCacheSetup(hw);
 }
 
 std::vector<std::pair<std::string, std::string>> ProfileEnvironment(const HardwareProfile& hw) {
-  return hw.launch.env;
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const EnvSetting& e : hw.launch.env) env.emplace_back(e.name, e.value);
+  return env;
 }
 
-std::vector<std::string> SrunOptions(const HardwareProfile& hw, int nodes, int tasks) {
+std::vector<std::string> SrunOptions(const HardwareProfile& hw, int nodes, int tasks, const std::string& mpi_plugin) {
   std::vector<std::string> o = {
       fmt::format("--nodes={}", nodes),
       fmt::format("--ntasks={}", tasks),
@@ -96,7 +100,49 @@ std::vector<std::string> SrunOptions(const HardwareProfile& hw, int nodes, int t
   }
   if (!hw.launch.visible_devices_env.empty())
     o.push_back(fmt::format("--gpus-per-node={}", hw.gpus_per_node));
-  if (!hw.launch.mpi.empty()) o.push_back("--mpi=" + hw.launch.mpi);
+  const std::string& mpi = mpi_plugin.empty() ? hw.launch.mpi : mpi_plugin;
+  if (!mpi.empty()) o.push_back("--mpi=" + mpi);
+  o.push_back("--kill-on-bad-exit=1");
+  return o;
+}
+
+std::string NormalizedMask(const std::string& hex_mask) {
+  std::string digits;
+  for (size_t i = hex_mask.rfind("0x", 0) == 0 ? 2 : 0; i < hex_mask.size(); ++i) {
+    const char c = hex_mask[i];
+    if (c == ',') continue;
+    digits += (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  const size_t first = digits.find_first_not_of('0');
+  return first == std::string::npos ? "0" : digits.substr(first);
+}
+
+std::string UnionOfMasks(const HardwareProfile& hw) {
+  if (hw.launch.cpu_masks.empty()) return "";
+  std::string digits;  // least significant first
+  for (const std::string& m : hw.launch.cpu_masks) {
+    const std::string n = NormalizedMask(m);
+    if (digits.size() < n.size()) digits.resize(n.size(), '0');
+    for (size_t i = 0; i < n.size(); ++i) {
+      const auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+      const int v = value(digits[i]) | value(n[n.size() - 1 - i]);
+      digits[i] = "0123456789abcdef"[v];
+    }
+  }
+  return "0x" + std::string(digits.rbegin(), digits.rend());
+}
+
+std::vector<std::string> NodeLauncherSrunOptions(const HardwareProfile& hw, int nodes, const std::string& mpi_plugin) {
+  std::vector<std::string> o = {
+      fmt::format("--nodes={}", nodes),
+      fmt::format("--ntasks={}", nodes),
+      "--ntasks-per-node=1",
+      fmt::format("--cpus-per-task={}", hw.launch.cpus_per_task * hw.gpus_per_node),
+  };
+  if (!hw.launch.cpu_masks.empty()) o.push_back("--cpu-bind=mask_cpu:" + UnionOfMasks(hw));
+  if (!hw.launch.visible_devices_env.empty()) o.push_back(fmt::format("--gpus-per-node={}", hw.gpus_per_node));
+  const std::string& mpi = mpi_plugin.empty() ? hw.launch.mpi : mpi_plugin;
+  if (!mpi.empty()) o.push_back("--mpi=" + mpi);
   o.push_back("--kill-on-bad-exit=1");
   return o;
 }

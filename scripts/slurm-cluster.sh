@@ -3,7 +3,11 @@
 # in the root namespaces, and N compute nodes n1..nN, each a slurmd in its own network,
 # hostname and mount namespace (its own address on a private bridge and its own /tmp, like a
 # compute node's local disk). OpenMPI programs run across the nodes with `srun --mpi=pmix`, and
-# TaskPlugin=task/affinity makes srun's --cpu-bind real.
+# TaskPlugin=task/affinity makes srun's --cpu-bind real. Each node has G emulated GPUs (GRES
+# gpu:G, default 2, TUNEPAR_SLURM_GPUS=G to change): character devices /tmp/tunepar-gpus/gpu0..
+# in the node's own /tmp (made with /dev/null's numbers, so they open), so that `--gpus-per-node`
+# is accepted and Slurm sets CUDA_VISIBLE_DEVICES in job steps; a test removes one to emulate a
+# missing device.
 #
 #   bash scripts/slurm-cluster.sh start [N] [DIR]   start N nodes (default 2); state under DIR
 #                                                    (default /var/tmp/tunepar-slurm)
@@ -17,6 +21,7 @@ cmd=${1:-}
 N=${2:-2}
 DIR=${3:-/var/tmp/tunepar-slurm}
 if [ "$cmd" = env ] || [ "$cmd" = stop ]; then DIR=${2:-/var/tmp/tunepar-slurm}; fi
+G=${TUNEPAR_SLURM_GPUS:-2}
 BR=tps-br
 NET=10.231.78
 CONF=$DIR/slurm.conf
@@ -60,13 +65,15 @@ start() {
     echo "SlurmctldPidFile=$DIR/run/slurmctld.pid"
     echo "SlurmdPidFile=$DIR/run/slurmd-%n.pid"
     echo "SlurmUser=root"
+    echo "GresTypes=gpu"
     echo "MpiDefault=pmix"
     echo "ReturnToService=2"
     for i in $(seq 1 "$N"); do
-      echo "NodeName=n$i NodeAddr=$NET.$((10 + i)) NodeHostname=n$i CPUs=$(nproc) RealMemory=4000 State=UNKNOWN"
+      echo "NodeName=n$i NodeAddr=$NET.$((10 + i)) NodeHostname=n$i CPUs=$(nproc) RealMemory=4000 Gres=gpu:$G State=UNKNOWN"
     done
     echo "PartitionName=debug Nodes=n[1-$N] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
   } >"$CONF"
+  echo "NodeName=n[1-$N] Name=gpu File=/tmp/tunepar-gpus/gpu[0-$((G - 1))]" >"$DIR/gres.conf"
   export SLURM_CONF=$CONF
   pgrep -f "slurmctld.*$CONF" >/dev/null || slurmctld -f "$CONF"
   for i in $(seq 1 "$N"); do
@@ -80,7 +87,10 @@ start() {
       ip netns exec "$ns" ip link set eth0 up
       ip netns exec "$ns" ip link set lo up
     fi
-    mkdir -p "$DIR/tmp-n$i"
+    mkdir -p "$DIR/tmp-n$i/tunepar-gpus"
+    for g in $(seq 0 $((G - 1))); do
+      [ -c "$DIR/tmp-n$i/tunepar-gpus/gpu$g" ] || mknod -m 666 "$DIR/tmp-n$i/tunepar-gpus/gpu$g" c 1 3
+    done
     # nsenter keeps the host's /sys (cgroups); unshare gives the node its own hostname and /tmp.
     nsenter --net=/var/run/netns/"$ns" unshare -u -m sh -c \
       "mount --make-rprivate /; mount --bind '$DIR/tmp-n$i' /tmp; hostname n$i; SLURM_CONF='$CONF' slurmd -f '$CONF' -N n$i"

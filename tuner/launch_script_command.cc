@@ -1,11 +1,21 @@
 // `tunepar launch-script`: the sbatch script for a layout: by default the best measured (or
-// predicted) layout of a study, else --layout with --model/--hardware. The training command is
-// tunepar-core, your template (--training-command, with the command backend's placeholders),
-// or a command config's (e.g. configs/commands/megatron-deepspeed.toml).
+// predicted) layout of a study (--top K: the K best, one script each), else --layout with
+// --model/--hardware. The training command is tunepar-core, your template (--training-command,
+// with the command backend's placeholders), or a command config's (e.g.
+// configs/commands/megatron-deepspeed.toml): its own srun/mpirun is dropped (the script's srun
+// places the ranks), a node-level launcher (torchrun) gets one task per node and its rendezvous,
+// deepspeed/accelerate launchers are refused, and a trial's length (--train-iters 8) becomes the
+// launch's (--steps). What a site requires (--account, --partition on LUMI) is refused when
+// missing; --time is checked; --container runs every step inside an image.
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <regex>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -32,15 +42,22 @@ namespace {
 struct LaunchScriptOptions {
   std::string study;
   std::string layout_key;
+  int top = 1;
   std::string model = "gpt-1t", hardware = "frontier-mi250x";
   std::string training_command;
   std::string command_config;
   std::string core;
-  int core_steps = 50;
+  int steps = 0;  // 0: not given (tunepar-core runs 50; a template keeps no trial length)
   std::string time = "01:00:00";
   std::string partition, account, job_name;
+  std::vector<std::string> modules, required_env;
+  std::string mpi;
+  std::string container, container_runtime, container_hook;
+  std::vector<std::string> binds;
   std::string output;
 };
+
+constexpr int kCoreDefaultSteps = 50;
 
 struct Chosen {
   ModelShape model;
@@ -49,20 +66,57 @@ struct Chosen {
   std::string origin;  // why this layout
 };
 
-// A command config for the command backend launches the job itself (srun ... python ...); the
-// script's srun does here, with the profile's masks: keep the program every rank runs.
-Result<std::string> WithoutLauncher(std::string command) {
-  for (const char* launcher : {"srun ", "mpirun "}) {
-    if (command.rfind(launcher, 0) != 0) continue;
-    size_t program = std::string::npos;
-    for (const char* p : {" python", " torchrun", " bash ", " ./", " /"}) program = std::min(program, command.find(p));
-    if (program == std::string::npos) {
-      return InvalidArgument(fmt::format(
-          "the command starts its own {}launcher; give --training-command with the program every rank runs", launcher));
+int NodesOf(const Chosen& c) { return (c.layout.World() + c.hardware.gpus_per_node - 1) / c.hardware.gpus_per_node; }
+
+// The MPI a binary links, from `ldd` ("cray-mpich", "open-mpi"; "" when neither or no ldd).
+std::string MpiLinkedBy(const std::string& binary) {
+  FILE* pipe = popen(("ldd " + runner::ShellQuote(binary) + " 2>/dev/null").c_str(), "r");
+  if (pipe == nullptr) return "";
+  std::string text;
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
+  pclose(pipe);
+  if (text.find("libmpi_cray") != std::string::npos || text.find("libmpich") != std::string::npos) return "cray-mpich";
+  if (text.find("libopen-pal") != std::string::npos || text.find("libopen-rte") != std::string::npos) return "open-mpi";
+  return "";
+}
+
+// srun's MPI plugin: --mpi (an MPI of the profile's launch.mpi_plugins, or a plugin), else the
+// MPI tunepar-core links, else the profile's launch.mpi; and the reason, for the script.
+Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, runner::LaunchScriptRequest* r) {
+  const runner::LaunchSettings& launch = r->hardware.launch;
+  const std::string from = fmt::format("{} launch.mpi_plugins", r->hardware.name);
+  if (!o.mpi.empty()) {
+    if (auto it = launch.mpi_plugins.find(o.mpi); it != launch.mpi_plugins.end()) {
+      r->mpi_plugin = it->second;
+      r->mpi_reason = fmt::format("the program links {} (--mpi; {})", o.mpi, from);
+      return Status::Ok();
     }
-    command = command.substr(program + 1);
+    static const std::set<std::string> kPlugins = {"pmix", "pmi2", "cray_shasta", "none"};
+    if (kPlugins.count(o.mpi) == 0) {
+      std::string known;
+      for (const auto& [name, plugin] : launch.mpi_plugins) known += name + ", ";
+      return InvalidArgument(fmt::format("--mpi {}: not an MPI of {} ({}) nor a Slurm MPI plugin (pmix, pmi2, "
+                                         "cray_shasta, none)",
+                                         o.mpi, r->hardware.name, known.empty() ? "it lists none" : known.substr(0, known.size() - 2)));
+    }
+    r->mpi_plugin = o.mpi;
+    r->mpi_reason = "given with --mpi";
+    return Status::Ok();
   }
-  return command;
+  if (!core_binary.empty()) {
+    const std::string mpi = MpiLinkedBy(core_binary);
+    if (auto it = launch.mpi_plugins.find(mpi); it != launch.mpi_plugins.end()) {
+      r->mpi_plugin = it->second;
+      r->mpi_reason = fmt::format("tunepar-core links {} (ldd; {})", mpi, from);
+      return Status::Ok();
+    }
+  }
+  r->mpi_plugin = launch.mpi;
+  r->mpi_reason = fmt::format(
+      "the profile's launch.mpi{}; a program linked with another MPI needs --mpi (e.g. --mpi cray-mpich)",
+      core_binary.empty() ? " (the MPI the program links is not known here)" : " (which MPI tunepar-core links is not known)");
+  return Status::Ok();
 }
 
 Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
@@ -76,8 +130,9 @@ Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner
   r->training_command = fmt::format(
       "{} --model \"$TUNEPAR_MODEL\" --layout {} --steps {} --warmup 5 --memory-cap {:.0f} -o "
       "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
-      runner::ShellQuote(*core), LayoutKey(chosen.layout), o.core_steps, chosen.hardware.MemoryBytes());
-  return Status::Ok();
+      runner::ShellQuote(*core), LayoutKey(chosen.layout), o.steps > 0 ? o.steps : kCoreDefaultSteps,
+      chosen.hardware.MemoryBytes());
+  return ChooseMpi(o, *core, r);
 }
 
 std::string ScriptHeader(const Chosen& chosen, const runner::Prediction& prediction) {
@@ -90,25 +145,59 @@ std::string ScriptHeader(const Chosen& chosen, const runner::Prediction& predict
       prediction.step_time_s, prediction.tokens_per_s, prediction.memory_bytes / 1e9);
 }
 
-Status WriteScript(const LaunchScriptOptions& o, const Chosen& chosen, const std::string& script) {
-  if (o.output.empty()) {
+// -o FILE for one script; with --top K, FILE-1.ext ... FILE-K.ext (rank 1 is the best).
+std::string OutputPath(const std::string& output, int rank, int count) {
+  if (count == 1) return output;
+  const size_t slash = output.rfind('/');
+  const size_t dot = output.rfind('.');
+  const size_t at = dot == std::string::npos || (slash != std::string::npos && dot < slash) ? output.size() : dot;
+  return output.substr(0, at) + "-" + std::to_string(rank) + output.substr(at);
+}
+
+Status WriteScript(const std::string& path, const Chosen& chosen, const std::string& script) {
+  if (path.empty()) {
     fmt::print("{}", script);
     return Status::Ok();
   }
   {
-    std::ofstream out(o.output);
+    std::ofstream out(path);
     out << script;
-    if (!out) return InvalidArgument(fmt::format("cannot write '{}'", o.output));
+    if (!out) return InvalidArgument(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
   }
-  chmod(o.output.c_str(), 0755);
-  fmt::print(stderr, "wrote {}: {} on {} nodes; submit with: sbatch {}\n", o.output, LayoutKey(chosen.layout),
-             (chosen.layout.World() + chosen.hardware.gpus_per_node - 1) / chosen.hardware.gpus_per_node, o.output);
+  chmod(path.c_str(), 0755);
+  fmt::print(stderr, "wrote {}: {} on {} node{}; submit with: sbatch {}\n", path, LayoutKey(chosen.layout),
+             NodesOf(chosen), NodesOf(chosen) == 1 ? "" : "s", path);
   return Status::Ok();
 }
 
+// The other measured layouts of a study after its best, fastest first (by their fastest ok trial).
+std::vector<const store::TrialRecord*> RunnersUp(const std::vector<store::TrialRecord>& trials, const Layout& best,
+                                                 int count) {
+  std::vector<const store::TrialRecord*> fastest;  // one per layout
+  for (const store::TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kOk || !t.objective || t.layout == best) continue;
+    auto same = std::find_if(fastest.begin(), fastest.end(), [&](const store::TrialRecord* f) { return f->layout == t.layout; });
+    if (same == fastest.end()) fastest.push_back(&t);
+    else if (*t.objective < *(*same)->objective) *same = &t;
+  }
+  std::sort(fastest.begin(), fastest.end(),
+            [](const store::TrialRecord* a, const store::TrialRecord* b) { return *a->objective < *b->objective; });
+  if (static_cast<int>(fastest.size()) > count) fastest.resize(count);
+  return fastest;
+}
+
+std::string TrialOrigin(const StudyContext& context, const store::TrialRecord& t, const std::string& what) {
+  const store::StudyRecord& study = context.study;
+  return fmt::format("{} of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}", what, study.name, study.backend,
+                     t.node_id, t.number, t.tokens_per_s.value_or(0),
+                     study.backend == "model"
+                         ? "predicted"
+                         : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()));
+}
+
 // The layout given (it must be legal in the study's space, as the study's backend restricts
-// it), or the study's best layout (study_best.h), with where it ran.
-Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
+// it), or the study's best layout (study_best.h) and, with --top K, the next K-1 measured ones.
+Result<std::vector<Chosen>> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOptions& o) {
   Result<StoredStudy> stored = ReadStoredStudy(global.store, o.study, "name one, or give --layout with --model and --hardware");
   if (!stored.ok()) return stored.status();
   const StudyContext& context = stored->context;
@@ -124,7 +213,7 @@ Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOp
     }
     chosen.layout = *l;
     chosen.origin = fmt::format("layout given for study {}", study.name);
-    return chosen;
+    return std::vector<Chosen>{chosen};
   }
   const StudyBest best = BestOfStudy(context, stored->trials);
   if (!best.layout)
@@ -133,29 +222,49 @@ Result<Chosen> ChooseFromStudy(const GlobalOptions& global, const LaunchScriptOp
   if (best.trial == nullptr) {
     spdlog::warn("study {}: {}: {}; measure it before a long run", study.name, best.Header(), LayoutKey(*best.layout));
     chosen.origin = fmt::format("best of study {} ({} backend): {}", study.name, study.backend, best.Header());
-    return chosen;
+  } else {
+    chosen.origin = TrialOrigin(context, *best.trial, "best") + "; " + best.Header();
   }
-  chosen.origin = fmt::format("best of study {} ({} backend): trial {}/{}, {:.0f} tokens/s {}; {}", study.name,
-                              study.backend, best.trial->node_id, best.trial->number,
-                              best.trial->tokens_per_s.value_or(0),
-                              study.backend == "model"
-                                  ? "predicted"
-                                  : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()),
-                              best.Header());
-  return chosen;
+  std::vector<Chosen> all = {chosen};
+  for (const store::TrialRecord* t : RunnersUp(stored->trials, *best.layout, o.top - 1)) {
+    chosen.layout = t->layout;
+    chosen.origin = TrialOrigin(context, *t, fmt::format("number {} of the top {}", all.size() + 1, o.top));
+    all.push_back(chosen);
+  }
+  if (static_cast<int>(all.size()) < o.top) {
+    spdlog::warn("study {}: {} measured layout{} to launch, not {} (--top)", study.name, all.size(),
+                 all.size() == 1 ? "" : "s", o.top);
+  }
+  return all;
 }
 
-Result<Chosen> ChooseLayout(const GlobalOptions& global, const LaunchScriptOptions& o) {
+Result<std::vector<Chosen>> ChooseLayouts(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  if (o.top > 1 && !o.layout_key.empty())
+    return InvalidArgument("--top chooses a study's best layouts; it does not go with --layout");
+  if (o.top > 1 && o.output.empty())
+    return InvalidArgument("--top writes one script per layout: give -o FILE (they are named FILE-1, FILE-2, ...)");
   if (!o.study.empty() || o.layout_key.empty()) return ChooseFromStudy(global, o);
   Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
   if (!problem.ok()) return problem.status();
   Result<Layout> l = ParseLayoutKey(o.layout_key);
   if (!l.ok()) return l.status().WithContext("--layout");
-  return Chosen{problem->model, problem->hardware, *l, "layout given"};
+  return std::vector<Chosen>{Chosen{problem->model, problem->hardware, *l, "layout given"}};
 }
 
-// The command every rank runs: the template (given, or a command config's) with the layout's
-// values, without a launcher of its own; else tunepar-core, when it can run the layout.
+// What the script and Slurm set themselves: not asked of the user.
+std::vector<std::string> SetByScript(const runner::HardwareProfile& hw) {
+  std::vector<std::string> names = {"job_dir",   "TUNEPAR_MODEL",       "MASTER_ADDR", "MASTER_PORT", "RANK",
+                                    "LOCAL_RANK", "WORLD_SIZE",         "OMP_NUM_THREADS", "NCCL_DEBUG",
+                                    "NCCL_DEBUG_SUBSYS", "MIOPEN_USER_DB_PATH", "MIOPEN_CUSTOM_CACHE_DIR",
+                                    "TUNEPAR_SLURM_DEVICES", "HOME", "USER", "PATH", "PWD", "HOSTNAME"};
+  if (!hw.launch.visible_devices_env.empty()) names.push_back(hw.launch.visible_devices_env);
+  for (const runner::EnvSetting& e : hw.launch.env) names.push_back(e.name);
+  return names;
+}
+
+// The command every rank (or node launcher) runs: the template (given, or a command config's)
+// with the layout's values ({trial?...} text, a trial's only, left out), its own launcher
+// replaced by the script's, a trial's length made the launch's; else tunepar-core.
 Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
   std::string template_command = o.training_command;
   if (template_command.empty() && !o.command_config.empty()) {
@@ -170,21 +279,63 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, ru
   runner::TrialContext context;
   context.trial_id = "launch";
   context.trial_dir = "$job_dir";
+  context.number = 0;  // no trial: {trial?TEXT} is off
   context.world = chosen.layout.World();
   context.gpus_per_node = chosen.hardware.gpus_per_node;
   context.model = &chosen.model;
   Result<std::string> expanded = runner::ExpandCommand(template_command, chosen.layout, context);
   if (!expanded.ok()) return expanded.status();
-  Result<std::string> program = WithoutLauncher(*expanded);
+  Result<runner::LaunchProgram> program = runner::LaunchProgramOf(
+      *expanded, NodesOf(chosen), std::min(chosen.layout.World(), chosen.hardware.gpus_per_node));
   if (!program.ok()) return program.status();
-  r->training_command = *program;
+  Result<std::string> command = runner::WithTrainingLength(program->command, o.steps);
+  if (!command.ok()) return command.status();
+  r->replaced = program->dropped;
+  r->training_command = *command;
+  r->node_launcher = program->node_launcher;
+  if (template_command.find("{deepspeed_config}") != std::string::npos) {
+    // As the command backend writes it for a trial: the layout's batch sizes, ZeRO stage, precision.
+    r->job_files.emplace_back(runner::DeepSpeedConfigPath(context.trial_dir), runner::DeepSpeedConfig(chosen.layout));
+  }
+  r->required_env = runner::VariablesTheCommandNeeds(*command, SetByScript(chosen.hardware));
+  return ChooseMpi(o, "", r);
+}
+
+// What the site requires (the profile's launch.requires_*) and Slurm's --time forms.
+Status CheckSiteOptions(const LaunchScriptOptions& o, const runner::HardwareProfile& hw) {
+  TUNEPAR_RETURN_IF_ERROR(runner::CheckSlurmTime(o.time));
+  if (hw.launch.requires_account && o.account.empty()) {
+    return InvalidArgument(fmt::format(
+        "{} bills every job to a project (launch.requires_account): give --account PROJECT (e.g. --account "
+        "project_465000123)",
+        hw.name));
+  }
+  if (hw.launch.requires_partition && o.partition.empty()) {
+    return InvalidArgument(fmt::format(
+        "{} has no default partition (launch.requires_partition): give --partition (e.g. --partition standard-g "
+        "for whole nodes)",
+        hw.name));
+  }
   return Status::Ok();
 }
 
-Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o) {
-  Result<Chosen> choice = ChooseLayout(global, o);
-  if (!choice.ok()) return choice.status();
-  const Chosen& chosen = *choice;
+// --container IMAGE: the profile's launch.container (runtime, binds, hook), with --bind added
+// and --container-runtime / --container-hook replacing.
+std::optional<runner::ContainerLaunch> ContainerOf(const LaunchScriptOptions& o, const runner::HardwareProfile& hw) {
+  if (o.container.empty()) return std::nullopt;
+  const runner::ContainerSettings& profile = hw.launch.container;
+  runner::ContainerLaunch c{o.container, profile.runtime, profile.binds, profile.hook, ""};
+  std::vector<std::string> from;
+  if (!profile.source.empty()) from.push_back(fmt::format("{} launch.container: {}", hw.name, profile.source));
+  if (!o.container_runtime.empty()) c.runtime = o.container_runtime;
+  if (!o.binds.empty()) c.binds.insert(c.binds.end(), o.binds.begin(), o.binds.end()), from.push_back("--bind");
+  if (!o.container_hook.empty()) c.hook = o.container_hook, from.push_back("--container-hook");
+  for (const std::string& f : from) c.source += (c.source.empty() ? "" : "; ") + f;
+  if (c.source.empty()) c.source = "no binds or hook given";
+  return c;
+}
+
+Result<std::string> ScriptFor(const LaunchScriptOptions& o, const Chosen& chosen) {
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(chosen.layout.World(), chosen.hardware));
   // The script places one rank per device: so does the prediction it quotes.
   Result<runner::PerformanceModel> pm = runner::PerformanceModel::Create(chosen.model, chosen.hardware);
@@ -198,30 +349,76 @@ Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o
   r.partition = o.partition;
   r.account = o.account;
   r.job_name = o.job_name.empty() ? "tunepar-" + chosen.model.name : o.job_name;
+  r.modules = chosen.hardware.launch.modules;
+  r.modules.insert(r.modules.end(), o.modules.begin(), o.modules.end());
+  r.container = ContainerOf(o, chosen.hardware);
   TUNEPAR_RETURN_IF_ERROR(SetTrainingCommand(o, chosen, &r));
+  for (const std::string& name : o.required_env) {
+    if (std::find(r.required_env.begin(), r.required_env.end(), name) == r.required_env.end())
+      r.required_env.push_back(name);
+  }
   r.header = ScriptHeader(chosen, pm->Predict(chosen.layout));
-  return WriteScript(o, chosen, runner::LaunchScript(r));
+  return runner::LaunchScript(r);
+}
+
+Status RunLaunchScript(const GlobalOptions& global, const LaunchScriptOptions& o) {
+  if (o.top < 1) return InvalidArgument(fmt::format("--top {}: give 1 or more layouts", o.top));
+  Result<std::vector<Chosen>> choice = ChooseLayouts(global, o);
+  if (!choice.ok()) return choice.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckSiteOptions(o, choice->front().hardware));
+  std::vector<std::string> scripts;  // all first: nothing is written when one cannot be
+  for (const Chosen& chosen : *choice) {
+    Result<std::string> script = ScriptFor(o, chosen);
+    if (!script.ok()) return script.status();
+    scripts.push_back(*script);
+  }
+  for (size_t i = 0; i < scripts.size(); ++i) {
+    TUNEPAR_RETURN_IF_ERROR(WriteScript(o.output.empty() ? "" : OutputPath(o.output, static_cast<int>(i) + 1, o.top),
+                                        (*choice)[i], scripts[i]));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
 void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
   auto o = std::make_shared<LaunchScriptOptions>();
-  CLI::App* cmd =
-      app.add_subcommand("launch-script", "Write the sbatch script for a layout (default: a study's best)");
+  CLI::App* cmd = app.add_subcommand(
+      "launch-script",
+      "Write the sbatch script for a layout (default: a study's best). Sites that bill jobs to a project or have "
+      "no default partition (the profile's launch.requires_account / requires_partition: lumi-g, "
+      "frontier-mi250x) get no script without --account / --partition: it is refused, not written with a "
+      "placeholder.");
   cmd->add_option("study", o->study, "Study (default: the store's only study)");
   cmd->add_option("--layout", o->layout_key, "Layout key (default: the study's best trial)");
+  cmd->add_option("--top", o->top, "Write scripts for the study's K best layouts, -o FILE naming them FILE-1 ... FILE-K")
+      ->capture_default_str();
   cmd->add_option("--model,-m", o->model, "Model, with --layout and no study")->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "Hardware, with --layout and no study")->capture_default_str();
   cmd->add_option("--training-command", o->training_command,
-                  "Command template run by every rank (placeholders as for --backend command)");
+                  "Command template run by every rank (placeholders as for --backend command; {trial?TEXT} is a "
+                  "trial's only)");
   cmd->add_option("--command-config", o->command_config, "Take the command of a command config TOML");
   cmd->add_option("--core", o->core, "tunepar-core binary (default: next to tunepar)");
-  cmd->add_option("--steps", o->core_steps, "tunepar-core: training steps")->capture_default_str();
-  cmd->add_option("--time", o->time, "#SBATCH --time")->capture_default_str();
-  cmd->add_option("--partition", o->partition, "#SBATCH --partition");
-  cmd->add_option("--account", o->account, "#SBATCH --account");
+  cmd->add_option("--steps", o->steps,
+                  "Training steps: tunepar-core's (default 50); replaces a template's trial length (--train-iters, "
+                  "--training.steps; --exit-interval goes)");
+  cmd->add_option("--time", o->time, "#SBATCH --time, in a Slurm form (minutes, H:M:S, D-H:M:S)")->capture_default_str();
+  cmd->add_option("--partition", o->partition, "#SBATCH --partition (required where the profile says so)");
+  cmd->add_option("--account", o->account, "#SBATCH --account (required where the profile says so)");
   cmd->add_option("--job-name", o->job_name, "#SBATCH --job-name (default tunepar-<model>)");
+  cmd->add_option("--module", o->modules, "A `module load` line of the script (repeatable; after the profile's)");
+  cmd->add_option("--require-env", o->required_env,
+                  "A variable the job needs, checked before any step (repeatable; those the command reads are found)");
+  cmd->add_option("--mpi", o->mpi,
+                  "The MPI the program links (open-mpi, cray-mpich: the profile's launch.mpi_plugins) or a srun --mpi "
+                  "plugin (default: what tunepar-core links, else the profile's launch.mpi)");
+  cmd->add_option("--container", o->container, "Run every step inside this image (singularity/apptainer exec)");
+  cmd->add_option("--container-runtime", o->container_runtime, "singularity or apptainer (default: the profile's)")
+      ->check(CLI::IsMember({"singularity", "apptainer"}));
+  cmd->add_option("--bind", o->binds, "A bind mount SRC[:DST] of the container (repeatable; after the profile's)");
+  cmd->add_option("--container-hook", o->container_hook,
+                  "Run inside the container before each step (default: the profile's, e.g. $WITH_CONDA)");
   cmd->add_option("--output,-o", o->output, "Write the script here (default: stdout)");
   cmd->callback([&global, result, o] { *result = RunLaunchScript(global, *o); });
 }

@@ -1,0 +1,379 @@
+// `tunepar launch-script` as a LUMI or Frontier user runs it (issue 17, items 12-15 and 23): what
+// the site requires is refused when missing, --time is checked, the script is exclusive, loads
+// modules, sets OMP_NUM_THREADS and the profile's environment with sources, follows the MPI the
+// program links, checks the required environment before any step, runs checks that can fail,
+// runs every step in a container on request, runs training (not a trial's length), writes the
+// top K layouts, and gives a node-level launcher one task per node with its rendezvous. The
+// scripts run under Slurm in slurm_backend_test.cc (LaunchScriptOnSlurm).
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "runner/hardware_profile.h"
+#include "runner/launch_script.h"
+#include "tests/test_support.h"
+#include "tuner/exit_codes.h"
+
+namespace tunepar {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliRun;
+using testing::ReadFile;
+using testing::RunCommand;
+using testing::RunTunepar;
+using testing::TempDir;
+
+const std::string kMegatron = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-deepspeed.toml";
+const std::string kTorchtitan = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/torchtitan.toml";
+const std::string kLumiLayout = "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0";  // gpt-22b, 16 nodes
+const std::string kLumi = "launch-script --model gpt-22b --hardware lumi-g --layout " + kLumiLayout;
+const std::string kSite = " --account project_465000123 --partition standard-g";
+const std::string kCpuLayout = "tp2-pp1-dp2-mbs2-nmb2-fp32-zero1-rcnone-sp0-vpp1-fa0";  // tiny, world 4
+
+// One line on stderr, "tunepar: error: ...", containing `fragment`.
+void ExpectOneLineError(const CliRun& run, int exit_code, const std::string& fragment) {
+  EXPECT_EQ(run.exit_code, exit_code) << run.out << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.err.rfind("tunepar: error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(fragment), std::string::npos) << run.err;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The script's step lines (srun ...), in order.
+std::vector<std::string> Steps(const std::string& script) {
+  std::vector<std::string> steps;
+  for (const std::string& line : Lines(script)) {
+    if (line.rfind("srun ", 0) == 0) steps.push_back(line);
+  }
+  return steps;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// ---- Item 12: what LUMI and Frontier need.
+
+TEST(LaunchScript, ASiteThatBillsAProjectOrHasNoDefaultPartitionGetsNoScriptWithoutThem) {
+  TempDir dir;
+  const std::string out = " -o " + (dir / "train.sbatch");
+  ExpectOneLineError(RunTunepar(kLumi + " --partition standard-g" + out), kExitUsage,
+                     "lumi-g bills every job to a project (launch.requires_account): give --account PROJECT");
+  ExpectOneLineError(RunTunepar(kLumi + " --account project_465000123" + out), kExitUsage,
+                     "lumi-g has no default partition (launch.requires_partition): give --partition");
+  ExpectOneLineError(RunTunepar("launch-script --model gpt-22b --hardware frontier-mi250x --layout " + kLumiLayout + out),
+                     kExitUsage, "frontier-mi250x bills every job to a project");
+  EXPECT_FALSE(fs::exists(dir / "train.sbatch"));
+  // Frontier has a default partition (batch).
+  const CliRun frontier = RunTunepar("launch-script --model gpt-22b --hardware frontier-mi250x --layout " +
+                                     kLumiLayout + " --account abc123");
+  ASSERT_EQ(frontier.exit_code, 0) << frontier.err;
+  EXPECT_NE(frontier.out.find("#SBATCH --account=abc123\n"), std::string::npos);
+  EXPECT_EQ(frontier.out.find("#SBATCH --partition"), std::string::npos);
+}
+
+TEST(LaunchScript, TimeMustBeOneOfSlurmsForms) {
+  for (const std::string bad : {"1h", "0", "1:75:00", "1-25", "90:61", "00:00:00", "-5", "1-2-3"}) {
+    ExpectOneLineError(RunTunepar("launch-script --model tiny --hardware local-cpu --layout " + kCpuLayout +
+                                  " --time " + bad),
+                       kExitUsage, "--time '" + bad + "': ");
+  }
+  for (const std::string good : {"30", "90:30", "2:30:00", "1-12", "1-12:30", "2-00:00:00"}) {
+    const CliRun run =
+        RunTunepar("launch-script --model tiny --hardware local-cpu --layout " + kCpuLayout + " --time " + good);
+    EXPECT_EQ(run.exit_code, 0) << good << ": " << run.err;
+    EXPECT_NE(run.out.find("#SBATCH --time=" + good + "\n"), std::string::npos) << good;
+  }
+}
+
+TEST(LaunchScript, ALumiScriptIsExclusiveLoadsModulesAndSaysWhereEachSettingComesFrom) {
+  const CliRun run = RunTunepar(kLumi + kSite + " --module LUMI/24.03 --module partition/G --time 2-00:00:00");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string& s = run.out;
+  TempDir dir;
+  testing::WriteFile(dir / "train.sbatch", s);
+  EXPECT_EQ(RunCommand("bash -n " + (dir / "train.sbatch")).exit_code, 0);
+  for (const std::string line : {"#SBATCH --nodes=16", "#SBATCH --ntasks-per-node=8", "#SBATCH --cpus-per-task=7",
+                                 "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --time=2-00:00:00",
+                                 "#SBATCH --account=project_465000123", "#SBATCH --partition=standard-g",
+                                 "module load LUMI/24.03", "module load partition/G",
+                                 "export NCCL_DEBUG=INFO", "export NCCL_DEBUG_SUBSYS=INIT"}) {
+    EXPECT_NE(s.find("\n" + line + "\n"), std::string::npos) << line << "\n" << s;
+  }
+  EXPECT_LT(s.find("module load LUMI/24.03"), s.find("module load partition/G"));
+  EXPECT_NE(s.find("\nexport OMP_NUM_THREADS=7  # one thread per CPU"), std::string::npos) << s;
+  // Every setting of the profile, with its source.
+  int settings = 0;
+  for (const std::string& line : Lines(s)) {
+    if (line.rfind("export FI_", 0) == 0 || line.rfind("export NCCL_SOCKET", 0) == 0 ||
+        line.rfind("export NCCL_NET", 0) == 0 || line.rfind("export HSA_", 0) == 0) {
+      ++settings;
+      EXPECT_NE(line.find("  # seed"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(settings, 12);
+  EXPECT_EQ(s.find("no source"), std::string::npos);
+}
+
+TEST(LaunchScript, SrunsMpiPluginFollowsTheMpiTheProgramLinks) {
+  const CliRun core = RunTunepar(kLumi + kSite);  // tunepar-core as built here links Open MPI
+  ASSERT_EQ(core.exit_code, 0) << core.err;
+  EXPECT_NE(core.out.find("# srun --mpi=pmix: tunepar-core links open-mpi (ldd; lumi-g launch.mpi_plugins)"),
+            std::string::npos)
+      << core.out;
+  const CliRun cray = RunTunepar(kLumi + kSite + " --mpi cray-mpich");
+  ASSERT_EQ(cray.exit_code, 0) << cray.err;
+  EXPECT_NE(cray.out.find("# srun --mpi=cray_shasta: the program links cray-mpich (--mpi; lumi-g launch.mpi_plugins)"),
+            std::string::npos)
+      << cray.out;
+  const std::vector<std::string> steps = Steps(cray.out);
+  ASSERT_EQ(steps.size(), 3u);
+  for (size_t i = 1; i < steps.size(); ++i) {  // the rank check and the training
+    EXPECT_NE(steps[i].find(" --mpi=cray_shasta "), std::string::npos) << steps[i];
+    EXPECT_EQ(steps[i].find("pmix"), std::string::npos) << steps[i];
+  }
+  ExpectOneLineError(RunTunepar(kLumi + kSite + " --mpi mvapich"), kExitUsage,
+                     "--mpi mvapich: not an MPI of lumi-g (cray-mpich, open-mpi) nor a Slurm MPI plugin");
+}
+
+TEST(LaunchScript, AProfilesEnvironmentSettingNeedsASource) {
+  const std::string profile = testing::PresetText("hardware", "lumi-g");
+  const std::string with = R"x(NCCL_NET_GDR_LEVEL = { value = "PHB", source = "seeds 000/001: GPU RDMA (default from ROCm 6.2)" })x";
+  ASSERT_NE(profile.find(with), std::string::npos);
+  std::string without = profile;
+  without.replace(without.find(with), with.size(), R"x(NCCL_NET_GDR_LEVEL = { value = "PHB", source = "" })x");
+  Result<runner::HardwareProfile> bad = runner::ParseHardwareProfile(without, "mine.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("key 'launch.env.NCCL_NET_GDR_LEVEL.source': must say where the setting comes from"),
+            std::string::npos)
+      << bad.status().message();
+  // A plain string still reads (profiles stored with studies before sources were asked for).
+  std::string plain = profile;
+  plain.replace(plain.find(with), with.size(), R"x(NCCL_NET_GDR_LEVEL = "PHB")x");
+  Result<runner::HardwareProfile> old = runner::ParseHardwareProfile(plain, "stored");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  TempDir dir;
+  testing::WriteFile(dir / "old.toml", plain);
+  const CliRun run =
+      RunTunepar("launch-script --model gpt-22b --hardware " + (dir / "old.toml") + " --layout " + kLumiLayout + kSite);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("export NCCL_NET_GDR_LEVEL=PHB  # (the profile gives no source)"), std::string::npos);
+}
+
+// ---- Item 13: checks that can fail (run under Slurm in slurm_backend_test.cc).
+
+TEST(LaunchScript, TheNodeAndRankChecksRunBeforeTheTrainingWithItsBinding) {
+  const CliRun run = RunTunepar(kLumi + kSite);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> steps = Steps(run.out);
+  ASSERT_EQ(steps.size(), 3u) << run.out;
+  EXPECT_NE(steps[0].find("--ntasks-per-node=1 --gpus-per-node=8 --kill-on-bad-exit=1 bash \"$checks\" node"),
+            std::string::npos)
+      << steps[0];
+  EXPECT_NE(steps[1].find("bash \"$rank_setup\" bash \"$checks\" rank"), std::string::npos) << steps[1];
+  // The rank check runs with exactly the training's srun options.
+  const std::string training_srun = steps[2].substr(0, steps[2].find(" bash \"$rank_setup\""));
+  EXPECT_EQ(steps[1].substr(0, steps[1].find(" bash \"$rank_setup\"")), training_srun);
+  // The checks compare with the profile's map and stop with one line.
+  EXPECT_NE(run.out.find("cpu_masks=(fe000000000000 fe00000000000000 fe0000 fe000000 fe fe00 fe00000000 fe0000000000)"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("devices_per_node=8"), std::string::npos);
+  EXPECT_NE(run.out.find("device_files='/dev/dri/renderD*'"), std::string::npos);
+  EXPECT_NE(run.out.find("plugin_libraries=(librccl-net.so librccl-net-ofi.so)"), std::string::npos);
+  EXPECT_NE(run.out.find("fail() { echo \"tunepar: $host: $*\" >&2; exit 3; }"), std::string::npos);
+  EXPECT_EQ(run.out.find("no GPU tool"), std::string::npos) << "the smoke test that could not fail is gone";
+}
+
+// ---- Item 14: containers.
+
+TEST(LaunchScript, WithAContainerEveryStepRunsInsideItWithTheProfilesBindsAndHook) {
+  const CliRun run = RunTunepar(kLumi + kSite + " --container /appl/local/containers/pytorch.sif --bind /scratch/project_465000123");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string in =
+      " singularity exec --bind \"$job_dir\" --bind /var/spool/slurmd --bind /opt/cray --bind /usr/lib64/libcxi.so.1 "
+      "--bind /scratch/project_465000123 /appl/local/containers/pytorch.sif bash ";
+  const std::vector<std::string> steps = Steps(run.out);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const std::string& step : steps) EXPECT_NE(step.find(in), std::string::npos) << step;
+  // The environment activation runs inside, before the checks and the program.
+  EXPECT_EQ(Count(run.out, "\n$WITH_CONDA\n"), 2) << run.out;
+  // MASTER_ADDR comes from Slurm's tools outside the image, before any step.
+  const size_t master = run.out.find("MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n");
+  ASSERT_NE(master, std::string::npos);
+  EXPECT_LT(master, run.out.find("\nsrun "));
+  EXPECT_NE(run.out.find("Binds and hook: lumi-g launch.container: seed 000"), std::string::npos);
+  const CliRun apptainer = RunTunepar(kLumi + kSite + " --container img.sif --container-runtime apptainer "
+                                      "--container-hook 'source /opt/venv/bin/activate'");
+  ASSERT_EQ(apptainer.exit_code, 0) << apptainer.err;
+  EXPECT_EQ(Count(apptainer.out, " apptainer exec --bind \"$job_dir\" "), 3);
+  EXPECT_EQ(Count(apptainer.out, "\nsource /opt/venv/bin/activate\n"), 2);
+  EXPECT_EQ(apptainer.out.find("$WITH_CONDA"), std::string::npos);
+}
+
+// ---- Item 15: the required environment first, training not a trial, the top K.
+
+TEST(LaunchScript, ALaunchRunsTrainingNotATrialsLengthAndChecksTheEnvironmentFirst) {
+  TempDir dir;
+  ExpectOneLineError(RunTunepar(kLumi + kSite + " --command-config " + kMegatron + " -o " + (dir / "t.sbatch")),
+                     kExitUsage,
+                     "the command runs a trial's length (--train-iters 8): give --steps N for the training's length");
+  EXPECT_FALSE(fs::exists(dir / "t.sbatch"));
+  const CliRun run = RunTunepar(kLumi + kSite + " --command-config " + kMegatron + " --steps 250000");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string training = Steps(run.out).back();
+  EXPECT_NE(training.find(" --train-iters 250000 "), std::string::npos) << training;
+  EXPECT_EQ(training.find("--exit-interval"), std::string::npos) << training;
+  EXPECT_EQ(training.find("srun", 4), std::string::npos) << "the config's own srun is dropped: " << training;
+  // The DeepSpeed config the command names is written next to the job, from the layout.
+  EXPECT_NE(training.find("--deepspeed_config $job_dir/deepspeed_config.json"), std::string::npos) << training;
+  const size_t file = run.out.find("cat >\"$job_dir/deepspeed_config.json\" <<'JOB_FILE'\n");
+  ASSERT_NE(file, std::string::npos) << run.out;
+  EXPECT_LT(file, run.out.find("\nsrun "));
+  const std::string json = run.out.substr(file, run.out.find("JOB_FILE\n", file + 40) - file);
+  EXPECT_NE(json.find("\"train_batch_size\": 1024"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"train_micro_batch_size_per_gpu\": 1"), std::string::npos) << json;
+  // The variables the command reads are checked before any step, with one line each.
+  const size_t check = run.out.find("for name in DATA_PATH VOCAB_FILE MERGE_FILE; do");
+  ASSERT_NE(check, std::string::npos) << run.out;
+  EXPECT_LT(check, run.out.find("\nsrun "));
+  // A template's trial-only text ({trial?...}) is left out; --require-env adds a variable.
+  const CliRun marked = RunTunepar(kLumi + kSite + " --training-command 'python train.py {trial?--train-iters 8} "
+                                   "--data $DATA_DIR --cache ${CACHE:-/tmp}' --require-env HF_TOKEN");
+  ASSERT_EQ(marked.exit_code, 0) << marked.err;
+  EXPECT_NE(Steps(marked.out).back().find(" python train.py  --data $DATA_DIR --cache ${CACHE:-/tmp}"), std::string::npos)
+      << marked.out;
+  EXPECT_NE(marked.out.find("for name in DATA_DIR HF_TOKEN; do"), std::string::npos) << marked.out;
+}
+
+TEST(LaunchScript, TopKWritesOneScriptPerLayoutBestFirst) {
+  TempDir dir;
+  const std::string store = "--store " + (dir / "store");
+  ASSERT_EQ(RunTunepar(store + " search --backend model --world 4 --model tiny --hardware local-cpu").exit_code, 0);
+  const CliRun run = RunTunepar(store + " launch-script --top 3 --training-command 'python train.py --tp {tp}' -o " + (dir / "train.sbatch"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::set<std::string> layouts;
+  for (int k = 1; k <= 3; ++k) {
+    const std::string path = dir / ("train-" + std::to_string(k) + ".sbatch");
+    ASSERT_TRUE(fs::exists(path)) << run.err;
+    EXPECT_NE(run.err.find("wrote " + path + ": "), std::string::npos) << run.err;
+    const std::string text = ReadFile(path);
+    const size_t at = text.find("# Layout ");
+    layouts.insert(text.substr(at, text.find(':', at) - at));
+    EXPECT_NE(text.find(k == 1 ? ": best of study" : ": number " + std::to_string(k) + " of the top 3 of study"),
+              std::string::npos)
+        << text.substr(0, 400);
+  }
+  EXPECT_EQ(layouts.size(), 3u);
+  ExpectOneLineError(RunTunepar(store + " launch-script --top 2"), kExitUsage, "--top writes one script per layout: give -o FILE");
+  ExpectOneLineError(RunTunepar(store + " launch-script --top 0 -o x"), kExitUsage, "--top 0");
+}
+
+// ---- Item 23: node-level launchers.
+
+TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
+  // The issue's case: a world-2 layout whose command is torchrun with 2 workers.
+  const CliRun run = RunTunepar(
+      "launch-script --model tiny --hardware local-cpu --layout tp1-pp1-dp2-mbs4-nmb1-fp32-zero1-rcnone-sp0-vpp1-fa0 "
+      "--training-command 'torchrun --nproc_per_node={gpus_per_node} --standalone train.py --dp {dp}'");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("#SBATCH --ntasks-per-node=1\n#SBATCH --cpus-per-task=2\n"), std::string::npos) << run.out;
+  const std::string training = Steps(run.out).back();
+  EXPECT_EQ(training,
+            "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --cpu-bind=mask_cpu:0x3 --mpi=pmix "
+            "--kill-on-bad-exit=1 bash \"$rank_setup\" bash -c 'torchrun --nnodes=1 --nproc-per-node=2 "
+            "--node-rank=\"$SLURM_NODEID\" --rdzv-backend=static --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" "
+            "train.py --dp 2'");
+  // The shipped torchtitan config on 8 nodes: 8 launchers of 8 workers, not 512 trainers.
+  const CliRun titan = RunTunepar(
+      "launch-script --model gpt-22b --hardware dgx-h100 --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 "
+      "--command-config " + kTorchtitan + " --steps 1000");
+  ASSERT_EQ(titan.exit_code, 0) << titan.err;
+  const std::string step = Steps(titan.out).back();
+  EXPECT_NE(step.find("srun --nodes=8 --ntasks=8 --ntasks-per-node=1 --cpus-per-task=112 "), std::string::npos) << step;
+  EXPECT_NE(step.find("'torchrun --nnodes=8 --nproc-per-node=8 --node-rank=\"$SLURM_NODEID\" --rdzv-backend=static "
+                      "--rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" "),
+            std::string::npos)
+      << step;
+  EXPECT_EQ(Count(step, "torchrun"), 1) << step;
+  EXPECT_EQ(Count(step, "--nnodes"), 1) << step;
+  EXPECT_NE(step.find("--training.steps 1000"), std::string::npos) << step;
+}
+
+TEST(LaunchScript, LaunchersThatStartEveryNodesRanksThemselvesAreRefused) {
+  for (const std::string launcher : {"deepspeed --num_gpus 2 train.py", "accelerate launch train.py"}) {
+    ExpectOneLineError(RunTunepar("launch-script --model tiny --hardware local-cpu --layout " + kCpuLayout +
+                                  " --training-command '" + launcher + "'"),
+                       kExitUsage, "launcher, which starts the ranks of every node itself: give --training-command");
+  }
+}
+
+// ---- The pieces.
+
+TEST(LaunchScriptText, ShellWordsKeepQuotesAndCommandSubstitutions) {
+  EXPECT_EQ(runner::ShellWords("a 'b c' \"d $e\" --x=$((1 + 2 % 3)) $(f g) \\\n h"),
+            (std::vector<std::string>{"a", "'b c'", "\"d $e\"", "--x=$((1 + 2 % 3))", "$(f g)", "h"}));
+}
+
+TEST(LaunchScriptText, TheProgramOfATemplateWithoutItsLauncher) {
+  Result<runner::LaunchProgram> srun =
+      runner::LaunchProgramOf("MASTER_ADDR=$(scontrol show hostnames x | head -n1)\nsrun -N 2 --ntasks-per-node=8 "
+                              "--exclusive python train.py --a 1",
+                              2, 8);
+  ASSERT_TRUE(srun.ok());
+  EXPECT_EQ(srun->command, "python train.py --a 1");
+  EXPECT_FALSE(srun->node_launcher);
+  EXPECT_EQ(srun->dropped, "MASTER_ADDR=$(scontrol show hostnames x | head -n1) srun -N 2 --ntasks-per-node=8 --exclusive");
+  Result<runner::LaunchProgram> torchrun = runner::LaunchProgramOf(
+      "srun --ntasks-per-node=1 torchrun --nnodes=4 --nproc_per_node 8 --rdzv_backend=c10d "
+      "--rdzv_endpoint=$MASTER_ADDR:$((29500 + 3 % 1000)) --rdzv_id=x --max-restarts 0 -m torchtitan.train --steps 5",
+      2, 4);
+  ASSERT_TRUE(torchrun.ok());
+  EXPECT_TRUE(torchrun->node_launcher);
+  EXPECT_EQ(torchrun->command,
+            "torchrun --nnodes=2 --nproc-per-node=4 --node-rank=\"$SLURM_NODEID\" --rdzv-backend=static "
+            "--rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" --max-restarts 0 -m torchtitan.train --steps 5");
+  Result<runner::LaunchProgram> module = runner::LaunchProgramOf("python3 -m torch.distributed.run --nnodes 2 t.py", 1, 2);
+  ASSERT_TRUE(module.ok());
+  EXPECT_TRUE(module->node_launcher);
+  EXPECT_EQ(module->command.rfind("python3 -m torch.distributed.run --nnodes=1 --nproc-per-node=2 ", 0), 0u)
+      << module->command;
+  EXPECT_EQ(runner::LaunchProgramOf("python train.py --deepspeed --deepspeed_config x.json", 1, 2)->command,
+            "python train.py --deepspeed --deepspeed_config x.json");
+  EXPECT_FALSE(runner::LaunchProgramOf("srun --exclusive", 1, 2).ok());
+}
+
+TEST(LaunchScriptText, ATrialsLengthBecomesTheLaunchs) {
+  EXPECT_EQ(*runner::WithTrainingLength("x --train-iters 8 --log-interval 1 --exit-interval 8 --y", 5000),
+            "x --train-iters 5000 --log-interval 1 --y");
+  EXPECT_EQ(*runner::WithTrainingLength("x --training.steps=10 --z", 7), "x --training.steps=7 --z");
+  EXPECT_EQ(*runner::WithTrainingLength("python train.py", 0), "python train.py");
+  EXPECT_FALSE(runner::WithTrainingLength("x --max-steps 3", 0).ok());
+}
+
+TEST(LaunchScriptText, TheVariablesACommandNeeds) {
+  EXPECT_EQ(runner::VariablesTheCommandNeeds(
+                "p --a ${DATA} --b $VOCAB --c ${OPT:-x} --d ${ALT-y} '$QUOTED' $RANK $SLURM_JOB_ID $DATA", {"RANK"}),
+            (std::vector<std::string>{"DATA", "VOCAB"}));
+}
+
+TEST(LaunchScriptText, SlurmTimeForms) {
+  for (const std::string good : {"1", "59:59", "100:00:00", "7-0", "1-23:59", "1-00:00:01"})
+    EXPECT_TRUE(runner::CheckSlurmTime(good).ok()) << good;
+  for (const std::string bad : {"", "x", "1:60", "1:60:00", "1-24", "1-1:1:60", "0:00", "1:2:3:4", "1h"})
+    EXPECT_FALSE(runner::CheckSlurmTime(bad).ok()) << bad;
+}
+
+}  // namespace
+}  // namespace tunepar
