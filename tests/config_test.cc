@@ -213,5 +213,21 @@ TEST(StudyIdentity, IgnoresDocumentationButNotValues) {
   EXPECT_NE(CanonicalToml(Edit(hw, "value = 64,", "value = 32,")), CanonicalToml(hw));
 }
 
+// Studies made before launch settings carried their source, and before the settings only launch
+// scripts read existed, keep their ids: the profile as it was written then reads the same.
+TEST(StudyIdentity, LaunchScriptSettingsAndSourcesOfTheEnvironmentDoNotChangeAStudy) {
+  const std::string before =
+      "name = \"m\"\n[launch]\ncpus_per_task = 7\nmpi = \"pmix\"\n[launch.env]\nFI_CXI_RDZV_PROTO = \"alt_read\"\n";
+  const std::string after =
+      "name = \"m\"\n[launch]\ncpus_per_task = 7\nmpi = \"pmix\"\nrequires_account = true\nmodules = [\"rocm\"]\n"
+      "device_files = \"/dev/dri/renderD*\"\nmpi_plugins = { open-mpi = \"pmix\" }\n"
+      "[launch.env]\nFI_CXI_RDZV_PROTO = { value = \"alt_read\", source = \"seed 001\" }\n"
+      "[launch.net_plugin]\nname = \"aws-ofi-rccl\"\n[launch.container]\nruntime = \"apptainer\"\n";
+  EXPECT_EQ(CanonicalToml(after), CanonicalToml(before));
+  // What trials run with still counts.
+  EXPECT_NE(CanonicalToml(Edit(after, "value = \"alt_read\"", "value = \"rendezvous\"")), CanonicalToml(before));
+  EXPECT_NE(CanonicalToml(Edit(after, "cpus_per_task = 7", "cpus_per_task = 6")), CanonicalToml(before));
+}
+
 }  // namespace
 }  // namespace tunepar

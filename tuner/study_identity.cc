@@ -1,6 +1,9 @@
 #include "tuner/study_identity.h"
 
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -23,6 +26,31 @@ void StripDocumentation(toml::table& table) {
   }
 }
 
+// A hardware profile's launch settings that only launch scripts read (runner/hardware_profile.h,
+// LaunchSettings): no trial runs differently with them, so a study does not either, and the
+// studies made before they existed keep their ids.
+constexpr const char* kLaunchScriptOnly[] = {"device_files", "requires_account", "requires_partition", "modules",
+                                             "mpi_plugins",  "net_plugin",       "container"};
+
+// [launch]: without the launch-script settings, and each environment setting as its value
+// (`NAME = { value = "1", source = "..." }` reads as `NAME = "1"`, as profiles wrote it before
+// settings carried their source).
+void CanonicalLaunch(toml::table& profile) {
+  toml::table* launch = profile["launch"].as_table();
+  if (launch == nullptr) return;
+  for (const char* key : kLaunchScriptOnly) launch->erase(key);
+  toml::table* env = (*launch)["env"].as_table();
+  if (env == nullptr) return;
+  std::vector<std::pair<std::string, std::string>> plain;
+  for (auto&& [name, setting] : *env) {
+    const toml::table* documented = setting.as_table();
+    if (documented == nullptr || documented->size() != 1) continue;
+    if (const toml::value<std::string>* value = documented->get_as<std::string>("value"))
+      plain.emplace_back(std::string(name.str()), value->get());
+  }
+  for (const auto& [name, value] : plain) env->insert_or_assign(name, value);
+}
+
 }  // namespace
 
 std::string CanonicalToml(std::string_view text) {
@@ -30,6 +58,7 @@ std::string CanonicalToml(std::string_view text) {
     toml::table table = toml::parse(text);
     table.erase("description");
     StripDocumentation(table);
+    CanonicalLaunch(table);
     std::ostringstream out;
     out << table;
     return out.str();

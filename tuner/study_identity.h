@@ -24,7 +24,8 @@ struct StudySettings {
 };
 
 // TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number
-// sources), so edits that do not change a value do not change the study.
+// sources; of a hardware profile's [launch], only what trials run with), so edits that do not
+// change what a study measures do not change the study.
 std::string CanonicalToml(std::string_view text);
 
 // 16 hex digits: FNV-1a 64 over the canonical inputs.
