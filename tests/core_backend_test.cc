@@ -192,7 +192,7 @@ TEST(LaunchScript, EncodesTheProfilesPlacementAndEnvironment) {
   const std::string script = dir / "train.sbatch";
   const testing::CliRun run = testing::RunTunepar(
       "launch-script --model gpt-22b --hardware frontier-mi250x --layout "
-      "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp0-vpp1-fa0 --time 02:00:00 -o " +
+      "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp0-vpp1-fa0 --time 02:00:00 --account abc123 -o " +
       script);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("sbatch " + script), std::string::npos) << run.err;
@@ -200,14 +200,14 @@ TEST(LaunchScript, EncodesTheProfilesPlacementAndEnvironment) {
   const std::string s = testing::ReadFile(script);
   for (const char* line :
        {"#SBATCH --nodes=16", "#SBATCH --ntasks-per-node=8", "#SBATCH --cpus-per-task=7",
-        "#SBATCH --gpus-per-node=8", "#SBATCH --time=02:00:00",
+        "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --time=02:00:00", "#SBATCH --account=abc123",
         "--cpu-bind=mask_cpu:0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,"
         "0xfe,0xfe00,0xfe00000000,0xfe0000000000",
         "--mpi=pmix", "export ROCR_VISIBLE_DEVICES=$LOCAL_RANK", "export LOCAL_RANK=${SLURM_LOCALID",
         "MIOPEN_USER_DB_PATH=\"/tmp/${USER}-miopen-cache-${SLURM_NODEID}\"",
         "export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "export FI_CXI_RX_MATCH_MODE=hybrid",
         "MASTER_ADDR=$(scontrol show hostnames",
-        "smoke:", "--layout tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp0-vpp1-fa0"}) {
+        "bash \"$checks\" node", "--layout tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp0-vpp1-fa0"}) {
     EXPECT_NE(s.find(line), std::string::npos) << line;
   }
 }
@@ -217,11 +217,11 @@ TEST(LaunchScript, ChoosesTheStudysBestAndRefusesWhatItCannotRun) {
   const std::string store = dir / "s";
   ASSERT_EQ(testing::RunTunepar("--store " + store + " search --backend model --world 3072").exit_code, 0);
   // The best predicted layout uses sequence parallelism: tunepar-core cannot run it.
-  const testing::CliRun core = testing::RunTunepar("--store " + store + " launch-script");
+  const testing::CliRun core = testing::RunTunepar("--store " + store + " launch-script --account abc123");
   EXPECT_EQ(core.exit_code, 2) << core.err;
   EXPECT_NE(core.err.find("--command-config"), std::string::npos) << core.err;
   const testing::CliRun megatron =
-      testing::RunTunepar("--store " + store + " launch-script --command-config " +
+      testing::RunTunepar("--store " + store + " launch-script --account abc123 --steps 1000 --command-config " +
                           std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-deepspeed.toml");
   ASSERT_EQ(megatron.exit_code, 0) << megatron.err;
   EXPECT_NE(megatron.out.find("best of study gpt-1t-w3072"), std::string::npos);

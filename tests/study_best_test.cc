@@ -31,7 +31,7 @@ nlohmann::json Json(const testing::CliRun& run) {
 
 // The layout launch-script writes a script for (its header names it).
 std::string ScriptedLayout(const std::string& store) {
-  const testing::CliRun run = RunTunepar("--store " + store + " launch-script --command-config " +
+  const testing::CliRun run = RunTunepar("--store " + store + " launch-script --steps 1000 --command-config " +
                                          std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-deepspeed.toml");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const size_t at = run.out.find("# Layout ");
