@@ -226,7 +226,8 @@ TEST(ProcessRecord, KillsARecordedProcessOnlyWithItsStartTimeAndBoot) {
     execl(SleepPath().c_str(), "sleep", "1000", nullptr);
     _exit(127);
   }
-  ASSERT_TRUE(Eventually([&] { return StartTimeOf(sleeper) > 0; }));
+  // Asleep in sleep(1), not still starting up: the check below tells "untouched" from "stopped".
+  ASSERT_TRUE(Eventually([&] { return StartTimeOf(sleeper) > 0 && StateOf(sleeper) == 'S'; }));
   const unsigned long long start = StartTimeOf(sleeper);
   const std::string path = dir / "processes.txt";
   const auto record = [&](const std::string& marker, const std::string& boot, unsigned long long recorded) {
