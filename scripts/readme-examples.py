@@ -7,7 +7,8 @@ one scratch directory (so a later example sees the store an earlier one wrote, a
 following the README would), with the build directory first on PATH, and the block is rewritten
 with each command followed by what it printed (stdout and stderr, as a terminal shows them).
 
-Not run, and left as they are: the benchmarks (`bash bench/...`, `build/model_accuracy`), whose
+Not run, and left as they are: abridged examples (a command or an output line that is "..."),
+which are kept by hand; the benchmarks (`bash bench/...`, `build/model_accuracy`), whose
 figures come from their own commands and take minutes to hours, and `salloc` examples unless
 --slurm is given (they need a Slurm cluster: scripts/slurm-cluster.sh start 2).
 
@@ -94,7 +95,8 @@ def main():
             block = lines[start:end]
             cmds = commands(block)
             first = cmds[0][0]
-            skip = BENCHMARK.match(first) or (first.startswith("salloc") and not args.slurm)
+            abridged = any(line.strip() == "..." or " ... " in line for line in block)
+            skip = abridged or BENCHMARK.match(first) or (first.startswith("salloc") and not args.slurm)
             if skip or args.only not in first:
                 continue
             print(f"readme-examples: {first[:100]}", file=sys.stderr)
