@@ -311,6 +311,19 @@ TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
   EXPECT_NE(step.find("--training.steps 1000"), std::string::npos) << step;
 }
 
+// A command config says in [knobs] what its program runs: a layout outside them (torchtitan has
+// no fp16 and no interleaving) gets no script, whose program would fail or run another layout.
+TEST(LaunchScript, ALayoutTheCommandConfigDoesNotRunGetsNoScript) {
+  const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-";
+  const std::string titan = "launch-script --model gpt-22b --hardware dgx-h100 --steps 1000 --command-config " + kTorchtitan;
+  ExpectOneLineError(RunTunepar(titan + layout + "fp16-zero1-rcnone-sp0-vpp1-fa0"), kExitUsage,
+                     "runs precision bf16, fp32 only (its [knobs]); layout tp8-pp2-dp4-mbs1-nmb256-fp16-zero1-rcnone-"
+                     "sp0-vpp1-fa0 has precision fp16");
+  ExpectOneLineError(RunTunepar(titan + " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp2-fa0"),
+                     kExitUsage, "runs virtual_stages 1 only");
+  EXPECT_EQ(RunTunepar(titan + layout + "bf16-zero1-rcnone-sp0-vpp1-fa0").exit_code, 0);
+}
+
 TEST(LaunchScript, LaunchersThatStartEveryNodesRanksThemselvesAreRefused) {
   for (const std::string launcher : {"deepspeed --num_gpus 2 train.py", "accelerate launch train.py"}) {
     ExpectOneLineError(RunTunepar("launch-script --model tiny --hardware local-cpu --layout " + kCpuLayout +

@@ -114,4 +114,33 @@ Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& 
   return o;
 }
 
+Status CheckDeclaredKnobs(const Layout& layout, const std::string& knobs, const std::string& program) {
+  if (knobs.empty()) return Status::Ok();
+  Result<toml::table> declared = ParseToml(knobs, program + " [knobs]");
+  if (!declared.ok()) return declared.status();
+  for (auto&& [key, values] : *declared) {
+    Result<Knob> knob = ParseKnobName(key.str());
+    const toml::array* list = values.as_array();
+    if (!knob.ok() || list == nullptr) continue;  // ResolveCommandOptions has refused these already
+    std::vector<std::string> runs;
+    bool among = false;
+    for (const toml::node& item : *list) {
+      std::string text;
+      if (const auto* s = item.as_string()) text = s->get();
+      if (const auto* i = item.as_integer()) text = std::to_string(i->get());
+      if (const auto* b = item.as_boolean()) text = b->get() ? "on" : "off";
+      Result<int> code = ParseKnobValue(*knob, text);
+      if (!code.ok()) continue;
+      runs.push_back(KnobValueText(*knob, *code));
+      among = among || *code == KnobCode(*knob, layout);
+    }
+    if (!among) {
+      return InvalidArgument(fmt::format("{} runs {} {} only (its [knobs]); layout {} has {} {}", program,
+                                         KnobName(*knob), fmt::join(runs, ", "), LayoutKey(layout), KnobName(*knob),
+                                         KnobValue(*knob, layout)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace tunepar

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/layout.h"
 #include "base/status.h"
 #include "runner/command_backend.h"
 
@@ -45,5 +46,10 @@ struct CommandFlags {
 // The options; `knobs` (when given) receives the config's [knobs] table as TOML lines, for
 // LoadProblem (KnobDeclarations).
 Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags, std::string* knobs = nullptr);
+
+// Ok when `layout` has, for every knob a config declares (`knobs`: its [knobs] table as TOML
+// lines), one of the declared values; else one line naming the knob, the layout's value and what
+// `program` runs (a launch of a layout its program cannot run would fail, or run another layout).
+Status CheckDeclaredKnobs(const Layout& layout, const std::string& knobs, const std::string& program);
 
 }  // namespace tunepar

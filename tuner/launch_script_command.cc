@@ -271,8 +271,13 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, ru
     CommandFlags flags;
     flags.config_file = o.command_config;
     flags.metric_regex = "(x)";  // only the command is used here
-    Result<runner::CommandBackendOptions> config = ResolveCommandOptions(flags);
+    std::string declared;
+    Result<runner::CommandBackendOptions> config = ResolveCommandOptions(flags, &declared);
     if (!config.ok()) return config.status();
+    if (Status runs = CheckDeclaredKnobs(chosen.layout, declared, o.command_config); !runs.ok()) {
+      return InvalidArgument(runs.message() +
+                             "; search with this --command-config (its study holds only layouts it runs), or give --layout");
+    }
     template_command = config->command;
   }
   if (template_command.empty()) return SetCoreCommand(o, chosen, r);
