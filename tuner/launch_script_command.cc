@@ -390,10 +390,11 @@ void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* 
   auto o = std::make_shared<LaunchScriptOptions>();
   CLI::App* cmd = app.add_subcommand(
       "launch-script",
-      "Write the sbatch script for a layout (default: a study's best). Sites that bill jobs to a project or have "
-      "no default partition (the profile's launch.requires_account / requires_partition: lumi-g, "
-      "frontier-mi250x) get no script without --account / --partition: it is refused, not written with a "
-      "placeholder.");
+      "Write the sbatch script for a layout (default: a study's best)");
+  cmd->footer(
+      "Sites that bill jobs to a project or have no default partition (the profile's launch.requires_account / "
+      "requires_partition: lumi-g, frontier-mi250x) get no script without --account / --partition: it is refused, "
+      "not written with a placeholder.");
   cmd->add_option("study", o->study, "Study (default: the store's only study)");
   cmd->add_option("--layout", o->layout_key, "Layout key (default: the study's best trial)");
   cmd->add_option("--top", o->top, "Write scripts for the study's K best layouts, -o FILE naming them FILE-1 ... FILE-K")
