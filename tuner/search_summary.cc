@@ -165,7 +165,7 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
     fmt::print("No trial has finished ok yet, and no layout is likely to fit.\n");
   }
   if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
-    fmt::print("Not measured (the program does not receive them): {}.\n", fixed);
+    fmt::print("Knobs the program does not receive (fixed, not measured): {}.\n", fixed);
   const ModelTop top = ModelTopOf(context_, trials);
   if (top.layout) fmt::print("{}", ModelTopText(top, best));
   std::string count_text;
