@@ -42,107 +42,107 @@ int FailUnderTorchrun(const std::string& error) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   int tp = 1, pp = 1, mbs = 1, vpp = 1;
   double sleep_s = 0, oom_above = 1e9, child_s = 0;
   std::string precision = "bf16", recompute = "none";
   bool crash = false, hang = false, quiet = false, print_memory = false;
   bool refuse_fp16 = false, refuse_tp = false, arena_oom = false, warn_oom = false;
   int hang_mbs = -1, crash_mbs = -1;
+};
+
+Options ParseOptions(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--tp")
-      tp = std::atoi(next().c_str());
-    else if (a == "--pp")
-      pp = std::atoi(next().c_str());
-    else if (a == "--mbs")
-      mbs = std::atoi(next().c_str());
-    else if (a == "--vpp")
-      vpp = std::atoi(next().c_str());
-    else if (a == "--precision")
-      precision = next();
-    else if (a == "--recompute")
-      recompute = next();
-    else if (a == "--sleep")
-      sleep_s = std::atof(next().c_str());
-    else if (a == "--oom-above")
-      oom_above = std::atof(next().c_str());
-    else if (a == "--child")
-      child_s = std::atof(next().c_str());
-    else if (a == "--crash")
-      crash = true;
-    else if (a == "--hang")
-      hang = true;
-    else if (a == "--quiet")
-      quiet = true;
-    else if (a == "--print-memory")
-      print_memory = true;
-    else if (a == "--refuse-fp16")
-      refuse_fp16 = true;
-    else if (a == "--refuse-tp")
-      refuse_tp = true;
-    else if (a == "--arena-oom")
-      arena_oom = true;
-    else if (a == "--warn-oom")
-      warn_oom = true;
-    else if (a == "--hang-mbs")
-      hang_mbs = std::atoi(next().c_str());
-    else if (a == "--crash-mbs")
-      crash_mbs = std::atoi(next().c_str());
+    if (a == "--tp") o.tp = std::atoi(next().c_str());
+    else if (a == "--pp") o.pp = std::atoi(next().c_str());
+    else if (a == "--mbs") o.mbs = std::atoi(next().c_str());
+    else if (a == "--vpp") o.vpp = std::atoi(next().c_str());
+    else if (a == "--precision") o.precision = next();
+    else if (a == "--recompute") o.recompute = next();
+    else if (a == "--sleep") o.sleep_s = std::atof(next().c_str());
+    else if (a == "--oom-above") o.oom_above = std::atof(next().c_str());
+    else if (a == "--child") o.child_s = std::atof(next().c_str());
+    else if (a == "--crash") o.crash = true;
+    else if (a == "--hang") o.hang = true;
+    else if (a == "--quiet") o.quiet = true;
+    else if (a == "--print-memory") o.print_memory = true;
+    else if (a == "--refuse-fp16") o.refuse_fp16 = true;
+    else if (a == "--refuse-tp") o.refuse_tp = true;
+    else if (a == "--arena-oom") o.arena_oom = true;
+    else if (a == "--warn-oom") o.warn_oom = true;
+    else if (a == "--hang-mbs") o.hang_mbs = std::atoi(next().c_str());
+    else if (a == "--crash-mbs") o.crash_mbs = std::atoi(next().c_str());
   }
-  if (const char* env = std::getenv("FAKE_TRAINER_SLEEP"))
-    sleep_s = std::atof(env);  // not part of the command
-  hang = hang || mbs == hang_mbs;
-  crash = crash || mbs == crash_mbs;
-  std::printf("fake trainer: tp %d pp %d mbs %d %s recompute %s vpp %d\n", tp, pp, mbs, precision.c_str(),
-              recompute.c_str(), vpp);
+  if (const char* env = std::getenv("FAKE_TRAINER_SLEEP")) o.sleep_s = std::atof(env);  // not part of the command
+  o.hang = o.hang || o.mbs == o.hang_mbs;
+  o.crash = o.crash || o.mbs == o.crash_mbs;
+  return o;
+}
+
+// GiB a run of these flags needs: mbs x (4 / tp) x (none ? 2 : 1).
+double Memory(const Options& o) { return o.mbs * (4.0 / o.tp) * (o.recompute == "none" ? 2.0 : 1.0); }
+
+// The exit code of a run that fails as asked (-1: it does not fail).
+int Failure(const Options& o) {
+  if (Memory(o) > o.oom_above) {
+    std::fprintf(stderr,
+                 "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; %.2f GiB total capacity; "
+                 "%.2f GiB already allocated; 0 bytes free)\n",
+                 o.oom_above, o.oom_above - 1.0);
+    return 1;
+  }
+  if (o.crash) {
+    std::fprintf(stderr, "Segmentation fault in the fake trainer\n");
+    return 3;
+  }
+  if (o.refuse_fp16 && o.precision == "fp16") return FailUnderTorchrun("ValueError: precision fp16 not supported");
+  if (o.refuse_tp && o.tp > 1)
+    return FailUnderTorchrun("AssertionError: tensor parallelism (tp=" + std::to_string(o.tp) + ") is not implemented");
+  if (o.arena_oom) {
+    std::fprintf(stderr, "MyAllocator: arena exhausted\n");
+    return 1;
+  }
+  return -1;
+}
+
+// Best at mbs 4, tp 2, pp 1, bf16, no recompute, vpp 1.
+double StepTime(const Options& o) {
+  return 1.0 + 0.1 * std::pow(std::log2(o.mbs) - 2, 2) + 0.05 * std::pow(std::log2(o.tp) - 1, 2) +
+         0.03 * (o.pp - 1) +
+         (o.recompute == "full"        ? 0.2
+          : o.recompute == "selective" ? 0.05
+                                       : 0.0) +
+         (o.precision == "fp32"   ? 0.5
+          : o.precision == "fp16" ? 0.01
+                                  : 0.0) +
+         0.02 * (o.vpp - 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = ParseOptions(argc, argv);
+  std::printf("fake trainer: tp %d pp %d mbs %d %s recompute %s vpp %d\n", o.tp, o.pp, o.mbs, o.precision.c_str(),
+              o.recompute.c_str(), o.vpp);
   std::fflush(stdout);
-  if (child_s > 0 || hang) {
+  if (o.child_s > 0 || o.hang) {
     if (fork() == 0) {
-      const std::string seconds = hang ? "100000" : std::to_string(child_s);
+      const std::string seconds = o.hang ? "100000" : std::to_string(o.child_s);
       execlp("sleep", "sleep", seconds.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
   }
-  if (hang) {
+  if (o.hang) {
     while (true) pause();
   }
-  if (sleep_s > 0) usleep(static_cast<useconds_t>(sleep_s * 1e6));
-  const double memory = mbs * (4.0 / tp) * (recompute == "none" ? 2.0 : 1.0);
-  if (memory > oom_above) {
-    std::fprintf(stderr,
-                 "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; %.2f GiB total capacity; "
-                 "%.2f GiB already allocated; 0 bytes free)\n",
-                 oom_above, oom_above - 1.0);
-    return 1;
-  }
-  if (crash) {
-    std::fprintf(stderr, "Segmentation fault in the fake trainer\n");
-    return 3;
-  }
-  if (refuse_fp16 && precision == "fp16") return FailUnderTorchrun("ValueError: precision fp16 not supported");
-  if (refuse_tp && tp > 1)
-    return FailUnderTorchrun("AssertionError: tensor parallelism (tp=" + std::to_string(tp) + ") is not implemented");
-  if (arena_oom) {
-    std::fprintf(stderr, "MyAllocator: arena exhausted\n");
-    return 1;
-  }
-  if (warn_oom) std::printf("warning: rank 1 ran out of memory, continuing with a smaller bucket\n");
-  // Best at mbs 4, tp 2, pp 1, bf16, no recompute, vpp 1.
-  const double step = 1.0 + 0.1 * std::pow(std::log2(mbs) - 2, 2) + 0.05 * std::pow(std::log2(tp) - 1, 2) +
-                      0.03 * (pp - 1) +
-                      (recompute == "full"        ? 0.2
-                       : recompute == "selective" ? 0.05
-                                                  : 0.0) +
-                      (precision == "fp32"   ? 0.5
-                       : precision == "fp16" ? 0.01
-                                             : 0.0) +
-                      0.02 * (vpp - 1);
+  if (o.sleep_s > 0) usleep(static_cast<useconds_t>(o.sleep_s * 1e6));
+  if (const int code = Failure(o); code >= 0) return code;
+  if (o.warn_oom) std::printf("warning: rank 1 ran out of memory, continuing with a smaller bucket\n");
   for (int it = 1; it <= 3; ++it) std::printf("iteration %d | loss %.3f\n", it, 5.0 / it);
-  if (!quiet) std::printf("step_time: %.6f\n", step);
-  if (print_memory) std::printf("max memory allocated: %.3f GiB\n", memory);
+  if (!o.quiet) std::printf("step_time: %.6f\n", StepTime(o));
+  if (o.print_memory) std::printf("max memory allocated: %.3f GiB\n", Memory(o));
   return 0;
 }
