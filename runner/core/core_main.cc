@@ -19,6 +19,7 @@
 #include "runner/core/core_result.h"
 #include "runner/core/gradient_check.h"
 #include "runner/core/ops.h"
+#include "runner/core/reference_dump.h"
 #include "runner/core/trainer.h"
 #include "runner/core/waiting.h"
 
@@ -66,13 +67,6 @@ nlohmann::json Describe(const CoreOptions& o, int world) {
           {"tokens_per_step", gb * m.seq_len}};
 }
 
-void WriteDump(const std::string& dir, const std::string& name,
-               const std::map<std::string, std::vector<double>>& tensors) {
-  std::filesystem::create_directories(dir);
-  nlohmann::json j = tensors;
-  std::ofstream(std::filesystem::path(dir) / name) << j.dump();
-}
-
 // What the measured steps gave, on this rank (step times are the slowest rank's).
 struct Measurements {
   std::vector<double> losses, step_times, norms, scales;
@@ -117,16 +111,22 @@ void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, Tracki
   allocator.set_cap(allocator.in_use());  // kOom: the next allocation fails
 }
 
-// Warm-up and measured steps (a dump of the first step's gradients and the final weights, and a
-// gradient check, when asked for).
+// Warm-up and measured steps (a dump of what repeats the run, reference_dump.h, and a gradient
+// check, when asked for).
 Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const TrainingOptions& t, TokenSource& data,
                    TrackingAllocator& allocator, nlohmann::json& result) {
   Measurements m;
   Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
   if (!o.dump.empty()) {
+    auto initial = trainer.GatherWeights();
     trainer.ComputeGradients(0);
     auto grads = trainer.GatherGradients();
-    if (grid.rank == 0) WriteDump(o.dump, "gradients.json", grads);
+    if (grid.rank == 0) {
+      WriteDump(o.dump, "initial_weights.json", initial);
+      WriteDump(o.dump, "gradients.json", grads);
+      WriteDump(o.dump, "batches.json",
+                StepBatches(data, o.warmup + o.steps, o.layout.GlobalBatch(), o.model.seq_len));
+    }
   }
   if (o.gradient_check > 0) result["gradient_check"] = CheckGradients(trainer, o.gradient_check, o.seed);
   for (int step = 0; step < o.warmup + o.steps; ++step) {
