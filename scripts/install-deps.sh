@@ -16,11 +16,14 @@ packages=(
   librsvg2-bin  # rsvg-convert: the tests render every chart to PNG
   hipcc libamdhip64-dev  # the HIP build of tunepar-core (compile-checked; runs without a GPU)
   slurm-wlm munge iproute2  # the slurm backend's tests run a real Slurm (scripts/slurm-cluster.sh)
+  # PyTorch, the reference that tunepar-core's step is checked against (tests/torch_reference/,
+  # run with Debian's /usr/bin/python3; 1.13.1 in Debian 12: 170 packages, 635 MB, 75 s here).
+  python3 python3-torch
 )
 if [ "${1:-}" = "--bench" ]; then
   # Peers run by bench/ (with Debian's /usr/bin/python3): Optuna's TPE, scikit-learn's GP,
-  # PyTorch on the CPU (with OpenBLAS, as its users would set it up).
-  packages+=(python3 python3-numpy python3-scipy python3-optuna python3-sklearn python3-torch libopenblas0-pthread)
+  # PyTorch on the CPU (python3-torch, above; with OpenBLAS, as its users would set it up).
+  packages+=(python3-numpy python3-scipy python3-optuna python3-sklearn libopenblas0-pthread)
 fi
 
 missing=()
