@@ -129,17 +129,17 @@ def compare(label, ours, theirs_by_name, rtol, floors):
     return failing
 
 
-def compare_loss(ours, theirs, rtol):
+def compare_loss(label, ours, theirs, rtol):
     rel = abs(ours - theirs) / abs(theirs)
     ok = rel <= rtol
-    print(f"loss: tunepar-core {ours:.9f}, PyTorch {theirs:.9f}, rel err {rel:.3e} (rtol {rtol:g})"
+    print(f"{label}: tunepar-core {ours:.12f}, PyTorch {theirs:.12f}, rel err {rel:.3e} (rtol {rtol:g})"
           f"{'' if ok else '  FAIL'}")
-    return [] if ok else ["loss"]
+    return [] if ok else [label]
 
 
-def run_core(a, out_dir):
-    result_path, dump = os.path.join(out_dir, "result.json"), os.path.join(out_dir, "dump")
-    command = [a.core, "--model", a.model, "--threads", "1", "-q", "--steps", "1", "--warmup", "0",
+def run_core(a, out_dir, steps):
+    result_path, dump = os.path.join(out_dir, f"result{steps}.json"), os.path.join(out_dir, f"dump{steps}")
+    command = [a.core, "--model", a.model, "--threads", "1", "-q", "--steps", str(steps), "--warmup", "0",
                "--lr", repr(a.lr), "--seed", str(a.seed), "-o", result_path, "--dump", dump] + a.core_args
     print("running:", " ".join(command))
     try:
@@ -157,10 +157,11 @@ def run_core(a, out_dir):
     return read(result_path), files
 
 
-def check(a, result, dumps):
-    """Step 0 in PyTorch from the core's initial weights: the loss and the gradients; then
+def check(a, result, dumps, second):
+    """The first step in PyTorch from the core's initial weights: the loss and the gradients; then
     torch.optim.AdamW applied to the core's own gradients (so that gradient rounding, which
-    AdamW's first step amplifies where |g| is near eps, stays out of it) against its update."""
+    AdamW's first step amplifies where |g| is near eps, stays out of it) against the core's update;
+    then the loss of the second step (the first that sees the biases, which start at 0)."""
     dtype = getattr(torch, a.dtype)
     tol = TOLERANCES[a.dtype]
     if result["world"] != 1 or len(result["loss"]) != 1:
@@ -172,7 +173,7 @@ def check(a, result, dumps):
     samples = torch.tensor(dumps["batches"]["samples"][0], dtype=torch.long)  # (B, T + 1)
     loss = model(samples[:, :-1], samples[:, 1:])
     loss.backward()
-    failing = compare_loss(result["loss"][0], loss.item(), tol["loss"])
+    failing = compare_loss("loss", result["loss"][0], loss.item(), tol["loss"])
     rtol, floor = tol["gradients"]
     grads = {name: p.grad for name, p in params.items()}
     failing += compare("gradients of the first step", dumps["gradients"], grads, rtol,
@@ -196,6 +197,10 @@ def check(a, result, dumps):
     eps = torch.finfo(dtype).eps
     failing += compare("AdamW's update", updates, {name: p - initial[name] for name, p in params.items()}, rtol,
                        {name: ulps * eps * p.abs().max().item() for name, p in params.items()})
+    with torch.no_grad():
+        samples = torch.tensor(second[1]["batches"]["samples"][1], dtype=torch.long)
+        loss = model(samples[:, :-1], samples[:, 1:])
+    failing += compare_loss("second step's loss", second[0]["loss"][1], loss.item(), tol["loss"])
     return failing
 
 
@@ -213,9 +218,9 @@ def main():
     torch.set_num_threads(1)
     try:
         with tempfile.TemporaryDirectory() as out_dir:
-            result, dumps = run_core(a, out_dir)
-            failing = check(a, result, dumps)
-    except (BadInput, OSError, KeyError, ValueError) as e:
+            result, dumps = run_core(a, out_dir, 1)
+            failing = check(a, result, dumps, run_core(a, out_dir, 2))
+    except (BadInput, OSError, KeyError, IndexError, ValueError) as e:
         print(f"torch_reference: {e}", file=sys.stderr)
         return 2
     if failing:
