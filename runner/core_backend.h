@@ -38,7 +38,9 @@ std::string_view ToString(SliceMode mode);
 
 struct CoreBackendOptions {
   Launcher launcher = Launcher::kLocal;
-  std::string core_binary;  // tunepar-core
+  std::string core_binary;  // a tunepar-core build
+  // What core_binary runs as (its knobs): the hardware profile's build (tuner: FindCoreBinary).
+  core::CoreBuild build = core::CoreBuild::kCpu;
   int steps = 5;            // measured steps per trial
   int warmup = 2;           // steps before measuring
   double timeout_s = 600;   // per trial, launch included
@@ -79,8 +81,10 @@ class CoreBackend : public Backend {
     if (options_.launcher != Launcher::kLocal) return 0;
     return options_.capacity > 0 ? std::min(world, options_.capacity) : world;
   }
-  // tunepar-core's knobs (runner/core/supported_knobs.h).
-  Result<KnobSupport> SupportedKnobs(const SpaceSpec&, int) const override { return core::SupportedKnobs(); }
+  // The knobs of the tunepar-core build it launches (runner/core/supported_knobs.h).
+  Result<KnobSupport> SupportedKnobs(const SpaceSpec&, int) const override {
+    return core::SupportedKnobs(options_.build);
+  }
   // The seconds of exposed data-parallel communication the full layout adds over its slice.
   double SliceCorrection(const Layout& full, const Layout& slice) const;
 

@@ -190,7 +190,7 @@ namespace {
 TEST(LaunchScript, EncodesTheProfilesPlacementAndEnvironment) {
   testing::TempDir dir;
   const std::string script = dir / "train.sbatch";
-  const testing::CliRun run = testing::RunTunepar(
+  const testing::CliRun run = testing::RunTuneparWithEveryCoreBuild(
       "launch-script --model gpt-22b --hardware frontier-mi250x --layout "
       "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp0-vpp1-fa0 --time 02:00:00 --account abc123 -o " +
       script);

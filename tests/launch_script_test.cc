@@ -24,7 +24,6 @@ namespace fs = std::filesystem;
 using testing::CliRun;
 using testing::ReadFile;
 using testing::RunCommand;
-using testing::RunTunepar;
 using testing::TempDir;
 
 const std::string kMegatron = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-deepspeed.toml";
@@ -33,6 +32,9 @@ const std::string kLumiLayout = "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-v
 const std::string kLumi = "launch-script --model gpt-22b --hardware lumi-g --layout " + kLumiLayout;
 const std::string kSite = " --account project_465000123 --partition standard-g";
 const std::string kCpuLayout = "tp2-pp1-dp2-mbs2-nmb2-fp32-zero1-rcnone-sp0-vpp1-fa0";  // tiny, world 4
+
+// tunepar as installed with every tunepar-core build: lumi-g's scripts run tunepar-core-hip.
+CliRun RunTunepar(const std::string& args) { return testing::RunTuneparWithEveryCoreBuild(args); }
 
 // One line on stderr, "tunepar: error: ...", containing `fragment`.
 void ExpectOneLineError(const CliRun& run, int exit_code, const std::string& fragment) {
@@ -128,9 +130,9 @@ TEST(LaunchScript, ALumiScriptIsExclusiveLoadsModulesAndSaysWhereEachSettingCome
 }
 
 TEST(LaunchScript, SrunsMpiPluginFollowsTheMpiTheProgramLinks) {
-  const CliRun core = RunTunepar(kLumi + kSite);  // tunepar-core as built here links Open MPI
+  const CliRun core = RunTunepar(kLumi + kSite);  // tunepar-core-hip as installed here links Open MPI
   ASSERT_EQ(core.exit_code, 0) << core.err;
-  EXPECT_NE(core.out.find("# srun --mpi=pmix: tunepar-core links open-mpi (ldd; lumi-g launch.mpi_plugins)"),
+  EXPECT_NE(core.out.find("# srun --mpi=pmix: tunepar-core-hip links open-mpi (ldd; lumi-g launch.mpi_plugins)"),
             std::string::npos)
       << core.out;
   const CliRun cray = RunTunepar(kLumi + kSite + " --mpi cray-mpich");
@@ -330,6 +332,66 @@ TEST(LaunchScript, LaunchersThatStartEveryNodesRanksThemselvesAreRefused) {
                                   " --training-command '" + launcher + "'"),
                        kExitUsage, "launcher, which starts the ranks of every node itself: give --training-command");
   }
+}
+
+// ---- Issue 18 item 2: the tunepar-core build of the profile's devices.
+
+// The script's training step and the header line that says which program it runs.
+struct CoreLaunch {
+  std::string step, header;
+};
+CoreLaunch CoreLaunchOf(const CliRun& run) {
+  CoreLaunch launch;
+  launch.step = Steps(run.out).empty() ? "" : Steps(run.out).back();
+  for (const std::string& line : Lines(run.out)) {
+    if (line.rfind("# The program: ", 0) == 0) launch.header = line;
+  }
+  return launch;
+}
+
+TEST(LaunchScript, RunsTheCoreBuildOfTheProfilesDevicesAndSaysWhich) {
+  struct Case {
+    std::string args, binary, header;
+  };
+  const std::string gpt22b = " --model gpt-22b --layout " + kLumiLayout;
+  for (const Case& c : std::vector<Case>{
+           {"--hardware lumi-g" + gpt22b + kSite, "tunepar-core-hip",
+            "tunepar-core-hip (the AMD build, for lumi-g: its launch.visible_devices_env is ROCR_VISIBLE_DEVICES)."},
+           {"--hardware frontier-mi250x --account abc" + gpt22b, "tunepar-core-hip", "the AMD build, for frontier-mi250x"},
+           {"--hardware dgx-h100" + gpt22b, "tunepar-core-cuda",
+            "tunepar-core-cuda (the NVIDIA build, for dgx-h100: its launch.visible_devices_env is CUDA_VISIBLE_DEVICES)."},
+           {"--hardware dgx-a100" + gpt22b, "tunepar-core-cuda", "the NVIDIA build, for dgx-a100"},
+           {"--hardware local-cpu --model tiny --layout " + kCpuLayout, "tunepar-core",
+            "tunepar-core (the CPU build, for local-cpu: its device 'CPU core' and launch.visible_devices_env name no "
+            "GPU vendor)."}}) {
+    const CliRun run = RunTunepar("launch-script " + c.args);
+    ASSERT_EQ(run.exit_code, 0) << c.args << "\n" << run.err;
+    const CoreLaunch launch = CoreLaunchOf(run);
+    EXPECT_NE(launch.step.find("/" + c.binary + " --model \"$TUNEPAR_MODEL\""), std::string::npos) << launch.step;
+    EXPECT_NE(launch.header.find(c.header), std::string::npos) << launch.header;
+    if (c.binary == "tunepar-core-hip")  // lumi-g and frontier map the MPI a program links to srun's plugin
+      EXPECT_NE(run.out.find(": tunepar-core-hip links open-mpi (ldd; "), std::string::npos) << c.args;
+  }
+}
+
+// Without the GPU build the profile needs, no script (it would start the CPU build on every GPU);
+// --core names the program to run instead, and the script says so.
+TEST(LaunchScript, WithoutTheProfilesCoreBuildOnlyCoreGivesAScript) {
+  TempDir dir;
+  const std::string cpu_only = testing::InstallTunepar(dir.path(), {"tunepar-core"});
+  const std::string h100 = " launch-script --hardware dgx-h100 --model gpt-22b --layout " + kLumiLayout;
+  ExpectOneLineError(RunCommand("PATH=/usr/bin:/bin " + cpu_only + h100), kExitUsage,
+                     "tunepar-core-cuda (the NVIDIA build, for dgx-h100) not found next to tunepar or on $PATH: cmake "
+                     "builds it where it finds nvcc with cuBLAS and NCCL, or give --core PATH");
+  const CliRun given = RunCommand("PATH=/usr/bin:/bin " + cpu_only + h100 + " --core " + (dir / "tunepar-core"));
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  const CoreLaunch launch = CoreLaunchOf(given);
+  EXPECT_NE(launch.step.find(" bash \"$rank_setup\" " + (dir / "tunepar-core") + " --model"), std::string::npos)
+      << launch.step;
+  EXPECT_NE(launch.header.find((dir / "tunepar-core") + " (--core, in place of tunepar-core-cuda: the NVIDIA build, "
+                               "for dgx-h100)"),
+            std::string::npos)
+      << launch.header;
 }
 
 // ---- The pieces.

@@ -79,4 +79,12 @@ bool NoTrialProcessesLeft(const std::string& study_prefix);
 // Every regular file under `dir` with its content, to prove a failed command changed nothing.
 std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string& dir);
 
+// An install of tunepar with the tunepar-core builds named in `cores` beside it ("tunepar-core",
+// "tunepar-core-cuda", "tunepar-core-hip"), in `dir`: each a copy of the CPU build here (it links
+// the same MPI and runs without a GPU), so a test can see which build a command picks. Returns
+// the installed tunepar.
+std::string InstallTunepar(const std::string& dir, const std::vector<std::string>& cores);
+// `tunepar <args>` as installed with all three builds (once per test process), $PATH as given.
+CliRun RunTuneparWithEveryCoreBuild(const std::string& args);
+
 }  // namespace tunepar::testing

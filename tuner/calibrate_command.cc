@@ -19,6 +19,7 @@
 #include "search/knob_shapley.h"
 #include "tuner/calibration_sweep.h"
 #include "tuner/commands.h"
+#include "tuner/core_backend_config.h"
 #include "tuner/stored_study.h"
 #include "tuner/text_table.h"
 
@@ -434,7 +435,7 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
       ->capture_default_str();
   sweep->add_option("--steps", o->sweep.core.steps, "Measured steps per run")->capture_default_str();
   sweep->add_option("--warmup", o->sweep.core.warmup, "Warm-up steps per run")->capture_default_str();
-  sweep->add_option("--core", o->sweep.core.core, "tunepar-core binary (default: next to tunepar)");
+  sweep->add_option("--core", o->sweep.core.core, kCoreOptionHelp);
   sweep->add_option("--threads", o->sweep.core.threads, "Threads per rank (default: automatic)");
   sweep->add_option("--timeout", o->sweep.timeout_s, "Seconds per run (default 600)");
   sweep->add_option("--runs-csv", o->sweep.runs_csv, "Write the measured runs here (default: in the store)");

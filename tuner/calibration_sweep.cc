@@ -197,9 +197,10 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
   Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
+  std::string core_said;
   Result<runner::CoreBackendOptions> core =
       ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
-                         problem->hardware, o.world, o.timeout_s);
+                         problem->hardware, o.world, o.timeout_s, &core_said);
   if (!core.ok()) return core.status();
   Result<KnobSupport> support =
       runner::CoreBackend(*core, problem->model, problem->hardware).SupportedKnobs(problem->space, o.world);
@@ -216,6 +217,7 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
   if (ec) return StoreError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
   const size_t shapes = ShapeVariants(problem->model, o.shapes).size();
   if (!global.json) {
+    fmt::print("core: {}\n", core_said);
     fmt::print("Sweeping {} layouts of {} in {} shape{} at world {} with tunepar-core ({} backend; {} legal layouts)\n",
                plan->size(), problem->model.name, shapes, shapes == 1 ? "" : "s", o.world,
                o.backend == "slurm" ? "slurm" : "local", legal);

@@ -36,6 +36,37 @@ bool OnPath(const std::string& program) {
   return !FirstLine("command -v " + program + " 2>/dev/null").empty();
 }
 
+std::string_view BuildVendor(core::CoreBuild build) {
+  switch (build) {
+    case core::CoreBuild::kCpu: return "CPU";
+    case core::CoreBuild::kCuda: return "NVIDIA";
+    case core::CoreBuild::kHip: return "AMD";
+  }
+  return "CPU";
+}
+
+// What builds the binary of `build` (runner/core/CMakeLists.txt).
+std::string_view HowToBuild(core::CoreBuild build) {
+  switch (build) {
+    case core::CoreBuild::kCpu: return "cmake --build build";
+    case core::CoreBuild::kCuda: return "cmake builds it where it finds nvcc with cuBLAS and NCCL";
+    case core::CoreBuild::kHip: return "cmake builds it where it finds hipcc with hipBLAS and RCCL, e.g. a site's ROCm";
+  }
+  return "";
+}
+
+// The binary of `build` next to this executable, else on $PATH ("" when neither).
+std::string BuiltBinary(core::CoreBuild build) {
+  const std::string name(core::BinaryName(build));
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path next = self.parent_path() / name;
+    if (access(next.c_str(), X_OK) == 0) return next.string();
+  }
+  return FirstLine("command -v " + name + " 2>/dev/null");
+}
+
 }  // namespace
 
 std::string AutomaticBackend(std::string* why) {
@@ -52,28 +83,44 @@ std::string AutomaticBackend(std::string* why) {
   return "model";
 }
 
-Result<std::string> FindCoreBinary(const std::string& given) {
+core::CoreBuild CoreBuildFor(const runner::HardwareProfile& hw, std::string* why) {
+  const std::string& env = hw.launch.visible_devices_env;
+  if (env == "CUDA_VISIBLE_DEVICES" || env == "ROCR_VISIBLE_DEVICES" || env == "HIP_VISIBLE_DEVICES") {
+    *why = fmt::format("its launch.visible_devices_env is {}", env);
+    return env == "CUDA_VISIBLE_DEVICES" ? core::CoreBuild::kCuda : core::CoreBuild::kHip;
+  }
+  const std::string& device = hw.device_name;
+  const bool nvidia = device.find("NVIDIA") != std::string::npos;
+  const bool amd = device.find("AMD MI") != std::string::npos || device.find("AMD Instinct") != std::string::npos;
+  *why = nvidia || amd ? fmt::format("its device is '{}'", device)
+                       : fmt::format("its device '{}' and launch.visible_devices_env name no GPU vendor", device);
+  return nvidia ? core::CoreBuild::kCuda : amd ? core::CoreBuild::kHip : core::CoreBuild::kCpu;
+}
+
+Result<CoreBinary> FindCoreBinary(const runner::HardwareProfile& hw, const std::string& given) {
+  std::string why;
+  CoreBinary binary;
+  binary.build = CoreBuildFor(hw, &why);
+  const std::string build = fmt::format("the {} build, for {}", BuildVendor(binary.build), hw.name);
   if (!given.empty()) {
     if (access(given.c_str(), X_OK) != 0)
       return InvalidArgument(fmt::format("--core {}: no such executable", given));
-    return fs::absolute(given).string();
+    binary.path = fs::absolute(given).string();
+    binary.said = fmt::format("{} (--core, in place of {}: {})", binary.path, core::BinaryName(binary.build), build);
+    return binary;
   }
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path next = self.parent_path() / "tunepar-core";
-    if (access(next.c_str(), X_OK) == 0) return next.string();
+  binary.path = BuiltBinary(binary.build);
+  if (binary.path.empty()) {
+    return InvalidArgument(fmt::format("{} ({}) not found next to tunepar or on $PATH: {}, or give --core PATH",
+                                       core::BinaryName(binary.build), build, HowToBuild(binary.build)));
   }
-  const std::string found = FirstLine("command -v tunepar-core 2>/dev/null");
-  if (!found.empty()) return found;
-  return InvalidArgument(
-      "tunepar-core not found next to tunepar or on $PATH: build it (cmake --build build) or give --core "
-      "PATH");
+  binary.said = fmt::format("{} ({}: {})", binary.path, build, why);
+  return binary;
 }
 
 Result<runner::CoreBackendOptions> ResolveCoreOptions(const CoreFlags& flags, runner::Launcher launcher,
                                                       const runner::HardwareProfile& hw, int world,
-                                                      double timeout_s) {
+                                                      double timeout_s, std::string* core_said) {
   runner::CoreBackendOptions o;
   o.launcher = launcher;
   if (flags.steps < 1 || flags.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
@@ -90,9 +137,11 @@ Result<runner::CoreBackendOptions> ResolveCoreOptions(const CoreFlags& flags, ru
       return InvalidArgument(fmt::format("--env '{}' is not KEY=VALUE", kv));
     o.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
-  Result<std::string> core = FindCoreBinary(flags.core);
+  Result<CoreBinary> core = FindCoreBinary(hw, flags.core);
   if (!core.ok()) return core.status();
-  o.core_binary = *core;
+  o.core_binary = core->path;
+  o.build = core->build;
+  if (core_said != nullptr) *core_said = core->said;
   o.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   if (launcher == runner::Launcher::kLocal) {

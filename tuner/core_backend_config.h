@@ -1,6 +1,7 @@
-// Setting up the `local` and `slurm` backends from the command line and the environment: where
-// tunepar-core is, how many ranks this machine or allocation holds, the allocation's first node,
-// and the checks that make a wrong setup one clear error before any trial runs.
+// Setting up the `local` and `slurm` backends from the command line and the environment: which
+// tunepar-core build the hardware profile's devices need and where it is, how many ranks this
+// machine or allocation holds, the allocation's first node, and the checks that make a wrong
+// setup one clear error before any trial runs.
 #pragma once
 
 #include <string>
@@ -13,7 +14,7 @@
 namespace tunepar {
 
 struct CoreFlags {
-  std::string core;  // tunepar-core; "" = next to the tunepar binary, then $PATH
+  std::string core;  // a tunepar-core build; "" = the profile's (FindCoreBinary)
   int steps = 5;     // measured steps per trial
   int warmup = 2;    // warm-up steps per trial
   std::string slice = "never";
@@ -27,12 +28,33 @@ struct CoreFlags {
 std::string AutomaticBackend(std::string* why);
 
 // Resolves the options of the local or slurm backend for `world` ranks (kInvalidArgument or
-// kConfig with one line when the setup cannot work).
+// kConfig with one line when the setup cannot work); `core_said`, when given, gets which
+// tunepar-core the trials run (CoreBinary::said).
 Result<runner::CoreBackendOptions> ResolveCoreOptions(const CoreFlags& flags, runner::Launcher launcher,
                                                       const runner::HardwareProfile& hardware, int world,
-                                                      double timeout_s);
+                                                      double timeout_s, std::string* core_said = nullptr);
 
-// The tunepar-core binary: `given`, else next to this executable, else on $PATH.
-Result<std::string> FindCoreBinary(const std::string& given);
+// The tunepar-core build a profile's devices need: the NVIDIA build (cuda) or the AMD build (hip)
+// for GPUs, else the CPU build. The vendor is what the profile already says: the variable that
+// gives each rank its device (launch.visible_devices_env: CUDA_VISIBLE_DEVICES for NVIDIA,
+// ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES for AMD), else the device's name ("NVIDIA ...",
+// "AMD MI...", "AMD Instinct ..."); a profile that names neither runs the CPU build. `why` says
+// which of them decided.
+core::CoreBuild CoreBuildFor(const runner::HardwareProfile& hardware, std::string* why);
+
+// --core's help, the same in search, calibrate and launch-script.
+inline constexpr const char* kCoreOptionHelp =
+    "tunepar-core binary (default: the hardware profile's build next to tunepar, else on $PATH: tunepar-core-cuda "
+    "for NVIDIA, tunepar-core-hip for AMD, tunepar-core for CPUs)";
+
+struct CoreBinary {
+  std::string path;                               // the executable
+  core::CoreBuild build = core::CoreBuild::kCpu;  // the profile's (a --core binary stands in for it)
+  std::string said;  // for the user: "PATH (the NVIDIA build, for dgx-h100: its ...)"
+};
+// The tunepar-core binary for the profile: `given` (--core), else its build's binary
+// (tunepar-core, tunepar-core-cuda or tunepar-core-hip) next to this executable, else on $PATH;
+// kInvalidArgument naming what to build otherwise.
+Result<CoreBinary> FindCoreBinary(const runner::HardwareProfile& hardware, const std::string& given);
 
 }  // namespace tunepar

@@ -1,7 +1,8 @@
 // `tunepar launch-script`: the sbatch script for a layout: by default the best measured (or
 // predicted) layout of a study (--top K: the K best, one script each), else --layout with
-// --model/--hardware. The training command is tunepar-core, your template (--training-command,
-// with the command backend's placeholders), or a command config's (e.g.
+// --model/--hardware. The training command is tunepar-core (the build the profile's devices
+// need: cuda, hip or CPU), your template (--training-command, with the command backend's
+// placeholders), or a command config's (e.g.
 // configs/commands/megatron-deepspeed.toml): its own srun/mpirun is dropped (the script's srun
 // places the ranks), a node-level launcher (torchrun) gets one task per node and its rendezvous,
 // deepspeed/accelerate launchers are refused, and a trial's length (--train-iters 8) becomes the
@@ -82,7 +83,8 @@ std::string MpiLinkedBy(const std::string& binary) {
 }
 
 // srun's MPI plugin: --mpi (an MPI of the profile's launch.mpi_plugins, or a plugin), else the
-// MPI tunepar-core links, else the profile's launch.mpi; and the reason, for the script.
+// MPI the tunepar-core binary links (`core_binary`: "" for another program), else the profile's
+// launch.mpi; and the reason, for the script.
 Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, runner::LaunchScriptRequest* r) {
   const runner::LaunchSettings& launch = r->hardware.launch;
   const std::string from = fmt::format("{} launch.mpi_plugins", r->hardware.name);
@@ -108,31 +110,37 @@ Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, r
     const std::string mpi = MpiLinkedBy(core_binary);
     if (auto it = launch.mpi_plugins.find(mpi); it != launch.mpi_plugins.end()) {
       r->mpi_plugin = it->second;
-      r->mpi_reason = fmt::format("tunepar-core links {} (ldd; {})", mpi, from);
+      r->mpi_reason = fmt::format("{} links {} (ldd; {})", core_binary.substr(core_binary.rfind('/') + 1), mpi, from);
       return Status::Ok();
     }
   }
   r->mpi_plugin = launch.mpi;
   r->mpi_reason = fmt::format(
       "the profile's launch.mpi{}; a program linked with another MPI needs --mpi (e.g. --mpi cray-mpich)",
-      core_binary.empty() ? " (the MPI the program links is not known here)" : " (which MPI tunepar-core links is not known)");
+      core_binary.empty() ? " (the MPI the program links is not known here)" : " (which MPI the tunepar-core binary links is not known)");
   return Status::Ok();
 }
 
+// tunepar-core's command: the build the profile's devices need (--core stands in for it), said
+// in the script's header.
 Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
-  if (Status supported = CheckSupported(chosen.layout, core::SupportedKnobs(), "tunepar-core"); !supported.ok()) {
+  std::string why;
+  const core::CoreBuild build = CoreBuildFor(chosen.hardware, &why);
+  if (Status supported = CheckSupported(chosen.layout, core::SupportedKnobs(build), core::BinaryName(build));
+      !supported.ok()) {
     return InvalidArgument(supported.message() +
                            "; give --command-config configs/commands/megatron-deepspeed.toml or --training-command");
   }
-  Result<std::string> core = FindCoreBinary(o.core);
+  Result<CoreBinary> core = FindCoreBinary(chosen.hardware, o.core);
   if (!core.ok()) return core.status();
+  r->header += fmt::format("# The program: {}.\n", core->said);
   r->model_toml = runner::ModelToml(chosen.model);
   r->training_command = fmt::format(
       "{} --model \"$TUNEPAR_MODEL\" --layout {} --steps {} --warmup 5 --memory-cap {:.0f} -o "
       "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
-      runner::ShellQuote(*core), LayoutKey(chosen.layout), o.steps > 0 ? o.steps : kCoreDefaultSteps,
+      runner::ShellQuote(core->path), LayoutKey(chosen.layout), o.steps > 0 ? o.steps : kCoreDefaultSteps,
       chosen.hardware.MemoryBytes());
-  return ChooseMpi(o, *core, r);
+  return ChooseMpi(o, core->path, r);
 }
 
 std::string ScriptHeader(const Chosen& chosen, const runner::Prediction& prediction) {
@@ -362,7 +370,8 @@ Result<std::string> ScriptFor(const LaunchScriptOptions& o, const Chosen& chosen
     if (std::find(r.required_env.begin(), r.required_env.end(), name) == r.required_env.end())
       r.required_env.push_back(name);
   }
-  r.header = ScriptHeader(chosen, pm->Predict(chosen.layout));
+  // Where the layout comes from, then the program (SetCoreCommand says which build).
+  r.header = ScriptHeader(chosen, pm->Predict(chosen.layout)) + r.header;
   return runner::LaunchScript(r);
 }
 
@@ -405,7 +414,7 @@ void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* 
                   "Command template run by every rank (placeholders as for --backend command; {trial?TEXT} is a "
                   "trial's only)");
   cmd->add_option("--command-config", o->command_config, "Take the command of a command config TOML");
-  cmd->add_option("--core", o->core, "tunepar-core binary (default: next to tunepar)");
+  cmd->add_option("--core", o->core, kCoreOptionHelp);
   cmd->add_option("--steps", o->steps,
                   "Training steps: tunepar-core's (default 50); replaces a template's trial length (--train-iters, "
                   "--training.steps; --exit-interval goes)");

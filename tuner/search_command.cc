@@ -60,8 +60,9 @@ Status CheckSearchOptions(const SearchOptions& o) {
 
 // The backend that measures (command, local or slurm), set up from the flags; checks that need
 // the problem but touch nothing on disk come first, so bad input leaves the store alone.
-// Sets o->knobs: the command config's [knobs], then --fix.
-Result<std::unique_ptr<runner::Backend>> MeasuringBackend(SearchOptions* options) {
+// Sets o->knobs: the command config's [knobs], then --fix; `core_said`: which tunepar-core build
+// the local and slurm backends run.
+Result<std::unique_ptr<runner::Backend>> MeasuringBackend(SearchOptions* options, std::string* core_said) {
   const SearchOptions& o = *options;
   if (o.backend == "command") {
     std::string declared;
@@ -80,7 +81,7 @@ Result<std::unique_ptr<runner::Backend>> MeasuringBackend(SearchOptions* options
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
   Result<runner::CoreBackendOptions> core =
       ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
-                         problem->hardware, static_cast<int>(o.problem.world), o.command.timeout_s);
+                         problem->hardware, static_cast<int>(o.problem.world), o.command.timeout_s, core_said);
   if (!core.ok()) return core.status();
   return std::unique_ptr<runner::Backend>(
       std::make_unique<runner::CoreBackend>(std::move(*core), problem->model, problem->hardware));
@@ -98,11 +99,11 @@ std::string BackendSettingsJson(const SearchOptions& o, const StudySettings& set
     j["metric_json"] = command->options().metric_json;
     if (command->options().reads_layout_env) j["reads_layout_env"] = true;
   }
-  if (dynamic_cast<const runner::CoreBackend*>(backend) != nullptr) {
+  if (const auto* core_backend = dynamic_cast<const runner::CoreBackend*>(backend)) {
     j["core"] = {{"steps", o.core.steps},
                  {"warmup", o.core.warmup},
                  {"slice", o.core.slice},
-                 {"knobs", PinnedKnobs(core::SupportedKnobs())}};
+                 {"knobs", PinnedKnobs(core::SupportedKnobs(core_backend->options().build))}};
   }
   if (backend != nullptr) {
     j["seed"] = settings.seed;
@@ -193,8 +194,10 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   if (o.cli != nullptr) WarnIgnoredOptions(*o.cli, o.backend);
   std::unique_ptr<runner::Backend> backend;
   if (o.backend != "model") {
-    Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(&o);
+    std::string core_said;
+    Result<std::unique_ptr<runner::Backend>> made = MeasuringBackend(&o, &core_said);
     if (!made.ok()) return made.status();
+    if (!core_said.empty()) chosen += "core: " + core_said + "\n";
     backend = std::move(*made);
   } else {
     Result<std::string> knobs = KnobDeclarations("", o.problem.fix);
@@ -303,7 +306,7 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
 
   AddCommandBackendOptions(cmd, &o->command);
   auto* k = cmd->add_option_group("Core backends (local, slurm: tunepar-core)");
-  k->add_option("--core", o->core.core, "tunepar-core binary (default: next to tunepar, then $PATH)");
+  k->add_option("--core", o->core.core, kCoreOptionHelp);
   k->add_option("--steps", o->core.steps, "Measured steps per trial")->capture_default_str();
   k->add_option("--warmup", o->core.warmup, "Warm-up steps per trial")->capture_default_str();
   k->add_option("--slice", o->core.slice,

@@ -10,6 +10,7 @@
 #include "base/presets.h"
 #include "base/byte_size.h"
 #include "base/device_memory.h"
+#include "runner/core/ops.h"
 #include "runner/core/supported_knobs.h"
 
 namespace tunepar::core {
@@ -186,7 +187,8 @@ Status CheckRunnable(const CoreOptions& o, int world_size) {
     return InvalidArgument(
         fmt::format("layout {} needs {} ranks, the job has {}", LayoutKey(l), l.tp * l.pp * l.dp, world_size));
   }
-  TUNEPAR_RETURN_IF_ERROR(CheckSupported(l, SupportedKnobs(), "tunepar-core"));
+  const CoreBuild build = CoreBuildNamed(BackendName()).value_or(CoreBuild::kCpu);
+  TUNEPAR_RETURN_IF_ERROR(CheckSupported(l, SupportedKnobs(build), BinaryName(build)));
   if (l.zero != 0 && l.zero != 1) return InvalidArgument(fmt::format("--zero {}: 0 or 1", l.zero));
   if (m.heads % l.tp != 0 || m.hidden % l.tp != 0 || F % l.tp != 0 || m.vocab % l.tp != 0) {
     return InvalidArgument(fmt::format("tp {} must divide the heads ({}), hidden ({}), MLP width ({}) and vocabulary ({}) of {}",
