@@ -62,18 +62,17 @@ void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t,
   real* partial = w.partial.data();
   Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
   const int B = ctx.B, T = ctx.dims.T, C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl;
+  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl, P = ctx.precision;
   const bool adds_bias = ctx.shard.tp_rank == 0;
   const int64_t NC = int64_t{N} * C;
 
   LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C);
   ctx.Store(a.ln1.data(), NC);
-  MatmulForward(a.qkv.data(), a.ln1.data(), W + t.qkv_w, W + t.qkv_b, N, C, 3 * Cl);
+  MatmulForward(a.qkv.data(), a.ln1.data(), W + t.qkv_w, W + t.qkv_b, N, C, 3 * Cl, P);
   ctx.Store(a.qkv.data(), int64_t{N} * 3 * Cl);
-  AttentionForward(a.atty.data(), att.data(), a.qkv.data(), B, T, Cl, NHl);
-  ctx.Store(att.data(), static_cast<int64_t>(att.size()));
+  AttentionForward(a.atty.data(), att.data(), a.qkv.data(), B, T, Cl, NHl, P);  // att rounded by the softmax
   ctx.Store(a.atty.data(), int64_t{N} * Cl);
-  MatmulForward(partial, a.atty.data(), W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, N, Cl, C);
+  MatmulForward(partial, a.atty.data(), W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, N, Cl, C, P);
   ctx.TpAllReduce(partial, NC);
   ctx.Store(partial, NC);
   Add(a.res2.data(), x, partial, NC);
@@ -82,11 +81,11 @@ void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t,
   LayerNormForward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W + t.ln2_w,
                    W + t.ln2_b, N, C);
   ctx.Store(a.ln2.data(), NC);
-  MatmulForward(a.fch.data(), a.ln2.data(), W + t.fc_w, W + t.fc_b, N, C, Fl);
+  MatmulForward(a.fch.data(), a.ln2.data(), W + t.fc_w, W + t.fc_b, N, C, Fl, P);
   ctx.Store(a.fch.data(), int64_t{N} * Fl);
   GeluForward(a.fcg.data(), a.fch.data(), int64_t{N} * Fl);
   ctx.Store(a.fcg.data(), int64_t{N} * Fl);
-  MatmulForward(partial, a.fcg.data(), W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, N, Fl, C);
+  MatmulForward(partial, a.fcg.data(), W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, N, Fl, C, P);
   ctx.TpAllReduce(partial, NC);
   ctx.Store(partial, NC);
   Add(out, a.res2.data(), partial, NC);
@@ -96,15 +95,15 @@ void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t,
 void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockTensors& t, const real* x,
                    const BlockActivations& a, BlockWorkspace& w, real* dx) {
   const int B = ctx.B, T = ctx.dims.T, C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl;
+  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl, P = ctx.precision;
   const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
 
   // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc.
-  MatmulBackward(w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg.data(), W + t.fcproj_w, N, Fl, C);
+  MatmulBackward(w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg.data(), W + t.fcproj_w, N, Fl, C, P);
   ctx.Store(w.dfcg.data(), NF);
   GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF);
   ctx.Store(w.dfch.data(), NF);
-  MatmulBackward(w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2.data(), W + t.fc_w, N, C, Fl);
+  MatmulBackward(w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2.data(), W + t.fc_w, N, C, Fl, P);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(w.dres2.data(), dx, NC);
@@ -115,17 +114,16 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
   const real* att = a.att.data();
   if (att == nullptr) {  // selective recomputation (y is recomputed too, into scratch)
-    AttentionForward(w.datty.data(), w.scores.data(), a.qkv.data(), B, T, Cl, NHl);
-    ctx.Store(w.scores.data(), static_cast<int64_t>(w.scores.size()));
+    AttentionForward(w.datty.data(), w.scores.data(), a.qkv.data(), B, T, Cl, NHl, P);
     att = w.scores.data();
   }
   MatmulBackward(w.datty.data(), G + t.attproj_w, G + t.attproj_b, w.dres2.data(), a.atty.data(),
-                 W + t.attproj_w, N, Cl, C);
+                 W + t.attproj_w, N, Cl, C, P);
   ctx.Store(w.datty.data(), int64_t{N} * Cl);
-  AttentionBackward(w.dqkv.data(), w.datty.data(), a.qkv.data(), att, B, T, Cl, NHl);
+  AttentionBackward(w.dqkv.data(), w.datty.data(), a.qkv.data(), att, B, T, Cl, NHl, P);
   ctx.Store(w.dqkv.data(), int64_t{N} * 3 * Cl);
   MatmulBackward(w.dln.data(), G + t.qkv_w, G + t.qkv_b, w.dqkv.data(), a.ln1.data(), W + t.qkv_w, N, C,
-                 3 * Cl);
+                 3 * Cl, P);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(dx, w.dres2.data(), NC);
@@ -163,7 +161,7 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
 
   LayerNormForward(lnf.data(), mean.data(), rstd.data(), x, W + p.lnf_w, W + p.lnf_b, N, C);
   ctx.Store(lnf.data(), NC);
-  MatmulForward(logits.data(), lnf.data(), W + p.lm_head, nullptr, N, C, Vl);
+  MatmulForward(logits.data(), lnf.data(), W + p.lm_head, nullptr, N, C, Vl, ctx.precision);
   ctx.Store(logits.data(), int64_t{N} * Vl);
 
   CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl);
@@ -181,9 +179,11 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
   Upload(row_max, host.data(), N * sizeof(real));  // now log_sum per row
   CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, static_cast<real>(grad_scale), N,
                        Vl);
+  ctx.Store(logits.data(), int64_t{N} * Vl);  // dlogits at storage width, as the LM head's backward reads them
 
   Buffer dlnf = ctx.Workspace(NC);
-  MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W + p.lm_head, N, C, Vl);
+  MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W + p.lm_head, N, C, Vl,
+                 ctx.precision);
   ctx.TpAllReduce(dlnf.data(), NC);
   ctx.Store(dlnf.data(), NC);
   Fill(dx, NC, 0);

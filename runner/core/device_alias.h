@@ -27,6 +27,26 @@
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipGetErrorString cudaGetErrorString
 #define hipRuntimeGetVersion cudaRuntimeGetVersion
+#define hipStream_t cudaStream_t
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamWaitEvent cudaStreamWaitEvent
+#define hipEvent_t cudaEvent_t
+#define hipEventCreate cudaEventCreate
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#define hipEventDestroy cudaEventDestroy
+#define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipGetLastError cudaGetLastError
+#define hipHostMalloc(p, bytes, flags) cudaHostAlloc(p, bytes, flags)
+#define hipHostMallocDefault cudaHostAllocDefault
+#define hipHostFree cudaFreeHost
+#define hipMemGetInfo cudaMemGetInfo
 #else
 #define TP_HOST_DEVICE
 #define TP_GPU 0

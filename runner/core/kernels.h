@@ -44,6 +44,20 @@ TP_HOST_DEVICE inline float RoundFp16(float x) {
   return magnitude >= 0x7f800000u ? x : r;      // inf, nan
 }
 
+// The IEEE binary16 bits of x, a value on the fp16 grid (RoundFp16's output): the GPU's 16-bit
+// GEMM operands. Exact for such values; inf and nan stay inf and nan.
+TP_HOST_DEVICE inline uint16_t Fp16Bits(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;                 // nan
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;                // inf (and past 65504)
+  if (magnitude >= 0x38800000u)                                        // normal: exponent 127 -> 15
+    return sign | static_cast<uint16_t>((magnitude - 0x38000000u) >> 13);
+  return sign | static_cast<uint16_t>(fabsf(x) * 16777216.0f);        // subnormal: multiples of 2^-24
+}
+
 // precision: 0 = fp32 (no rounding), 1 = fp16, 2 = bf16
 TP_HOST_DEVICE inline real RoundTo(real x, int precision) {
   const float f = static_cast<float>(x);

@@ -1,18 +1,29 @@
 // The operations of a transformer training step on one rank's shard (llm.c style: free
-// functions, row-major arrays, shapes in comments). Two implementations, one API: ops_cpu.cc
-// (OpenMP loops over the row kernels of kernels.h, GEMMs by Eigen) and ops_gpu.cc (the same row
-// kernels as GPU kernels, built by hipcc with -DTUNEPAR_GPU=hip). Pointers are device memory:
-// host memory on the CPU backend. B micro-batch, T sequence, C hidden, Cl = C / tp, NHl heads
-// per rank, F MLP width, Fl = F / tp, V vocabulary, Vl = V / tp.
+// functions, row-major arrays, shapes in comments). Two backends, one API: ops_cpu.cc (OpenMP
+// loops over the row kernels of kernels.h, GEMMs by Eigen) and the GPU build (ops_gpu.cc: the
+// same row kernels as GPU kernels with block reductions; gemm_gpu.cc: GEMMs by cuBLAS/hipBLAS).
+// The linear layers and attention are written once over Gemm (gemm_layers.cc), so the CPU tests
+// pin every transpose, leading dimension and batch stride the GPU hands its BLAS. Pointers are
+// device memory: host memory on the CPU backend. B micro-batch, T sequence, C hidden,
+// Cl = C / tp, NHl heads per rank, F MLP width, Fl = F / tp, V vocabulary, Vl = V / tp.
+// `precision` (0 fp32, 1 fp16, 2 bf16): the storage grid the inputs lie on, and the outputs are
+// rounded to where the op says so.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "runner/core/real.h"
 
 namespace tunepar::core {
+
+// A device runtime or library call failed (the trial ends as a crash, with this message).
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // ---- Backend: device discovery and memory.
 std::string BackendName();     // "cpu" | "hip" | "cuda"
@@ -27,6 +38,9 @@ void DeviceFree(void* p);
 void Upload(void* device, const void* host, size_t bytes);
 void Download(void* host, const void* device, size_t bytes);
 void Synchronize();
+// Device scratch for one op's intermediate (attention's dP), valid until the next call; not
+// tracked, like a framework's library workspace (it was never part of the memory accounting).
+real* OpScratch(size_t values);
 
 // Threads per rank for the loops and GEMMs (the cores a rank owns; CPU backend).
 void SetThreads(int threads);
@@ -40,13 +54,39 @@ void Accumulate(real* a, const real* b, int64_t n);            // a += b
 // Values kept in 16 bits are rounded in place (precision 0 = fp32: nothing to do).
 void RoundStorage(real* p, int64_t n, int precision);
 
-// ---- Layers.
+// ---- GEMM in BLAS terms: column-major, as BLAS, cuBLAS and hipBLAS see memory. For each of
+// batch.count problems i: C_i = alpha op(A_i) op(B_i) + beta C_i, with op(A_i) m x k, op(B_i)
+// k x n, C_i m x n, X_i = X + i batch.stride_x, leading dimensions lda, ldb, ldc (a row-major
+// (r, c) array is a column-major (c, r) one with ld c). `precision`: the grid A and B lie on;
+// with 1 or 2 the GPU multiplies them in 16 bits on tensor/matrix cores (exact: the values are
+// 16-bit values) with fp32 accumulation; the CPU always multiplies in fp32.
+enum class Op { kN, kT };
+struct GemmBatch {
+  int count = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
+          real beta, real* C, int ldc, const GemmBatch& batch = {}, int precision = 0);
+
+// out (N, OC) += bias (OC) on every row.
+void AddBias(real* out, const real* bias, int N, int OC);
+// dbias (OC) += the column sums of dout (N, OC).
+void BiasBackward(real* dbias, const real* dout, int N, int OC);
+
+// Causal softmax over `rows` rows of T scores (row r is query position r % T), in place, outputs
+// rounded to `precision`: p = softmax(s) over t2 <= t, zeros past t.
+void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision);
+// In place: dp (rows, T) becomes scale * p (dp - sum_j p_j dp_j), rounded to `precision`.
+void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision);
+
+// ---- Layers (gemm_layers.cc: Gemm and the ops above, the same code on every backend).
 // out (N, OC) = inp (N, C) w^T (w: (OC, C)) + bias (OC, may be null).
-void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC);
+void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC,
+                   int precision = 0);
 // dinp (N, C) = dout w (overwritten); dw (OC, C) += dout^T inp and dbias (OC) += column sums
 // of dout (accumulated over micro-batches). dinp, dbias may be null.
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
-                    int N, int C, int OC);
+                    int N, int C, int OC, int precision = 0);
 
 // out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
 // (dinp holds the residual branch's gradient already).
@@ -55,11 +95,14 @@ void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                        const real* mean, const real* rstd, int N, int C);
 
-// qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities, y (B, T, Cl); causal.
-void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl);
-// dqkv (B, T, 3 Cl) = the gradient from dy (B, T, Cl) (overwritten).
+// qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities (rounded to `precision`), y (B, T, Cl);
+// causal. Per sequence, one strided-batched GEMM over the heads for S = Q K^T / sqrt(hs), the
+// row softmax, one for y = P V.
+void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0);
+// dqkv (B, T, 3 Cl) = the gradient from dy (B, T, Cl) (overwritten). dP, then dS, one sequence
+// at a time in OpScratch (NHl T T values).
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
-                       int NHl);
+                       int NHl, int precision = 0);
 
 void GeluForward(real* out, const real* inp, int64_t n);
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n);  // dinp = gelu'(inp) dout

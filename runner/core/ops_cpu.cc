@@ -48,6 +48,11 @@ void Download(void* host, const void* device, size_t bytes) {
   std::memcpy(host, device, bytes);
 }
 void Synchronize() {}
+real* OpScratch(size_t values) {
+  static std::vector<real> scratch;
+  if (scratch.size() < values) scratch.resize(values);
+  return scratch.data();
+}
 
 void SetThreads(int threads) {
   omp_set_num_threads(threads);
@@ -84,18 +89,77 @@ void RoundStorage(real* p, int64_t n, int precision) {
   for (int64_t i = 0; i < n; ++i) p[i] = RoundTo(p[i], precision);
 }
 
-void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC) {
-  Map o(out, N, OC);
-  o.noalias() = ConstMap(inp, N, C) * ConstMap(w, OC, C).transpose();
-  if (bias != nullptr) o.rowwise() += Eigen::Map<const RowVector>(bias, OC);
+namespace {
+
+using ColMatrix = Eigen::Matrix<real, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+using ConstColMap = Eigen::Map<const ColMatrix, 0, Eigen::OuterStride<>>;
+using ColMap = Eigen::Map<ColMatrix, 0, Eigen::OuterStride<>>;
+
+// c = alpha x y + beta c, never reading c when beta is 0 (BLAS's rule).
+template <typename X, typename Y>
+void Product(ColMap& c, const X& x, const Y& y, real alpha, real beta) {
+  if (beta == real(0)) {
+    c.noalias() = alpha * (x * y);
+  } else {
+    if (beta != real(1)) c *= beta;
+    c.noalias() += alpha * (x * y);
+  }
 }
 
-void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
-                    int N, int C, int OC) {
-  const ConstMap d(dout, N, OC);
-  if (dinp != nullptr) Map(dinp, N, C).noalias() = d * ConstMap(w, OC, C);
-  Map(dw, OC, C).noalias() += d.transpose() * ConstMap(inp, N, C);
-  if (dbias != nullptr) Eigen::Map<RowVector>(dbias, OC) += d.colwise().sum();
+// One problem of Gemm: the stored A is (k, m) when transposed, else (m, k); likewise B.
+void GemmOne(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
+             real beta, real* C, int ldc) {
+  const ConstColMap a(A, op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, Eigen::OuterStride<>(lda));
+  const ConstColMap b(B, op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, Eigen::OuterStride<>(ldb));
+  ColMap c(C, m, n, Eigen::OuterStride<>(ldc));
+  if (op_a == Op::kN && op_b == Op::kN) Product(c, a, b, alpha, beta);
+  if (op_a == Op::kN && op_b == Op::kT) Product(c, a, b.transpose(), alpha, beta);
+  if (op_a == Op::kT && op_b == Op::kN) Product(c, a.transpose(), b, alpha, beta);
+  if (op_a == Op::kT && op_b == Op::kT) Product(c, a.transpose(), b.transpose(), alpha, beta);
+}
+
+}  // namespace
+
+void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
+          real beta, real* C, int ldc, const GemmBatch& batch, int) {
+  if (batch.count == 1) {  // Eigen's own threads split the one product
+    GemmOne(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Several problems: one thread each (Eigen runs single-threaded inside a parallel region).
+#pragma omp parallel for
+  for (int i = 0; i < batch.count; ++i) {
+    GemmOne(op_a, op_b, m, n, k, alpha, A + i * batch.stride_a, lda, B + i * batch.stride_b, ldb, beta,
+            C + i * batch.stride_c, ldc);
+  }
+}
+
+void AddBias(real* out, const real* bias, int N, int OC) {
+  Map(out, N, OC).rowwise() += Eigen::Map<const RowVector>(bias, OC);
+}
+
+void BiasBackward(real* dbias, const real* dout, int N, int OC) {
+  Eigen::Map<RowVector>(dbias, OC) += ConstMap(dout, N, OC).colwise().sum();
+}
+
+void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    real* row = att + r * T;
+    const int t = static_cast<int>(r % T);
+    CausalSoftmaxRow(row, t, T);
+    for (int t2 = 0; t2 <= t; ++t2) row[t2] = RoundTo(row[t2], precision);
+  }
+}
+
+void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    real* row = dp + r * T;
+    const int t = static_cast<int>(r % T);
+    CausalSoftmaxRowBackward(p + r * T, row, t, T, scale);
+    for (int t2 = 0; t2 <= t; ++t2) row[t2] = RoundTo(row[t2], precision);
+  }
 }
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
@@ -121,64 +185,6 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
     for (int i = 0; i < C; ++i) {
       dw[i] += pdw[i];
       db[i] += pdw[C + i];
-    }
-  }
-}
-
-namespace {
-
-// A head's (T, hs) slice of the qkv (B, T, 3 Cl) or y (B, T, Cl) rows.
-using HeadMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
-using ConstHeadMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
-
-}  // namespace
-
-void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl) {
-  const int hs = Cl / NHl;
-  const real scale = real(1) / Sqrt(static_cast<real>(hs));
-  // One thread per (b, head), its three products as small single-threaded GEMMs.
-#pragma omp parallel for collapse(2)
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NHl; ++h) {
-      const real* base = qkv + int64_t{b} * T * 3 * Cl + h * hs;
-      const ConstHeadMap q(base, T, hs, Eigen::OuterStride<>(3 * Cl)),
-          k(base + Cl, T, hs, Eigen::OuterStride<>(3 * Cl)),
-          v(base + 2 * Cl, T, hs, Eigen::OuterStride<>(3 * Cl));
-      real* p = att + (int64_t{b} * NHl + h) * T * T;
-      Map s(p, T, T);
-      s.noalias() = (q * k.transpose()) * scale;
-      for (int t = 0; t < T; ++t) CausalSoftmaxRow(p + int64_t{t} * T, t, T);
-      HeadMap(y + int64_t{b} * T * Cl + h * hs, T, hs, Eigen::OuterStride<>(Cl)).noalias() = s * v;
-    }
-  }
-}
-
-void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
-                       int NHl) {
-  const int hs = Cl / NHl;
-  const real scale = real(1) / Sqrt(static_cast<real>(hs));
-#pragma omp parallel
-  {
-    RowMatrix ds(T, T);
-#pragma omp for collapse(2)
-    for (int b = 0; b < B; ++b) {
-      for (int h = 0; h < NHl; ++h) {
-        const Eigen::OuterStride<> stride(3 * Cl);
-        const real* base = qkv + int64_t{b} * T * 3 * Cl + h * hs;
-        real* dbase = dqkv + int64_t{b} * T * 3 * Cl + h * hs;
-        const ConstHeadMap q(base, T, hs, stride), k(base + Cl, T, hs, stride),
-            v(base + 2 * Cl, T, hs, stride);
-        HeadMap dq(dbase, T, hs, stride), dk(dbase + Cl, T, hs, stride), dv(dbase + 2 * Cl, T, hs, stride);
-        const ConstHeadMap dyh(dy + int64_t{b} * T * Cl + h * hs, T, hs, Eigen::OuterStride<>(Cl));
-        const real* p = att + (int64_t{b} * NHl + h) * T * T;
-        const ConstMap pm(p, T, T);
-        ds.noalias() = dyh * v.transpose();  // dP
-        for (int t = 0; t < T; ++t)
-          CausalSoftmaxRowBackward(p + int64_t{t} * T, ds.data() + int64_t{t} * T, t, T, scale);
-        dv.noalias() = pm.transpose() * dyh;
-        dq.noalias() = ds * k;
-        dk.noalias() = ds.transpose() * q;
-      }
     }
   }
 }

@@ -1,204 +1,343 @@
-// The GPU backend of ops.h (built by hipcc with -DTUNEPAR_GPU=hip; nvcc through the aliases in
-// device_alias.h): the row kernels of kernels.h launched one thread per row or element, and a
-// shared-memory tiled GEMM. Correctness is validated on the CPU backend, which runs the same
-// row kernels; this file is compile-checked in CI (no GPU there) and reports "no device" cleanly.
-// MPI is given device pointers: the MPI library must be GPU-aware (Cray MPICH with
-// MPICH_GPU_SUPPORT_ENABLED=1 on LUMI and Frontier, or a ROCm-aware Open MPI).
+// The GPU backend of ops.h apart from Gemm (gemm_gpu.cc): the runtime (device, the compute
+// stream, a caching allocator under the TrackingAllocator, checked launches) and the kernels,
+// written once against HIP's names (nvcc through device_alias.h). Row operations run one warp
+// per row (layer norm, softmax) or one block per row (cross-entropy over a vocabulary), sums over
+// rows (bias, layer-norm weights, position embeddings) in two passes over fixed chunks of rows,
+// so results do not depend on scheduling; only the token-embedding gradient adds with atomics.
+// The row maths is kernels.h's, shared with the CPU backend.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "runner/core/gpu_runtime.h"
 #include "runner/core/kernels.h"
-#include "runner/core/ops.h"
 
 namespace tunepar::core {
 
-namespace {
-
-constexpr int kThreads = 256;
-constexpr int kTile = 16;
+namespace gpu {
 
 void Check(hipError_t error, const char* what) {
-  if (error != hipSuccess) {
-    std::fprintf(stderr, "tunepar-core: %s: %s\n", what, hipGetErrorString(error));
-    std::abort();
-  }
+  if (error != hipSuccess) throw DeviceError(fmt::format("{}: {}", what, hipGetErrorString(error)));
 }
 
+void CheckLaunch(const char* kernel) {
+  Check(hipGetLastError(), kernel);
+}
+
+hipStream_t ComputeStream() {
+  static hipStream_t stream = [] {
+    hipStream_t s;
+    Check(hipStreamCreateWithFlags(&s, hipStreamNonBlocking), "hipStreamCreate (compute)");
+    return s;
+  }();
+  return stream;
+}
+
+void* Scratch(ScratchSlot slot, size_t bytes) {
+  static void* buffers[static_cast<int>(ScratchSlot::kCount)] = {};
+  static size_t sizes[static_cast<int>(ScratchSlot::kCount)] = {};
+  const int i = static_cast<int>(slot);
+  if (bytes > sizes[i]) {
+    if (buffers[i] != nullptr) {
+      Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (scratch)");
+      Check(hipFree(buffers[i]), "hipFree (scratch)");
+    }
+    Check(hipMalloc(&buffers[i], bytes), "hipMalloc (scratch)");
+    sizes[i] = bytes;
+  }
+  return buffers[i];
+}
+
+}  // namespace gpu
+
+namespace {
+
+using gpu::Check;
+using gpu::CheckLaunch;
+using gpu::ComputeStream;
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = kThreads / kWarp;  // one warp per row
+constexpr int kChunks = 64;                      // row chunks of the two-pass column sums
+
+// Blocks for a grid-stride loop over n elements.
 int Blocks(int64_t n) {
-  return static_cast<int>((n + kThreads - 1) / kThreads);
+  return static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535 * 4));
+}
+
+#define TP_FOR_EACH(i, n) \
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+// Sums and maxima over a group of 32 lanes (a CUDA warp; half an AMD wavefront of 64: the
+// shuffle's width keeps it inside the 32).
+__device__ inline real ShuffleXor(real v, int offset) {
+#if defined(__HIPCC__)
+  return __shfl_xor(v, offset, kWarp);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, offset);
+#endif
+}
+__device__ inline real WarpSum(real v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += ShuffleXor(v, offset);
+  return v;
+}
+__device__ inline real WarpMax(real v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, ShuffleXor(v, offset));
+  return v;
+}
+// The block's sum or max, returned to every thread (blockDim.x = kThreads).
+__device__ real BlockReduce(real v, bool max) {
+  __shared__ real partial[kThreads / kWarp];
+  __shared__ real result;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = max ? WarpMax(v) : WarpSum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    real w = lane < kThreads / kWarp ? partial[lane] : (max ? -INFINITY : real(0));
+    w = max ? WarpMax(w) : WarpSum(w);
+    if (lane == 0) result = w;
+  }
+  __syncthreads();
+  const real r = result;
+  __syncthreads();
+  return r;
 }
 
 __global__ void FillKernel(real* p, int64_t n, real value) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) p[i] = value;
+  TP_FOR_EACH(i, n) p[i] = value;
 }
 __global__ void ScaleKernel(real* p, int64_t n, real factor) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) p[i] *= factor;
+  TP_FOR_EACH(i, n) p[i] *= factor;
 }
 __global__ void AddKernel(real* out, const real* a, const real* b, int64_t n) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
+  TP_FOR_EACH(i, n) out[i] = a[i] + b[i];
 }
 __global__ void AccumulateKernel(real* a, const real* b, int64_t n) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) a[i] += b[i];
+  TP_FOR_EACH(i, n) a[i] += b[i];
 }
 __global__ void RoundKernel(real* p, int64_t n, int precision) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) p[i] = RoundTo(p[i], precision);
+  TP_FOR_EACH(i, n) p[i] = RoundTo(p[i], precision);
 }
 __global__ void GeluForwardKernel(real* out, const real* inp, int64_t n) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = Gelu(inp[i]);
+  TP_FOR_EACH(i, n) out[i] = Gelu(inp[i]);
 }
 __global__ void GeluBackwardKernel(real* dinp, const real* inp, const real* dout, int64_t n) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n) dinp[i] = GeluGrad(inp[i]) * dout[i];
+  TP_FOR_EACH(i, n) dinp[i] = GeluGrad(inp[i]) * dout[i];
+}
+__global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC) {
+  TP_FOR_EACH(i, n) out[i] += bias[i % OC];
 }
 
-// C (M, Nc) = [C +] op(A) (M, K) op(B) (K, Nc) [+ bias]; op transposes when the flag is set:
-// A(i, k) = transA ? A[k lda + i] : A[i lda + k], likewise B(k, j).
-__global__ void GemmKernel(int M, int Nc, int K, const real* A, int lda, bool transA, const real* B, int ldb,
-                           bool transB, real* C, int ldc, bool accumulate, const real* bias) {
-  __shared__ real a_tile[kTile][kTile];
-  __shared__ real b_tile[kTile][kTile];
-  const int row = blockIdx.y * kTile + threadIdx.y, col = blockIdx.x * kTile + threadIdx.x;
-  real sum = 0;
-  for (int k0 = 0; k0 < K; k0 += kTile) {
-    const int ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-    a_tile[threadIdx.y][threadIdx.x] =
-        (row < M && ka < K) ? (transA ? A[int64_t{ka} * lda + row] : A[int64_t{row} * lda + ka]) : real(0);
-    b_tile[threadIdx.y][threadIdx.x] =
-        (kb < K && col < Nc) ? (transB ? B[int64_t{col} * ldb + kb] : B[int64_t{kb} * ldb + col]) : real(0);
-    __syncthreads();
-    for (int k = 0; k < kTile; ++k) sum += a_tile[threadIdx.y][k] * b_tile[k][threadIdx.x];
-    __syncthreads();
+// Pass 1 of column sums over (N, cols): block (x, chunk) sums its chunk's rows of 32 columns;
+// value(n, j) is the summand. Pass 2 adds the chunks in order.
+template <typename Value>
+__global__ void ColumnPartialsKernel(real* partial, int N, int cols, Value value) {
+  const int j = blockIdx.x * kWarp + threadIdx.x % kWarp;
+  const int rows_per_chunk = (N + kChunks - 1) / kChunks;
+  const int lo = blockIdx.y * rows_per_chunk, hi = min(N, lo + rows_per_chunk);
+  __shared__ real sums[kRowsPerBlock][kWarp];
+  real s = 0;
+  if (j < cols) {
+    for (int n = lo + threadIdx.x / kWarp; n < hi; n += kRowsPerBlock) s += value(n, j);
   }
-  if (row < M && col < Nc) {
-    real* c = C + int64_t{row} * ldc + col;
-    *c = (accumulate ? *c : real(0)) + sum + (bias != nullptr ? bias[col] : real(0));
+  sums[threadIdx.x / kWarp][threadIdx.x % kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x < kWarp && j < cols) {
+    real t = 0;
+    for (int r = 0; r < kRowsPerBlock; ++r) t += sums[r][threadIdx.x];
+    partial[int64_t{blockIdx.y} * cols + j] = t;
   }
 }
 
-void Gemm(int M, int Nc, int K, const real* A, int lda, bool transA, const real* B, int ldb, bool transB,
-          real* C, int ldc, bool accumulate, const real* bias) {
-  const dim3 block(kTile, kTile), grid((Nc + kTile - 1) / kTile, (M + kTile - 1) / kTile);
-  GemmKernel<<<grid, block>>>(M, Nc, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, bias);
-}
-
-__global__ void ColumnSumKernel(real* out, const real* in, int rows, int cols) {
+__global__ void AddColumnPartialsKernel(real* out, const real* partial, int cols) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= cols) return;
   real s = 0;
-  for (int i = 0; i < rows; ++i) s += in[int64_t{i} * cols + j];
+  for (int c = 0; c < kChunks; ++c) s += partial[int64_t{c} * cols + j];
   out[j] += s;
 }
 
+// out (cols) += sum over the N rows of value(n, j).
+template <typename Value>
+void AddColumnSums(real* out, int N, int cols, Value value) {
+  auto* partial = static_cast<real*>(gpu::Scratch(gpu::ScratchSlot::kReduction, size_t{kChunks} * cols * sizeof(real)));
+  const dim3 grid((cols + kWarp - 1) / kWarp, kChunks);
+  ColumnPartialsKernel<<<grid, kThreads, 0, ComputeStream()>>>(partial, N, cols, value);
+  CheckLaunch("ColumnPartialsKernel");
+  AddColumnPartialsKernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, ComputeStream()>>>(out, partial, cols);
+  CheckLaunch("AddColumnPartialsKernel");
+}
+
+struct Element {
+  const real* p;
+  int ld;
+  __device__ real operator()(int n, int j) const { return p[int64_t{n} * ld + j]; }
+};
+
+// Layer norm: one warp per row.
 __global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, const real* inp, const real* w,
                                        const real* b, int N, int C) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n < N) LayerNormRow(inp + int64_t{n} * C, w, b, out + int64_t{n} * C, mean + n, rstd + n, C);
-}
-
-// dx per row; the row's dw, db contributions go to scratch (N, 2C), summed per channel after.
-__global__ void LayerNormBackwardKernel(real* dinp, real* scratch, const real* dout, const real* inp,
-                                        const real* w, const real* mean, const real* rstd, int N, int C) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
-  real* row = scratch + int64_t{n} * 2 * C;
-  for (int i = 0; i < 2 * C; ++i) row[i] = 0;
-  LayerNormRowBackward(inp + int64_t{n} * C, w, mean[n], rstd[n], dout + int64_t{n} * C,
-                       dinp + int64_t{n} * C, row, row + C, C);
-}
-
-__global__ void LayerNormParamsKernel(real* dw, real* db, const real* scratch, int N, int C) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= C) return;
-  real sw = 0, sb = 0;
-  for (int n = 0; n < N; ++n) {
-    sw += scratch[int64_t{n} * 2 * C + i];
-    sb += scratch[int64_t{n} * 2 * C + C + i];
+  const real* x = inp + int64_t{n} * C;
+  real s = 0;
+  for (int i = lane; i < C; i += kWarp) s += x[i];
+  const real m = WarpSum(s) / C;
+  real v = 0;
+  for (int i = lane; i < C; i += kWarp) v += (x[i] - m) * (x[i] - m);
+  const real r = real(1) / Sqrt(WarpSum(v) / C + real(1e-5));
+  real* o = out + int64_t{n} * C;
+  for (int i = lane; i < C; i += kWarp) o[i] = (x[i] - m) * r * w[i] + b[i];
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = r;
   }
-  dw[i] += sw;
-  db[i] += sb;
 }
 
-__global__ void AttentionForwardKernel(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl) {
-  const int64_t id = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (id >= int64_t{B} * NHl * T) return;
-  const int t = id % T, h = (id / T) % NHl, b = id / (int64_t{T} * NHl);
-  const int hs = Cl / NHl;
-  AttentionRow(qkv + int64_t{b} * T * 3 * Cl, att + ((int64_t{b} * NHl + h) * T + t) * T,
-               y + (int64_t{b} * T + t) * Cl + h * hs, t, h, T, Cl, hs);
-}
-
-// One thread per (b, head): its rows accumulate into the same dk, dv.
-__global__ void AttentionBackwardKernel(real* dqkv, real* scratch, const real* dy, const real* qkv,
-                                        const real* att, int B, int T, int Cl, int NHl) {
-  const int id = blockIdx.x * blockDim.x + threadIdx.x;
-  if (id >= B * NHl) return;
-  const int h = id % NHl, b = id / NHl, hs = Cl / NHl;
-  for (int t = 0; t < T; ++t) {
-    AttentionRowBackward(qkv + int64_t{b} * T * 3 * Cl, att + ((int64_t{b} * NHl + h) * T + t) * T,
-                         dy + (int64_t{b} * T + t) * Cl + h * hs, dqkv + int64_t{b} * T * 3 * Cl,
-                         scratch + int64_t{id} * T, t, h, T, Cl, hs);
+// dx += the row's gradient (LayerNormRowBackward's, one warp per row).
+__global__ void LayerNormInputGradKernel(real* dinp, const real* dout, const real* inp, const real* w,
+                                         const real* mean, const real* rstd, int N, int C) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (n >= N) return;
+  const real* x = inp + int64_t{n} * C;
+  const real* d = dout + int64_t{n} * C;
+  const real m = mean[n], r = rstd[n];
+  real dnorm_mean = 0, dnorm_norm_mean = 0;
+  for (int i = lane; i < C; i += kWarp) {
+    const real dnorm = w[i] * d[i];
+    dnorm_mean += dnorm;
+    dnorm_norm_mean += dnorm * (x[i] - m) * r;
   }
+  dnorm_mean = WarpSum(dnorm_mean) / C;
+  dnorm_norm_mean = WarpSum(dnorm_norm_mean) / C;
+  real* dx = dinp + int64_t{n} * C;
+  for (int i = lane; i < C; i += kWarp) {
+    const real norm = (x[i] - m) * r;
+    dx[i] += (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * r;
+  }
+}
+
+struct NormTimesGrad {
+  const real* x;
+  const real* dout;
+  const real* mean;
+  const real* rstd;
+  int C;
+  __device__ real operator()(int n, int i) const {
+    const int64_t at = int64_t{n} * C + i;
+    return (x[at] - mean[n]) * rstd[n] * dout[at];
+  }
+};
+
+// Causal softmax: one warp per row of T (query position t = row % T).
+__global__ void CausalSoftmaxForwardKernel(real* att, int64_t rows, int T, int precision) {
+  const int64_t r = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= rows) return;
+  real* row = att + r * T;
+  const int t = static_cast<int>(r % T);
+  real m = -INFINITY;
+  for (int i = lane; i <= t; i += kWarp) m = fmaxf(m, row[i]);
+  m = WarpMax(m);
+  real s = 0;
+  for (int i = lane; i <= t; i += kWarp) s += Exp(row[i] - m);
+  const real inv = real(1) / WarpSum(s);
+  for (int i = lane; i < T; i += kWarp) row[i] = i <= t ? RoundTo(Exp(row[i] - m) * inv, precision) : real(0);
+}
+
+__global__ void CausalSoftmaxBackwardKernel(real* dp, const real* p, int64_t rows, int T, real scale,
+                                            int precision) {
+  const int64_t r = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= rows) return;
+  real* d = dp + r * T;
+  const real* pr = p + r * T;
+  const int t = static_cast<int>(r % T);
+  real dot = 0;
+  for (int i = lane; i <= t; i += kWarp) dot += pr[i] * d[i];
+  dot = WarpSum(dot);
+  for (int i = lane; i < T; i += kWarp) d[i] = i <= t ? RoundTo(pr[i] * (d[i] - dot) * scale, precision) : real(0);
 }
 
 __global__ void EncoderForwardKernel(real* out, const int* tokens, const real* wte, const real* wpe, int v0,
-                                     int Vl, int B, int T, int C) {
-  const int64_t id = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (id >= int64_t{B} * T * C) return;
-  const int bt = id / C, i = id % C, row = tokens[bt] - v0;
-  const real e = (row >= 0 && row < Vl) ? wte[int64_t{row} * C + i] : real(0);
-  out[id] = e + (wpe != nullptr ? wpe[int64_t{bt % T} * C + i] : real(0));
-}
-
-__global__ void EncoderBackwardKernel(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0,
-                                      int Vl, int B, int T, int C) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= C) return;
-  for (int bt = 0; bt < B * T; ++bt) {
-    const real d = dout[int64_t{bt} * C + i];
-    const int row = tokens[bt] - v0;
-    if (row >= 0 && row < Vl) dwte[int64_t{row} * C + i] += d;
-    if (dwpe != nullptr) dwpe[int64_t{bt % T} * C + i] += d;
+                                     int Vl, int64_t n, int T, int C) {
+  TP_FOR_EACH(id, n) {
+    const int64_t bt = id / C;
+    const int i = static_cast<int>(id % C), row = tokens[bt] - v0;
+    const real e = (row >= 0 && row < Vl) ? wte[int64_t{row} * C + i] : real(0);
+    out[id] = e + (wpe != nullptr ? wpe[(bt % T) * C + i] : real(0));
   }
 }
 
+// dwte rows of the tokens held here += dout rows (atomics: tokens repeat).
+__global__ void TokenEmbeddingGradKernel(real* dwte, const real* dout, const int* tokens, int v0, int Vl,
+                                         int64_t n, int C) {
+  TP_FOR_EACH(id, n) {
+    const int row = tokens[id / C] - v0;
+    if (row >= 0 && row < Vl) atomicAdd(dwte + int64_t{row} * C + id % C, dout[id]);
+  }
+}
+
+// dwpe (T, C) += the sum over sequences of dout, in sequence order.
+__global__ void PositionEmbeddingGradKernel(real* dwpe, const real* dout, int B, int T, int C) {
+  TP_FOR_EACH(id, int64_t{T} * C) {
+    real s = 0;
+    for (int b = 0; b < B; ++b) s += dout[int64_t{b} * T * C + id];
+    dwpe[id] += s;
+  }
+}
+
+// Cross-entropy: one block per row of Vl logits.
 __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                                        const int* targets, const real* global_max, int v0, int N, int Vl) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  CrossEntropyStatsRow(row_max, row_sum, target_logit, logits, targets, global_max, v0, n, Vl);
+                                        const int* targets, const real* global_max, int v0, int Vl) {
+  const int n = blockIdx.x;
+  const real* l = logits + int64_t{n} * Vl;
+  if (global_max == nullptr) {
+    real m = -INFINITY;
+    for (int i = threadIdx.x; i < Vl; i += kThreads) m = fmaxf(m, l[i]);
+    m = BlockReduce(m, true);
+    if (threadIdx.x == 0) row_max[n] = m;
+    return;
+  }
+  const real m = global_max[n];
+  real s = 0;
+  for (int i = threadIdx.x; i < Vl; i += kThreads) s += Exp(l[i] - m);
+  s = BlockReduce(s, false);
+  if (threadIdx.x == 0) {
+    row_sum[n] = s;
+    const int t = targets[n] - v0;
+    target_logit[n] = (t >= 0 && t < Vl) ? l[t] : real(0);
+  }
 }
 
 __global__ void CrossEntropyBackwardKernel(real* dlogits, const real* logits, const real* log_sum,
-                                           const int* targets, int v0, real scale, int N, int Vl) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n < N) {
-    CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, dlogits + int64_t{n} * Vl,
-                            scale, Vl);
-  }
+                                           const int* targets, int v0, real scale, int Vl) {
+  const int n = blockIdx.x;
+  const real* l = logits + int64_t{n} * Vl;
+  real* d = dlogits + int64_t{n} * Vl;
+  const real ls = log_sum[n];
+  const int target = targets[n];
+  for (int i = threadIdx.x; i < Vl; i += kThreads)
+    d[i] = (Exp(l[i] - ls) - (i + v0 == target ? real(1) : real(0))) * scale;
 }
 
 __global__ void AdamWKernel(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
                             real beta2, real eps, real weight_decay, real correction1, real correction2) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n)
-    AdamW(params + i, grads[i], m + i, v + i, lr, beta1, beta2, eps, weight_decay, correction1, correction2);
+  TP_FOR_EACH(i, n) AdamW(params + i, grads[i], m + i, v + i, lr, beta1, beta2, eps, weight_decay, correction1, correction2);
 }
+
+constexpr int kReductionBlocks = 256;
 
 __global__ void SumOfSquaresKernel(double* partial, const real* p, int64_t n) {
   __shared__ double sums[kThreads];
   double s = 0;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    s += static_cast<double>(p[i]) * p[i];
-  }
+  TP_FOR_EACH(i, n) s += static_cast<double>(p[i]) * p[i];
   sums[threadIdx.x] = s;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
@@ -209,21 +348,59 @@ __global__ void SumOfSquaresKernel(double* partial, const real* p, int64_t n) {
 }
 
 __global__ void CountNonFiniteKernel(unsigned long long* count, const real* p, int64_t n) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i < n && !isfinite(p[i])) atomicAdd(count, 1ull);
+  unsigned long long c = 0;
+  TP_FOR_EACH(i, n) c += isfinite(p[i]) ? 0 : 1;
+  if (c > 0) atomicAdd(count, c);
 }
 
-// Scratch reused across calls (layer-norm partial sums, reductions); not tracked: it is tiny
-// next to the activations and a real framework's workspace is not either.
-void* Scratch(size_t bytes) {
-  static void* scratch = nullptr;
-  static size_t size = 0;
-  if (bytes > size) {
-    if (scratch != nullptr) Check(hipFree(scratch), "hipFree");
-    Check(hipMalloc(&scratch, bytes), "hipMalloc (scratch)");
-    size = bytes;
+int RowBlocks(int64_t rows) {
+  return static_cast<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+// Freed device blocks kept by size and handed out again (a framework's caching allocator), so
+// micro-batches after the first allocate nothing from the driver. All work runs on the compute
+// stream, so a block freed and reused is ordered after the work that used it.
+class CachingAllocator {
+ public:
+  void* Allocate(size_t bytes) {
+    auto it = free_.find(bytes);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+    void* p = nullptr;
+    if (hipMalloc(&p, bytes) != hipSuccess) {
+      (void)hipGetLastError();  // clear it, release the cache, and try once more
+      Release();
+      if (hipMalloc(&p, bytes) != hipSuccess) {
+        (void)hipGetLastError();
+        return nullptr;
+      }
+    }
+    size_[p] = bytes;
+    return p;
   }
-  return scratch;
+  void Free(void* p) { free_[size_.at(p)].push_back(p); }
+
+ private:
+  void Release() {
+    Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (release)");
+    for (auto& [bytes, blocks] : free_) {
+      for (void* p : blocks) {
+        Check(hipFree(p), "hipFree");
+        size_.erase(p);
+      }
+      blocks.clear();
+    }
+  }
+  std::map<size_t, std::vector<void*>> free_;
+  std::map<void*, size_t> size_;
+};
+
+CachingAllocator& Allocator() {
+  static CachingAllocator allocator;
+  return allocator;
 }
 
 }  // namespace
@@ -244,7 +421,10 @@ std::string BackendVersion() {
 
 int DeviceCount() {
   int count = 0;
-  if (hipGetDeviceCount(&count) != hipSuccess) return 0;
+  if (hipGetDeviceCount(&count) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
   return count;
 }
 
@@ -256,129 +436,146 @@ std::string UseDevice(int index) {
 }
 
 void* DeviceAllocate(size_t bytes) {
-  void* p = nullptr;
-  if (hipMalloc(&p, bytes == 0 ? 1 : bytes) != hipSuccess) return nullptr;
-  Check(hipMemset(p, 0, bytes == 0 ? 1 : bytes), "hipMemset");
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  void* p = Allocator().Allocate(rounded);
+  if (p != nullptr) Check(hipMemsetAsync(p, 0, rounded, ComputeStream()), "hipMemsetAsync");
   return p;
 }
 
 void DeviceFree(void* p) {
-  Check(hipFree(p), "hipFree");
+  Allocator().Free(p);
 }
 void Upload(void* device, const void* host, size_t bytes) {
-  Check(hipMemcpy(device, host, bytes, hipMemcpyHostToDevice), "hipMemcpy (upload)");
+  Check(hipMemcpyAsync(device, host, bytes, hipMemcpyHostToDevice, ComputeStream()), "hipMemcpy (upload)");
+  Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (upload)");
 }
 void Download(void* host, const void* device, size_t bytes) {
-  Check(hipMemcpy(host, device, bytes, hipMemcpyDeviceToHost), "hipMemcpy (download)");
+  Check(hipMemcpyAsync(host, device, bytes, hipMemcpyDeviceToHost, ComputeStream()), "hipMemcpy (download)");
+  Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (download)");
 }
 void Synchronize() {
-  Check(hipDeviceSynchronize(), "hipDeviceSynchronize");
+  Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize");
+}
+real* OpScratch(size_t values) {
+  return static_cast<real*>(gpu::Scratch(gpu::ScratchSlot::kAttention, values * sizeof(real)));
 }
 void SetThreads(int) {}
 
+#define TP_LAUNCH(kernel, blocks, threads, ...)                              \
+  do {                                                                       \
+    kernel<<<(blocks), (threads), 0, ComputeStream()>>>(__VA_ARGS__);        \
+    CheckLaunch(#kernel);                                                    \
+  } while (0)
+
 void Fill(real* p, int64_t n, real value) {
-  FillKernel<<<Blocks(n), kThreads>>>(p, n, value);
+  if (n > 0) TP_LAUNCH(FillKernel, Blocks(n), kThreads, p, n, value);
 }
 void Copy(real* dst, const real* src, int64_t n) {
-  if (n > 0) Check(hipMemcpy(dst, src, n * sizeof(real), hipMemcpyDeviceToDevice), "hipMemcpy (copy)");
+  if (n > 0) {
+    Check(hipMemcpyAsync(dst, src, n * sizeof(real), hipMemcpyDeviceToDevice, ComputeStream()), "hipMemcpy (copy)");
+  }
 }
 void Scale(real* p, int64_t n, real factor) {
-  ScaleKernel<<<Blocks(n), kThreads>>>(p, n, factor);
+  if (n > 0) TP_LAUNCH(ScaleKernel, Blocks(n), kThreads, p, n, factor);
 }
 void Add(real* out, const real* a, const real* b, int64_t n) {
-  AddKernel<<<Blocks(n), kThreads>>>(out, a, b, n);
+  if (n > 0) TP_LAUNCH(AddKernel, Blocks(n), kThreads, out, a, b, n);
 }
 void Accumulate(real* a, const real* b, int64_t n) {
-  AccumulateKernel<<<Blocks(n), kThreads>>>(a, b, n);
+  if (n > 0) TP_LAUNCH(AccumulateKernel, Blocks(n), kThreads, a, b, n);
 }
 void RoundStorage(real* p, int64_t n, int precision) {
-  if (precision != 0) RoundKernel<<<Blocks(n), kThreads>>>(p, n, precision);
+  if (precision != 0 && n > 0) TP_LAUNCH(RoundKernel, Blocks(n), kThreads, p, n, precision);
 }
 
-void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC) {
-  Gemm(N, OC, C, inp, C, false, w, C, true, out, OC, false, bias);
+void AddBias(real* out, const real* bias, int N, int OC) {
+  const int64_t n = int64_t{N} * OC;
+  if (n > 0) TP_LAUNCH(AddBiasKernel, Blocks(n), kThreads, out, bias, n, OC);
 }
 
-void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
-                    int N, int C, int OC) {
-  if (dinp != nullptr) Gemm(N, C, OC, dout, OC, false, w, C, false, dinp, C, false, nullptr);
-  Gemm(OC, C, N, dout, OC, true, inp, C, false, dw, C, true, nullptr);
-  if (dbias != nullptr) ColumnSumKernel<<<Blocks(OC), kThreads>>>(dbias, dout, N, OC);
+void BiasBackward(real* dbias, const real* dout, int N, int OC) {
+  AddColumnSums(dbias, N, OC, Element{dout, OC});
+}
+
+void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision) {
+  if (rows > 0) TP_LAUNCH(CausalSoftmaxForwardKernel, RowBlocks(rows), kThreads, att, rows, T, precision);
+}
+
+void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision) {
+  if (rows > 0) TP_LAUNCH(CausalSoftmaxBackwardKernel, RowBlocks(rows), kThreads, dp, p, rows, T, scale, precision);
 }
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
                       int C) {
-  LayerNormForwardKernel<<<Blocks(N), kThreads>>>(out, mean, rstd, inp, w, b, N, C);
+  if (N > 0) TP_LAUNCH(LayerNormForwardKernel, RowBlocks(N), kThreads, out, mean, rstd, inp, w, b, N, C);
 }
 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                        const real* mean, const real* rstd, int N, int C) {
-  real* scratch = static_cast<real*>(Scratch(static_cast<size_t>(N) * 2 * C * sizeof(real)));
-  LayerNormBackwardKernel<<<Blocks(N), kThreads>>>(dinp, scratch, dout, inp, w, mean, rstd, N, C);
-  LayerNormParamsKernel<<<Blocks(C), kThreads>>>(dw, db, scratch, N, C);
-}
-
-void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl) {
-  AttentionForwardKernel<<<Blocks(int64_t{B} * NHl * T), kThreads>>>(y, att, qkv, B, T, Cl, NHl);
-}
-
-void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
-                       int NHl) {
-  real* scratch = static_cast<real*>(Scratch(static_cast<size_t>(B) * NHl * T * sizeof(real)));
-  Check(hipMemset(dqkv, 0, static_cast<size_t>(B) * T * 3 * Cl * sizeof(real)),
-        "hipMemset");  // rows accumulate
-  AttentionBackwardKernel<<<Blocks(B * NHl), kThreads>>>(dqkv, scratch, dy, qkv, att, B, T, Cl, NHl);
+  if (N == 0) return;
+  TP_LAUNCH(LayerNormInputGradKernel, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C);
+  AddColumnSums(dw, N, C, NormTimesGrad{inp, dout, mean, rstd, C});
+  AddColumnSums(db, N, C, Element{dout, C});
 }
 
 void GeluForward(real* out, const real* inp, int64_t n) {
-  GeluForwardKernel<<<Blocks(n), kThreads>>>(out, inp, n);
+  if (n > 0) TP_LAUNCH(GeluForwardKernel, Blocks(n), kThreads, out, inp, n);
 }
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n) {
-  GeluBackwardKernel<<<Blocks(n), kThreads>>>(dinp, inp, dout, n);
+  if (n > 0) TP_LAUNCH(GeluBackwardKernel, Blocks(n), kThreads, dinp, inp, dout, n);
 }
 
 void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,
                     int T, int C) {
-  EncoderForwardKernel<<<Blocks(int64_t{B} * T * C), kThreads>>>(out, tokens, wte, wpe, v0, Vl, B, T, C);
+  const int64_t n = int64_t{B} * T * C;
+  if (n > 0) TP_LAUNCH(EncoderForwardKernel, Blocks(n), kThreads, out, tokens, wte, wpe, v0, Vl, n, T, C);
 }
 
 void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,
                      int T, int C) {
-  EncoderBackwardKernel<<<Blocks(C), kThreads>>>(dwte, dwpe, dout, tokens, v0, Vl, B, T, C);
+  const int64_t n = int64_t{B} * T * C;
+  if (n == 0) return;
+  TP_LAUNCH(TokenEmbeddingGradKernel, Blocks(n), kThreads, dwte, dout, tokens, v0, Vl, n, C);
+  if (dwpe != nullptr) TP_LAUNCH(PositionEmbeddingGradKernel, Blocks(int64_t{T} * C), kThreads, dwpe, dout, B, T, C);
 }
 
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
                        const int* targets, const real* global_max, int v0, int N, int Vl) {
-  CrossEntropyStatsKernel<<<Blocks(N), kThreads>>>(row_max, row_sum, target_logit, logits, targets,
-                                                   global_max, v0, N, Vl);
+  if (N > 0) {
+    TP_LAUNCH(CrossEntropyStatsKernel, N, kThreads, row_max, row_sum, target_logit, logits, targets, global_max,
+              v0, Vl);
+  }
 }
 
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
                           real scale, int N, int Vl) {
-  CrossEntropyBackwardKernel<<<Blocks(N), kThreads>>>(dlogits, logits, log_sum, targets, v0, scale, N, Vl);
+  if (N > 0) TP_LAUNCH(CrossEntropyBackwardKernel, N, kThreads, dlogits, logits, log_sum, targets, v0, scale, Vl);
 }
 
 void AdamWUpdate(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
                  real beta2, real eps, real weight_decay, real correction1, real correction2) {
-  AdamWKernel<<<Blocks(n), kThreads>>>(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
-                                       correction1, correction2);
+  if (n > 0) {
+    TP_LAUNCH(AdamWKernel, Blocks(n), kThreads, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+              correction1, correction2);
+  }
 }
 
 double SumOfSquares(const real* p, int64_t n) {
-  const int blocks = 256;
-  auto* partial = static_cast<double*>(Scratch(blocks * sizeof(double)));
-  SumOfSquaresKernel<<<blocks, kThreads>>>(partial, p, n);
-  std::vector<double> host(blocks);
-  Download(host.data(), partial, blocks * sizeof(double));
+  if (n == 0) return 0;
+  auto* partial = static_cast<double*>(gpu::Scratch(gpu::ScratchSlot::kReduction, kReductionBlocks * sizeof(double)));
+  TP_LAUNCH(SumOfSquaresKernel, kReductionBlocks, kThreads, partial, p, n);
+  std::vector<double> host(kReductionBlocks);
+  Download(host.data(), partial, kReductionBlocks * sizeof(double));
   double s = 0;
   for (double x : host) s += x;
   return s;
 }
 
 int64_t CountNonFinite(const real* p, int64_t n) {
-  auto* count = static_cast<unsigned long long*>(Scratch(sizeof(unsigned long long)));
-  Check(hipMemset(count, 0, sizeof(unsigned long long)), "hipMemset");
-  CountNonFiniteKernel<<<Blocks(n), kThreads>>>(count, p, n);
+  if (n == 0) return 0;
+  auto* count = static_cast<unsigned long long*>(gpu::Scratch(gpu::ScratchSlot::kReduction, sizeof(unsigned long long)));
+  Check(hipMemsetAsync(count, 0, sizeof(unsigned long long), ComputeStream()), "hipMemsetAsync");
+  TP_LAUNCH(CountNonFiniteKernel, kReductionBlocks, kThreads, count, p, n);
   unsigned long long host = 0;
   Download(&host, count, sizeof(host));
   return static_cast<int64_t>(host);

@@ -1,0 +1,93 @@
+// Gemm (ops.h) on the GPU through the vendor BLAS (cuBLAS under nvcc, hipBLAS under hipcc; the
+// names are HIP's, gpu_vendor.h): GemmEx / GemmStridedBatchedEx with fp32 accumulation. fp32
+// inputs multiply in fp32 (CUBLAS_COMPUTE_32F: no TF32, as PyTorch's default for fp32). Inputs on
+// a 16-bit grid are converted to 16-bit copies (exact: they are 16-bit values) and multiply on
+// tensor/matrix cores, as a framework's bf16/fp16 GEMMs do.
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "runner/core/gpu_runtime.h"
+#include "runner/core/gpu_vendor.h"
+#include "runner/core/kernels.h"
+
+namespace tunepar::core {
+
+static_assert(sizeof(real) == 4, "the GPU build computes in fp32");
+
+namespace {
+
+constexpr int kThreads = 256;
+
+void CheckBlas(hipblasStatus_t status, const char* what) {
+  if (status != HIPBLAS_STATUS_SUCCESS) {
+    throw DeviceError(fmt::format("{}: BLAS status {}", what, static_cast<int>(status)));
+  }
+}
+
+hipblasHandle_t Handle() {
+  static hipblasHandle_t handle = [] {
+    hipblasHandle_t h;
+    CheckBlas(hipblasCreate(&h), "hipblasCreate");
+    CheckBlas(hipblasSetStream(h, gpu::ComputeStream()), "hipblasSetStream");
+    return h;
+  }();
+  return handle;
+}
+
+// The 16 bits of a value on the bf16 or fp16 grid (exact).
+__global__ void To16BitKernel(uint16_t* out, const real* in, int64_t n, int precision) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float x = in[i];
+    uint32_t bits;
+    memcpy(&bits, &x, 4);
+    out[i] = precision == 2 ? static_cast<uint16_t>(bits >> 16) : Fp16Bits(x);
+  }
+}
+
+// Values spanned by an operand stored as `batch` column-major (rows, cols) arrays, ld apart in
+// a column and `stride` apart between problems.
+int64_t Span(int rows, int cols, int ld, int count, int64_t stride) {
+  return int64_t{count - 1} * stride + int64_t{cols - 1} * ld + rows;
+}
+
+const void* As16Bit(const real* p, int64_t span, int precision, gpu::ScratchSlot slot) {
+  auto* out = static_cast<uint16_t*>(gpu::Scratch(slot, static_cast<size_t>(span) * 2));
+  const int blocks = static_cast<int>(std::min<int64_t>((span + kThreads - 1) / kThreads, 65535));
+  To16BitKernel<<<blocks, kThreads, 0, gpu::ComputeStream()>>>(out, p, span, precision);
+  gpu::CheckLaunch("To16BitKernel");
+  return out;
+}
+
+hipblasOperation_t OpOf(Op op) {
+  return op == Op::kT ? HIPBLAS_OP_T : HIPBLAS_OP_N;
+}
+
+}  // namespace
+
+void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
+          real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
+  if (m == 0 || n == 0 || batch.count == 0) return;
+  const void* a = A;
+  const void* b = B;
+  hipDataType type = HIP_R_32F;
+  if (precision != 0 && k > 0) {
+    a = As16Bit(A, Span(op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, lda, batch.count, batch.stride_a),
+                precision, gpu::ScratchSlot::kGemmA);
+    b = As16Bit(B, Span(op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, ldb, batch.count, batch.stride_b),
+                precision, gpu::ScratchSlot::kGemmB);
+    type = precision == 2 ? HIP_R_16BF : HIP_R_16F;
+  }
+  if (batch.count == 1) {
+    CheckBlas(hipblasGemmEx(Handle(), OpOf(op_a), OpOf(op_b), m, n, k, &alpha, a, type, lda, b, type, ldb, &beta,
+                            C, HIP_R_32F, ldc, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
+              "GemmEx");
+    return;
+  }
+  CheckBlas(hipblasGemmStridedBatchedEx(Handle(), OpOf(op_a), OpOf(op_b), m, n, k, &alpha, a, type, lda,
+                                        batch.stride_a, b, type, ldb, batch.stride_b, &beta, C, HIP_R_32F, ldc,
+                                        batch.stride_c, batch.count, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
+            "GemmStridedBatchedEx");
+}
+
+}  // namespace tunepar::core

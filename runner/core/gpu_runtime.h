@@ -1,0 +1,26 @@
+// What the GPU build's sources share (host side): checked runtime calls, the compute stream every
+// kernel and library call runs on, and reusable scratch. Included by device code only.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "runner/core/device_alias.h"
+#include "runner/core/ops.h"
+
+namespace tunepar::core::gpu {
+
+// Throws DeviceError ("<what>: <the runtime's message>") unless `error` is success.
+void Check(hipError_t error, const char* what);
+// After a kernel launch: a bad launch configuration shows here, not at the next sync.
+void CheckLaunch(const char* kernel);
+
+// The stream the core's kernels and GEMMs run on (created on first use, after UseDevice).
+hipStream_t ComputeStream();
+
+// Device scratch reused across calls, one slot per purpose (not tracked: workspace a real
+// framework keeps outside its tensors too, e.g. cuBLAS's). Grows, never shrinks.
+enum class ScratchSlot { kReduction, kGemmA, kGemmB, kAttention, kCount };
+void* Scratch(ScratchSlot slot, size_t bytes);
+
+}  // namespace tunepar::core::gpu
