@@ -1,0 +1,409 @@
+// Every op of ops.h on the backend this test is linked with — the CPU backend (core_ops_test)
+// and the CUDA backend (core_ops_cuda_test: the same source, run where a GPU is present, skipped
+// otherwise) — against plain double-precision loops written here. The GEMM cases cover every
+// transpose pair, leading dimensions wider than the matrix, batch strides, alpha and beta
+// (beta 0 never reads C), and 16-bit inputs, so the calls the linear layers and attention make
+// (gemm_layers.cc) are pinned on the CPU before a GPU runs them.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runner/core/kernels.h"
+#include "runner/core/ops.h"
+
+namespace tunepar::core {
+namespace {
+
+using Values = std::vector<real>;
+
+// Device memory holding `host`, read back with Get().
+class DeviceArray {
+ public:
+  explicit DeviceArray(const Values& host) : size_(host.size()) {
+    p_ = static_cast<real*>(DeviceAllocate(size_ * sizeof(real)));
+    Upload(p_, host.data(), size_ * sizeof(real));
+  }
+  DeviceArray(const std::vector<int>& host) : size_(host.size()) {
+    p_ = static_cast<real*>(DeviceAllocate(size_ * sizeof(int)));
+    Upload(p_, host.data(), size_ * sizeof(int));
+  }
+  ~DeviceArray() { DeviceFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  real* get() { return p_; }
+  int* ints() { return reinterpret_cast<int*>(p_); }
+  Values Get() const {
+    Synchronize();
+    Values host(size_);
+    Download(host.data(), p_, size_ * sizeof(real));
+    return host;
+  }
+
+ private:
+  size_t size_;
+  real* p_ = nullptr;
+};
+
+class Ops : public ::testing::Test {
+ public:
+  void SetUp() override {
+    if (DeviceCount() == 0) GTEST_SKIP() << "no " << BackendName() << " device: the " << BackendName() << " ops are not run";
+    UseDevice(0);
+  }
+  Values Random(size_t n, double scale = 1.0, int precision = 0) {
+    std::normal_distribution<double> d(0.0, scale);
+    Values v(n);
+    for (real& x : v) x = RoundTo(static_cast<real>(d(rng_)), precision);
+    return v;
+  }
+  std::mt19937_64 rng_{20261126};
+};
+
+// |got - want| <= tol (max |want| + 1e-30) element-wise, reporting the first mismatch.
+void ExpectClose(const Values& got, const std::vector<double>& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * scale + 1e-30) << what << " at " << i;
+  }
+}
+
+// Column-major reference: C_i = alpha op(A_i) op(B_i) + beta C_i.
+std::vector<double> ReferenceGemm(Op op_a, Op op_b, int m, int n, int k, double alpha, const Values& A, int lda,
+                                  const Values& B, int ldb, double beta, const Values& C, int ldc,
+                                  const GemmBatch& batch) {
+  std::vector<double> out(C.begin(), C.end());
+  for (int i = 0; i < batch.count; ++i) {
+    const real* a = A.data() + i * batch.stride_a;
+    const real* b = B.data() + i * batch.stride_b;
+    for (int col = 0; col < n; ++col) {
+      for (int row = 0; row < m; ++row) {
+        double s = 0;
+        for (int x = 0; x < k; ++x) {
+          const double av = op_a == Op::kT ? a[row * int64_t{lda} + x] : a[x * int64_t{lda} + row];
+          const double bv = op_b == Op::kT ? b[x * int64_t{ldb} + col] : b[col * int64_t{ldb} + x];
+          s += av * bv;
+        }
+        double& c = out[i * batch.stride_c + col * int64_t{ldc} + row];
+        c = alpha * s + (beta == 0 ? 0.0 : beta * c);
+      }
+    }
+  }
+  return out;
+}
+
+struct GemmCase {
+  Op op_a, op_b;
+  int m, n, k;
+  int pad;  // extra rows in each leading dimension
+  int batch;
+  double alpha, beta;
+  int precision;
+};
+
+void RunGemm(Ops& t, const GemmCase& g, Values (Ops::*random)(size_t, double, int)) {
+  const int a_rows = g.op_a == Op::kT ? g.k : g.m, a_cols = g.op_a == Op::kT ? g.m : g.k;
+  const int b_rows = g.op_b == Op::kT ? g.n : g.k, b_cols = g.op_b == Op::kT ? g.k : g.n;
+  const int lda = a_rows + g.pad, ldb = b_rows + g.pad, ldc = g.m + g.pad;
+  const GemmBatch batch{g.batch, int64_t{lda} * a_cols + 3, int64_t{ldb} * b_cols + 5, int64_t{ldc} * g.n + 7};
+  const Values A = (t.*random)(batch.stride_a * g.batch, 1.0, g.precision);
+  const Values B = (t.*random)(batch.stride_b * g.batch, 1.0, g.precision);
+  Values C = (t.*random)(batch.stride_c * g.batch, 1.0, 0);
+  if (g.beta == 0) {
+    for (real& c : C) c = std::numeric_limits<real>::quiet_NaN();  // beta 0 must not read C
+  }
+  DeviceArray a(A), b(B), c(C);
+  Gemm(g.op_a, g.op_b, g.m, g.n, g.k, static_cast<real>(g.alpha), a.get(), lda, b.get(), ldb,
+       static_cast<real>(g.beta), c.get(), ldc, batch, g.precision);
+  std::vector<double> want = ReferenceGemm(g.op_a, g.op_b, g.m, g.n, g.k, g.alpha, A, lda, B, ldb, g.beta, C, ldc, batch);
+  Values got = c.Get();
+  // Entries outside the matrices (padding, gaps between problems) keep their values.
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << "Gemm wrote outside C at " << i;
+      got[i] = 0;
+      want[i] = 0;
+    }
+  }
+  ExpectClose(got, want, 2e-6 * std::sqrt(static_cast<double>(g.k)), "Gemm");
+}
+
+TEST_F(Ops, GemmEveryTransposePairWithPaddedLeadingDimensions) {
+  for (Op a : {Op::kN, Op::kT}) {
+    for (Op b : {Op::kN, Op::kT}) {
+      SCOPED_TRACE(::testing::Message() << "op_a " << (a == Op::kT) << " op_b " << (b == Op::kT));
+      RunGemm(*this, {a, b, 37, 29, 41, 3, 1, 1.0, 0.0, 0}, &Ops::Random);
+    }
+  }
+}
+
+TEST_F(Ops, GemmAlphaBetaAndStridedBatches) {
+  RunGemm(*this, {Op::kT, Op::kN, 16, 24, 8, 0, 5, 0.125, 0.0, 0}, &Ops::Random);  // attention scores
+  RunGemm(*this, {Op::kN, Op::kT, 8, 24, 24, 2, 3, 1.0, 1.0, 0}, &Ops::Random);    // accumulate
+  RunGemm(*this, {Op::kN, Op::kN, 12, 7, 30, 1, 4, -0.5, 2.0, 0}, &Ops::Random);
+}
+
+TEST_F(Ops, GemmOnSixteenBitInputsIsExactInFp32Accumulation) {
+  RunGemm(*this, {Op::kT, Op::kN, 64, 48, 96, 0, 1, 1.0, 0.0, 2}, &Ops::Random);  // bf16
+  RunGemm(*this, {Op::kN, Op::kT, 33, 17, 70, 1, 2, 1.0, 1.0, 1}, &Ops::Random);  // fp16
+}
+
+TEST_F(Ops, BiasForwardAndBackward) {
+  const int N = 37, OC = 45;
+  const Values out = Random(N * OC), bias = Random(OC), dbias0 = Random(OC);
+  DeviceArray o(out), b(bias), db(dbias0);
+  AddBias(o.get(), b.get(), N, OC);
+  BiasBackward(db.get(), o.get(), N, OC);
+  std::vector<double> want_out(out.begin(), out.end()), want_db(dbias0.begin(), dbias0.end());
+  for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < OC; ++j) {
+      want_out[n * OC + j] += bias[j];
+      want_db[j] += want_out[n * OC + j];
+    }
+  }
+  ExpectClose(o.Get(), want_out, 1e-6, "AddBias");
+  ExpectClose(db.Get(), want_db, 1e-5, "BiasBackward");
+}
+
+TEST_F(Ops, CausalSoftmaxForwardAndBackwardByRow) {
+  const int T = 70, heads = 3;
+  const int64_t rows = int64_t{heads} * T;
+  for (int precision : {0, 2}) {
+    const Values s = Random(rows * T, 2.0), dp = Random(rows * T);
+    DeviceArray att(s), d(dp);
+    CausalSoftmaxForward(att.get(), rows, T, precision);
+    const Values p = att.Get();
+    DeviceArray pd(p);
+    CausalSoftmaxBackward(d.get(), pd.get(), rows, T, real(0.25), precision);
+    std::vector<double> want_p(rows * T, 0.0), want_d(rows * T, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int t = static_cast<int>(r % T);
+      double max = -INFINITY, sum = 0, dot = 0;
+      for (int i = 0; i <= t; ++i) max = std::max(max, double(s[r * T + i]));
+      for (int i = 0; i <= t; ++i) sum += std::exp(s[r * T + i] - max);
+      for (int i = 0; i <= t; ++i) want_p[r * T + i] = RoundTo(static_cast<real>(std::exp(s[r * T + i] - max) / sum), precision);
+      for (int i = 0; i <= t; ++i) dot += p[r * T + i] * double(dp[r * T + i]);
+      for (int i = 0; i <= t; ++i)
+        want_d[r * T + i] = RoundTo(static_cast<real>(p[r * T + i] * (dp[r * T + i] - dot) * 0.25), precision);
+    }
+    const double tol = precision == 0 ? 1e-5 : 8e-3;  // bf16: one rounding of the result (2^-8 relative)
+    ExpectClose(p, want_p, tol, "CausalSoftmaxForward");
+    ExpectClose(d.Get(), want_d, tol, "CausalSoftmaxBackward");
+  }
+}
+
+TEST_F(Ops, LayerNormForwardAndBackward) {
+  const int N = 19, C = 300;
+  const Values x = Random(N * C, 3.0), w = Random(C), b = Random(C), dout = Random(N * C), dx0 = Random(N * C);
+  DeviceArray dx_(x), dw_(w), db_(b), out(Values(N * C)), mean(Values(N)), rstd(Values(N));
+  LayerNormForward(out.get(), mean.get(), rstd.get(), dx_.get(), dw_.get(), db_.get(), N, C);
+  std::vector<double> want(N * C), want_dx(dx0.begin(), dx0.end()), want_dw(C, 0.0), want_db(C, 0.0);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (int i = 0; i < C; ++i) m += x[n * C + i];
+    m /= C;
+    for (int i = 0; i < C; ++i) v += (x[n * C + i] - m) * (x[n * C + i] - m);
+    const double r = 1 / std::sqrt(v / C + 1e-5);
+    double a = 0, bsum = 0;
+    for (int i = 0; i < C; ++i) {
+      const double norm = (x[n * C + i] - m) * r;
+      want[n * C + i] = norm * w[i] + b[i];
+      a += w[i] * dout[n * C + i];
+      bsum += w[i] * dout[n * C + i] * norm;
+      want_db[i] += dout[n * C + i];
+      want_dw[i] += norm * dout[n * C + i];
+    }
+    for (int i = 0; i < C; ++i) {
+      const double norm = (x[n * C + i] - m) * r;
+      want_dx[n * C + i] += (w[i] * dout[n * C + i] - a / C - norm * bsum / C) * r;
+    }
+  }
+  ExpectClose(out.Get(), want, 1e-5, "LayerNormForward");
+  DeviceArray d(dout), dx(dx0), gw(Values(C)), gb(Values(C));
+  LayerNormBackward(dx.get(), gw.get(), gb.get(), d.get(), dx_.get(), dw_.get(), mean.get(), rstd.get(), N, C);
+  ExpectClose(dx.Get(), want_dx, 1e-5, "LayerNormBackward dx");
+  ExpectClose(gw.Get(), want_dw, 1e-5, "LayerNormBackward dw");
+  ExpectClose(gb.Get(), want_db, 1e-5, "LayerNormBackward db");
+}
+
+// Row-major reference of causal attention: y, and dqkv from dy.
+void ReferenceAttention(const Values& qkv, const Values& dy, int B, int T, int Cl, int NH, std::vector<double>& y,
+                        std::vector<double>& dqkv) {
+  const int hs = Cl / NH;
+  const double scale = 1 / std::sqrt(double(hs));
+  y.assign(int64_t{B} * T * Cl, 0.0);
+  dqkv.assign(int64_t{B} * T * 3 * Cl, 0.0);
+  auto at = [&](int b, int t, int part, int h, int i) { return (int64_t{b} * T + t) * 3 * Cl + part * Cl + h * hs + i; };
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t <= T - 1; ++t) {
+        std::vector<double> p(t + 1), dp(t + 1);
+        double max = -INFINITY, sum = 0, dot = 0;
+        for (int u = 0; u <= t; ++u) {
+          double s = 0;
+          for (int i = 0; i < hs; ++i) s += double(qkv[at(b, t, 0, h, i)]) * qkv[at(b, u, 1, h, i)];
+          p[u] = s * scale;
+          max = std::max(max, p[u]);
+        }
+        for (int u = 0; u <= t; ++u) sum += (p[u] = std::exp(p[u] - max));
+        for (int u = 0; u <= t; ++u) p[u] /= sum;
+        const real* dyr = dy.data() + (int64_t{b} * T + t) * Cl + h * hs;
+        for (int u = 0; u <= t; ++u) {
+          for (int i = 0; i < hs; ++i) {
+            y[(int64_t{b} * T + t) * Cl + h * hs + i] += p[u] * qkv[at(b, u, 2, h, i)];
+            dp[u] += dyr[i] * double(qkv[at(b, u, 2, h, i)]);
+            dqkv[at(b, u, 2, h, i)] += p[u] * dyr[i];
+          }
+          dot += p[u] * dp[u];
+        }
+        for (int u = 0; u <= t; ++u) {
+          const double ds = p[u] * (dp[u] - dot) * scale;
+          for (int i = 0; i < hs; ++i) {
+            dqkv[at(b, t, 0, h, i)] += ds * qkv[at(b, u, 1, h, i)];
+            dqkv[at(b, u, 1, h, i)] += ds * qkv[at(b, t, 0, h, i)];
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Ops, AttentionAsBatchedGemmsMatchesTheLoops) {
+  const int B = 2, T = 33, NH = 3, Cl = 3 * 16;
+  const Values qkv = Random(int64_t{B} * T * 3 * Cl), dy = Random(int64_t{B} * T * Cl);
+  DeviceArray q(qkv), d(dy), y(Values(int64_t{B} * T * Cl)), att(Values(int64_t{B} * NH * T * T)),
+      dqkv(Values(int64_t{B} * T * 3 * Cl, real(7)));  // overwritten, not accumulated
+  AttentionForward(y.get(), att.get(), q.get(), B, T, Cl, NH);
+  AttentionBackward(dqkv.get(), d.get(), q.get(), att.get(), B, T, Cl, NH);
+  std::vector<double> want_y, want_dqkv;
+  ReferenceAttention(qkv, dy, B, T, Cl, NH, want_y, want_dqkv);
+  ExpectClose(y.Get(), want_y, 1e-5, "AttentionForward");
+  ExpectClose(dqkv.Get(), want_dqkv, 1e-5, "AttentionBackward");
+}
+
+TEST_F(Ops, LinearLayerForwardAndBackward) {
+  const int N = 23, C = 40, OC = 56;
+  const Values inp = Random(N * C), w = Random(OC * C), bias = Random(OC), dout = Random(N * OC), dw0 = Random(OC * C);
+  DeviceArray i(inp), wt(w), bs(bias), out(Values(N * OC)), d(dout), dinp(Values(N * C)), dw(dw0), db(Values(OC));
+  MatmulForward(out.get(), i.get(), wt.get(), bs.get(), N, C, OC);
+  MatmulBackward(dinp.get(), dw.get(), db.get(), d.get(), i.get(), wt.get(), N, C, OC);
+  std::vector<double> want_out(N * OC), want_dinp(N * C, 0.0), want_dw(dw0.begin(), dw0.end()), want_db(OC, 0.0);
+  for (int n = 0; n < N; ++n) {
+    for (int o = 0; o < OC; ++o) {
+      double s = bias[o];
+      for (int c = 0; c < C; ++c) {
+        s += double(inp[n * C + c]) * w[o * C + c];
+        want_dinp[n * C + c] += double(dout[n * OC + o]) * w[o * C + c];
+        want_dw[o * C + c] += double(dout[n * OC + o]) * inp[n * C + c];
+      }
+      want_out[n * OC + o] = s;
+      want_db[o] += dout[n * OC + o];
+    }
+  }
+  ExpectClose(out.Get(), want_out, 1e-5, "MatmulForward");
+  ExpectClose(dinp.Get(), want_dinp, 1e-5, "MatmulBackward dinp");
+  ExpectClose(dw.Get(), want_dw, 1e-5, "MatmulBackward dw");
+  ExpectClose(db.Get(), want_db, 1e-5, "MatmulBackward dbias");
+}
+
+TEST_F(Ops, EmbeddingForwardAndBackwardOfTheTokensHeldHere) {
+  const int B = 3, T = 9, C = 20, v0 = 4, Vl = 6;
+  std::vector<int> tokens(B * T);
+  for (int i = 0; i < B * T; ++i) tokens[i] = (i * 7) % 13;  // some below v0, some past v0 + Vl, repeats
+  const Values wte = Random(Vl * C), wpe = Random(T * C), dout = Random(B * T * C);
+  DeviceArray tk(tokens), te(wte), pe(wpe), out(Values(B * T * C)), d(dout), dte(Values(Vl * C)), dpe(Values(T * C));
+  EncoderForward(out.get(), tk.ints(), te.get(), pe.get(), v0, Vl, B, T, C);
+  EncoderBackward(dte.get(), dpe.get(), d.get(), tk.ints(), v0, Vl, B, T, C);
+  std::vector<double> want(B * T * C), want_dte(Vl * C, 0.0), want_dpe(T * C, 0.0);
+  for (int bt = 0; bt < B * T; ++bt) {
+    const int row = tokens[bt] - v0;
+    for (int i = 0; i < C; ++i) {
+      const bool here = row >= 0 && row < Vl;
+      want[bt * C + i] = (here ? wte[row * C + i] : 0.0) + wpe[(bt % T) * C + i];
+      if (here) want_dte[row * C + i] += dout[bt * C + i];
+      want_dpe[(bt % T) * C + i] += dout[bt * C + i];
+    }
+  }
+  ExpectClose(out.Get(), want, 1e-6, "EncoderForward");
+  ExpectClose(dte.Get(), want_dte, 1e-5, "EncoderBackward dwte");
+  ExpectClose(dpe.Get(), want_dpe, 1e-5, "EncoderBackward dwpe");
+}
+
+TEST_F(Ops, VocabularyParallelCrossEntropyPieces) {
+  const int N = 5, Vl = 1000, v0 = 500;
+  const Values logits = Random(N * Vl, 3.0);
+  const std::vector<int> targets = {3, 600, 1499, 500, 0};
+  DeviceArray l(logits), t(targets), stats(Values(3 * N)), dl(Values(N * Vl));
+  real* row_max = stats.get();
+  CrossEntropyStats(row_max, nullptr, nullptr, l.get(), t.ints(), nullptr, v0, N, Vl);
+  CrossEntropyStats(nullptr, row_max + N, row_max + 2 * N, l.get(), t.ints(), row_max, v0, N, Vl);
+  const Values got = stats.Get();
+  std::vector<double> want(3 * N), log_sum(N);
+  for (int n = 0; n < N; ++n) {
+    double m = -INFINITY, s = 0;
+    for (int i = 0; i < Vl; ++i) m = std::max(m, double(logits[n * Vl + i]));
+    for (int i = 0; i < Vl; ++i) s += std::exp(logits[n * Vl + i] - m);
+    const int local = targets[n] - v0;
+    want[n] = m;
+    want[N + n] = s;
+    want[2 * N + n] = local >= 0 && local < Vl ? logits[n * Vl + local] : 0.0;
+    log_sum[n] = std::log(s) + m;
+  }
+  for (int n = 0; n < N; ++n) EXPECT_NEAR(got[N + n], want[N + n], 1e-5 * want[N + n]);
+  EXPECT_EQ(Values(got.begin(), got.begin() + N), Values(want.begin(), want.begin() + N));
+  for (int n = 0; n < N; ++n) EXPECT_EQ(got[2 * N + n], want[2 * N + n]);
+  DeviceArray ls(Values(log_sum.begin(), log_sum.end()));
+  CrossEntropyBackward(dl.get(), l.get(), ls.get(), t.ints(), v0, real(0.5), N, Vl);
+  std::vector<double> want_d(N * Vl);
+  for (int n = 0; n < N; ++n) {
+    for (int i = 0; i < Vl; ++i)
+      want_d[n * Vl + i] = (std::exp(logits[n * Vl + i] - log_sum[n]) - (i + v0 == targets[n] ? 1 : 0)) * 0.5;
+  }
+  ExpectClose(dl.Get(), want_d, 1e-5, "CrossEntropyBackward");
+}
+
+TEST_F(Ops, ElementwiseOpsAdamWAndReductions) {
+  const int64_t n = 100003;
+  const Values a = Random(n, 2.0), b = Random(n), g = Random(n, 0.1);
+  DeviceArray x(a), y(b), out(Values(n)), gelu(Values(n)), dgelu(Values(n)), rounded(a);
+  Add(out.get(), x.get(), y.get(), n);
+  GeluForward(gelu.get(), x.get(), n);
+  GeluBackward(dgelu.get(), x.get(), y.get(), n);
+  RoundStorage(rounded.get(), n, 2);
+  std::vector<double> want_add(n), want_gelu(n), want_dgelu(n), want_round(n);
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    want_add[i] = double(a[i]) + b[i];
+    want_gelu[i] = Gelu(a[i]);
+    want_dgelu[i] = GeluGrad(a[i]) * double(b[i]);
+    want_round[i] = RoundBf16(a[i]);
+    squares += double(a[i]) * a[i];
+  }
+  ExpectClose(out.Get(), want_add, 1e-7, "Add");
+  ExpectClose(gelu.Get(), want_gelu, 1e-6, "GeluForward");
+  ExpectClose(dgelu.Get(), want_dgelu, 1e-6, "GeluBackward");
+  ExpectClose(rounded.Get(), want_round, 0, "RoundStorage");
+  EXPECT_NEAR(SumOfSquares(x.get(), n), squares, 1e-9 * squares);
+  Values with_inf = a;
+  with_inf[5] = INFINITY;
+  with_inf[n - 1] = NAN;
+  DeviceArray bad(with_inf);
+  EXPECT_EQ(CountNonFinite(bad.get(), n), 2);
+
+  DeviceArray p(a), grad(g), m(Values(n)), v(Values(n));
+  AdamWUpdate(p.get(), grad.get(), m.get(), v.get(), n, real(1e-2), real(0.9), real(0.95), real(1e-8), real(0.1),
+              real(0.1), real(0.05));
+  std::vector<double> want_p(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double mm = 0.1 * g[i], vv = 0.05 * double(g[i]) * g[i];
+    want_p[i] = a[i] - 1e-2 * ((mm / 0.1) / (std::sqrt(vv / 0.05) + 1e-8) + 0.1 * a[i]);
+  }
+  ExpectClose(p.Get(), want_p, 1e-6, "AdamWUpdate");
+}
+
+}  // namespace
+}  // namespace tunepar::core
