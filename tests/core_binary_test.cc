@@ -101,7 +101,7 @@ TEST(CoreBinary, SearchRunsTheProfilesBuildAndNamesItFirst) {
     const std::string store = dir / ("s-" + c.binary);
     const CliRun run = RunCommand(tunepar + Search(store, c.hardware));
     ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-    const std::string line = "core: " + (dir / c.binary) + " " + c.said + "\n";
+    const std::string line = "core: " + c.binary + " beside tunepar " + c.said + "\n";
     EXPECT_NE(run.out.find(line), std::string::npos) << run.out;
     EXPECT_LT(run.out.find(line), run.out.find("tunepar search: model tiny")) << run.out;
     EXPECT_NE(TrialCommand(store).find(" " + (dir / c.binary) + " --model "), std::string::npos) << TrialCommand(store);
@@ -152,6 +152,20 @@ TEST(CoreBinary, WithoutTheProfilesBuildOnlyCoreRuns) {
   EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-fba600c0");
 }
 
+// Not beside tunepar: the build on $PATH, named by its path.
+TEST(CoreBinary, ABuildOnPathIsNamedByItsPath) {
+  TempDir dir, bin;
+  const std::string tunepar = testing::InstallTunepar(dir.path(), {});
+  testing::InstallTunepar(bin.path(), {"tunepar-core-hip"});
+  const std::string store = dir / "s";
+  const CliRun run = RunCommand("PATH=" + bin.path() + ":/usr/bin:/bin " + tunepar + Search(store, "lumi-g"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("core: " + (bin / "tunepar-core-hip") + " from $PATH (the AMD build, for lumi-g: "),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(TrialCommand(store).find(" " + (bin / "tunepar-core-hip") + " --model "), std::string::npos);
+}
+
 TEST(CoreBinary, CalibrateNamesTheBuildItSweepsWith) {
   TempDir dir;
   const std::string tunepar = testing::InstallTunepar(dir.path(), {"tunepar-core-cuda"});
@@ -159,7 +173,7 @@ TEST(CoreBinary, CalibrateNamesTheBuildItSweepsWith) {
                                 " calibrate --backend local --hardware dgx-h100 --model tiny --world 2 --layouts 2 "
                                 "--steps 1 --warmup 0 --force");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_EQ(run.out.rfind("core: " + (dir / "tunepar-core-cuda") + " (the NVIDIA build, for dgx-h100: ", 0), 0u)
+  EXPECT_EQ(run.out.rfind("core: tunepar-core-cuda beside tunepar (the NVIDIA build, for dgx-h100: ", 0), 0u)
       << run.out;
 }
 

@@ -356,13 +356,13 @@ TEST(LaunchScript, RunsTheCoreBuildOfTheProfilesDevicesAndSaysWhich) {
   const std::string gpt22b = " --model gpt-22b --layout " + kLumiLayout;
   for (const Case& c : std::vector<Case>{
            {"--hardware lumi-g" + gpt22b + kSite, "tunepar-core-hip",
-            "tunepar-core-hip (the AMD build, for lumi-g: its launch.visible_devices_env is ROCR_VISIBLE_DEVICES)."},
+            "tunepar-core-hip beside tunepar (the AMD build, for lumi-g: its launch.visible_devices_env is ROCR_VISIBLE_DEVICES)."},
            {"--hardware frontier-mi250x --account abc" + gpt22b, "tunepar-core-hip", "the AMD build, for frontier-mi250x"},
            {"--hardware dgx-h100" + gpt22b, "tunepar-core-cuda",
-            "tunepar-core-cuda (the NVIDIA build, for dgx-h100: its launch.visible_devices_env is CUDA_VISIBLE_DEVICES)."},
+            "tunepar-core-cuda beside tunepar (the NVIDIA build, for dgx-h100: its launch.visible_devices_env is CUDA_VISIBLE_DEVICES)."},
            {"--hardware dgx-a100" + gpt22b, "tunepar-core-cuda", "the NVIDIA build, for dgx-a100"},
            {"--hardware local-cpu --model tiny --layout " + kCpuLayout, "tunepar-core",
-            "tunepar-core (the CPU build, for local-cpu: its device 'CPU core' and launch.visible_devices_env name no "
+            "tunepar-core beside tunepar (the CPU build, for local-cpu: its device 'CPU core' and launch.visible_devices_env name no "
             "GPU vendor)."}}) {
     const CliRun run = RunTunepar("launch-script " + c.args);
     ASSERT_EQ(run.exit_code, 0) << c.args << "\n" << run.err;

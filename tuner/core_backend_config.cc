@@ -55,16 +55,20 @@ std::string_view HowToBuild(core::CoreBuild build) {
   return "";
 }
 
-// The binary of `build` next to this executable, else on $PATH ("" when neither).
-std::string BuiltBinary(core::CoreBuild build) {
+// The binary of `build` next to this executable, else on $PATH ("" when neither); `where` says
+// which ("tunepar-core beside tunepar", "/opt/bin/tunepar-core from $PATH").
+std::string BuiltBinary(core::CoreBuild build, std::string* where) {
   const std::string name(core::BinaryName(build));
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const fs::path next = self.parent_path() / name;
+    *where = name + " beside tunepar";
     if (access(next.c_str(), X_OK) == 0) return next.string();
   }
-  return FirstLine("command -v " + name + " 2>/dev/null");
+  const std::string found = FirstLine("command -v " + name + " 2>/dev/null");
+  *where = found + " from $PATH";
+  return found;
 }
 
 }  // namespace
@@ -109,12 +113,13 @@ Result<CoreBinary> FindCoreBinary(const runner::HardwareProfile& hw, const std::
     binary.said = fmt::format("{} (--core, in place of {}: {})", binary.path, core::BinaryName(binary.build), build);
     return binary;
   }
-  binary.path = BuiltBinary(binary.build);
+  std::string where;
+  binary.path = BuiltBinary(binary.build, &where);
   if (binary.path.empty()) {
     return InvalidArgument(fmt::format("{} ({}) not found next to tunepar or on $PATH: {}, or give --core PATH",
                                        core::BinaryName(binary.build), build, HowToBuild(binary.build)));
   }
-  binary.said = fmt::format("{} ({}: {})", binary.path, build, why);
+  binary.said = fmt::format("{} ({}: {})", where, build, why);
   return binary;
 }
 

@@ -50,7 +50,9 @@ inline constexpr const char* kCoreOptionHelp =
 struct CoreBinary {
   std::string path;                               // the executable
   core::CoreBuild build = core::CoreBuild::kCpu;  // the profile's (a --core binary stands in for it)
-  std::string said;  // for the user: "PATH (the NVIDIA build, for dgx-h100: its ...)"
+  // For the user: "tunepar-core-cuda beside tunepar (the NVIDIA build, for dgx-h100: its ...)"; a
+  // binary from $PATH or --core by its path.
+  std::string said;
 };
 // The tunepar-core binary for the profile: `given` (--core), else its build's binary
 // (tunepar-core, tunepar-core-cuda or tunepar-core-hip) next to this executable, else on $PATH;
