@@ -19,6 +19,13 @@ namespace {
 
 using Values = std::vector<real>;
 
+Values Zeros(int64_t n) {
+  return Values(static_cast<size_t>(n), real(0));
+}
+Values Filled(int64_t n, real value) {
+  return Values(static_cast<size_t>(n), value);
+}
+
 // Device memory holding `host`, read back with Get().
 class DeviceArray {
  public:
@@ -199,7 +206,7 @@ TEST_F(Ops, CausalSoftmaxForwardAndBackwardByRow) {
 TEST_F(Ops, LayerNormForwardAndBackward) {
   const int N = 19, C = 300;
   const Values x = Random(N * C, 3.0), w = Random(C), b = Random(C), dout = Random(N * C), dx0 = Random(N * C);
-  DeviceArray dx_(x), dw_(w), db_(b), out(Values(N * C)), mean(Values(N)), rstd(Values(N));
+  DeviceArray dx_(x), dw_(w), db_(b), out(Zeros(N * C)), mean(Zeros(N)), rstd(Zeros(N));
   LayerNormForward(out.get(), mean.get(), rstd.get(), dx_.get(), dw_.get(), db_.get(), N, C);
   std::vector<double> want(N * C), want_dx(dx0.begin(), dx0.end()), want_dw(C, 0.0), want_db(C, 0.0);
   for (int n = 0; n < N; ++n) {
@@ -223,7 +230,7 @@ TEST_F(Ops, LayerNormForwardAndBackward) {
     }
   }
   ExpectClose(out.Get(), want, 1e-5, "LayerNormForward");
-  DeviceArray d(dout), dx(dx0), gw(Values(C)), gb(Values(C));
+  DeviceArray d(dout), dx(dx0), gw(Zeros(C)), gb(Zeros(C));
   LayerNormBackward(dx.get(), gw.get(), gb.get(), d.get(), dx_.get(), dw_.get(), mean.get(), rstd.get(), N, C);
   ExpectClose(dx.Get(), want_dx, 1e-5, "LayerNormBackward dx");
   ExpectClose(gw.Get(), want_dw, 1e-5, "LayerNormBackward dw");
@@ -275,8 +282,8 @@ void ReferenceAttention(const Values& qkv, const Values& dy, int B, int T, int C
 TEST_F(Ops, AttentionAsBatchedGemmsMatchesTheLoops) {
   const int B = 2, T = 33, NH = 3, Cl = 3 * 16;
   const Values qkv = Random(int64_t{B} * T * 3 * Cl), dy = Random(int64_t{B} * T * Cl);
-  DeviceArray q(qkv), d(dy), y(Values(int64_t{B} * T * Cl)), att(Values(int64_t{B} * NH * T * T)),
-      dqkv(Values(int64_t{B} * T * 3 * Cl, real(7)));  // overwritten, not accumulated
+  DeviceArray q(qkv), d(dy), y(Zeros(int64_t{B} * T * Cl)), att(Zeros(int64_t{B} * NH * T * T)),
+      dqkv(Filled(int64_t{B} * T * 3 * Cl, real(7)));  // overwritten, not accumulated
   AttentionForward(y.get(), att.get(), q.get(), B, T, Cl, NH);
   AttentionBackward(dqkv.get(), d.get(), q.get(), att.get(), B, T, Cl, NH);
   std::vector<double> want_y, want_dqkv;
@@ -288,7 +295,7 @@ TEST_F(Ops, AttentionAsBatchedGemmsMatchesTheLoops) {
 TEST_F(Ops, LinearLayerForwardAndBackward) {
   const int N = 23, C = 40, OC = 56;
   const Values inp = Random(N * C), w = Random(OC * C), bias = Random(OC), dout = Random(N * OC), dw0 = Random(OC * C);
-  DeviceArray i(inp), wt(w), bs(bias), out(Values(N * OC)), d(dout), dinp(Values(N * C)), dw(dw0), db(Values(OC));
+  DeviceArray i(inp), wt(w), bs(bias), out(Zeros(N * OC)), d(dout), dinp(Zeros(N * C)), dw(dw0), db(Zeros(OC));
   MatmulForward(out.get(), i.get(), wt.get(), bs.get(), N, C, OC);
   MatmulBackward(dinp.get(), dw.get(), db.get(), d.get(), i.get(), wt.get(), N, C, OC);
   std::vector<double> want_out(N * OC), want_dinp(N * C, 0.0), want_dw(dw0.begin(), dw0.end()), want_db(OC, 0.0);
@@ -315,7 +322,7 @@ TEST_F(Ops, EmbeddingForwardAndBackwardOfTheTokensHeldHere) {
   std::vector<int> tokens(B * T);
   for (int i = 0; i < B * T; ++i) tokens[i] = (i * 7) % 13;  // some below v0, some past v0 + Vl, repeats
   const Values wte = Random(Vl * C), wpe = Random(T * C), dout = Random(B * T * C);
-  DeviceArray tk(tokens), te(wte), pe(wpe), out(Values(B * T * C)), d(dout), dte(Values(Vl * C)), dpe(Values(T * C));
+  DeviceArray tk(tokens), te(wte), pe(wpe), out(Zeros(B * T * C)), d(dout), dte(Zeros(Vl * C)), dpe(Zeros(T * C));
   EncoderForward(out.get(), tk.ints(), te.get(), pe.get(), v0, Vl, B, T, C);
   EncoderBackward(dte.get(), dpe.get(), d.get(), tk.ints(), v0, Vl, B, T, C);
   std::vector<double> want(B * T * C), want_dte(Vl * C, 0.0), want_dpe(T * C, 0.0);
@@ -337,7 +344,7 @@ TEST_F(Ops, VocabularyParallelCrossEntropyPieces) {
   const int N = 5, Vl = 1000, v0 = 500;
   const Values logits = Random(N * Vl, 3.0);
   const std::vector<int> targets = {3, 600, 1499, 500, 0};
-  DeviceArray l(logits), t(targets), stats(Values(3 * N)), dl(Values(N * Vl));
+  DeviceArray l(logits), t(targets), stats(Zeros(3 * N)), dl(Zeros(N * Vl));
   real* row_max = stats.get();
   CrossEntropyStats(row_max, nullptr, nullptr, l.get(), t.ints(), nullptr, v0, N, Vl);
   CrossEntropyStats(nullptr, row_max + N, row_max + 2 * N, l.get(), t.ints(), row_max, v0, N, Vl);
@@ -369,7 +376,7 @@ TEST_F(Ops, VocabularyParallelCrossEntropyPieces) {
 TEST_F(Ops, ElementwiseOpsAdamWAndReductions) {
   const int64_t n = 100003;
   const Values a = Random(n, 2.0), b = Random(n), g = Random(n, 0.1);
-  DeviceArray x(a), y(b), out(Values(n)), gelu(Values(n)), dgelu(Values(n)), rounded(a);
+  DeviceArray x(a), y(b), out(Zeros(n)), gelu(Zeros(n)), dgelu(Zeros(n)), rounded(a);
   Add(out.get(), x.get(), y.get(), n);
   GeluForward(gelu.get(), x.get(), n);
   GeluBackward(dgelu.get(), x.get(), y.get(), n);
@@ -394,7 +401,7 @@ TEST_F(Ops, ElementwiseOpsAdamWAndReductions) {
   DeviceArray bad(with_inf);
   EXPECT_EQ(CountNonFinite(bad.get(), n), 2);
 
-  DeviceArray p(a), grad(g), m(Values(n)), v(Values(n));
+  DeviceArray p(a), grad(g), m(Zeros(n)), v(Zeros(n));
   AdamWUpdate(p.get(), grad.get(), m.get(), v.get(), n, real(1e-2), real(0.9), real(0.95), real(1e-8), real(0.1),
               real(0.1), real(0.05));
   std::vector<double> want_p(n);

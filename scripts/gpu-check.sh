@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# tunepar-core's GPU checks, for a machine with a GPU (nothing here runs in CI, which has none):
+#  1. core_ops_cuda_test: every op of ops.h on the GPU against double-precision loops;
+#  2. the tiny model's first step on the GPU against the CPU build: the loss and every gradient
+#     (fp32: 1e-5 relative to each tensor's largest gradient; bf16: see BF16_TOL below), and the
+#     weights after two steps;
+#  3. two ranks on one GPU with --comm mpi-staged, TP = 2 and PP = 2, against the one-rank GPU run
+#     (the same tolerance as 2: the CPU tests hold every layout exact against one rank, the GPU
+#     sums in another order);
+#  4. --comm nccl on one rank (several ranks on one GPU are refused by NCCL: said so, exit 2).
+#   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
+set -uo pipefail
+B=${1:-/tmp/tunepar-build}
+O=${OUT:-/tmp/gpu-check}
+mkdir -p "$O"
+MPI="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root) -x LD_LIBRARY_PATH"
+failed=0
+step() { echo; echo "== $*"; }
+compare() {  # compare DIR_A DIR_B FILE TOL WHAT
+  python3 - "$@" <<'PY'
+import json, sys
+a_dir, b_dir, name, tol, what = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+a = json.load(open(f"{a_dir}/{name}")); b = json.load(open(f"{b_dir}/{name}"))
+worst, bad = 0.0, []
+for k in sorted(a):
+    x, y = a[k], b[k]
+    scale = max(max(abs(v) for v in x), 1e-30)
+    err = max(abs(u - v) for u, v in zip(x, y)) / scale
+    worst = max(worst, err)
+    if err > tol or len(x) != len(y): bad.append(f"{k} {err:.2e}")
+print(f"{what}: {name}: {len(a)} tensors, worst max|diff|/max|value| {worst:.2e} (tolerance {tol:g})" + (": FAIL " + ", ".join(bad) if bad else ": ok"))
+sys.exit(1 if bad else 0)
+PY
+}
+losses() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], r.get('status'), 'loss', r.get('loss'), r.get('error',''))" "$@"; }
+
+step "1. ops on the GPU against loops"
+"$B/core_ops_cuda_test" 2>&1 | tail -n 25 | tee "$O/ops.log" || failed=1
+
+run() {  # run DIR RANKS BINARY ARGS...
+  local dir=$1 ranks=$2 bin=$3; shift 3
+  rm -rf "$dir"; mkdir -p "$dir"
+  if [ "$ranks" = 1 ]; then "$bin" "$@" --steps 2 --warmup 0 --dump "$dir" -o "$dir/result.json" -q 2> "$dir/stderr"
+  else $MPI -np "$ranks" "$bin" "$@" --steps 2 --warmup 0 --dump "$dir" -o "$dir/result.json" -q 2> "$dir/stderr"; fi
+  local rc=$?
+  [ $rc = 0 ] || { echo "$dir: exit $rc: $(tail -n 3 "$dir/stderr")"; failed=1; }
+  [ -f "$dir/result.json" ] && losses "$dir/result.json" "$dir"
+  return $rc
+}
+
+BF16_TOL=0.05  # bf16: both sides multiply the same 16-bit values with fp32 accumulation, in another order; a
+               # last-bit fp32 difference flips a bf16 rounding (2^-8 relative) now and then, and a step has
+               # dozens of roundings in sequence
+for precision in fp32 bf16; do
+  tol=1e-5; [ $precision = bf16 ] && tol=$BF16_TOL
+  step "2. tiny model, $precision: GPU against CPU"
+  run "$O/cpu-$precision" 1 "$B/tunepar-core" --model tiny --precision $precision
+  run "$O/gpu-$precision" 1 "$B/tunepar-core-cuda" --model tiny --precision $precision
+  compare "$O/cpu-$precision" "$O/gpu-$precision" gradients.json $tol "GPU vs CPU $precision" || failed=1
+  compare "$O/cpu-$precision" "$O/gpu-$precision" weights.json $tol "GPU vs CPU $precision" || failed=1
+done
+
+step "3. two ranks on one GPU, --comm mpi-staged"
+for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2 --zero 1"; do
+  name=$(echo "$layout" | tr -d ' -')
+  run "$O/one-$name" 1 "$B/tunepar-core-cuda" --model tiny --comm mpi-staged $(echo "$layout" | grep -o -- '--micro-batches [0-9]*')
+  run "$O/staged-$name" 2 "$B/tunepar-core-cuda" --model tiny --comm mpi-staged $layout
+  compare "$O/one-$name" "$O/staged-$name" gradients.json 1e-5 "staged $layout vs one rank" || failed=1
+  compare "$O/one-$name" "$O/staged-$name" weights.json 1e-5 "staged $layout vs one rank" || failed=1
+done
+
+step "4. --comm nccl"
+run "$O/nccl-1" 1 "$B/tunepar-core-cuda" --model tiny --comm nccl
+compare "$O/one-tp2" "$O/nccl-1" gradients.json 1e-6 "nccl one rank vs staged one rank" || failed=1
+rm -rf "$O/nccl-2"; mkdir -p "$O/nccl-2"
+$MPI -np 2 "$B/tunepar-core-cuda" --model tiny --tp 2 --comm nccl --steps 1 --warmup 0 -o "$O/nccl-2/result.json" -q 2> "$O/nccl-2/stderr"
+echo "two ranks, one GPU, --comm nccl: exit $? ($(tail -n 1 "$O/nccl-2/stderr"))"
+
+echo
+[ $failed = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILED (see above)"
+exit $failed
