@@ -1,0 +1,365 @@
+// The core's GEMMs on the GPU against the vendor BLAS alone: the linear layers of a GPT step
+// through tunepar::core::MatmulForward / MatmulBackward (gemm_layers.cc: Gemm in BLAS terms,
+// gemm_gpu.cc: cublasGemmEx on the core's stream; with bf16 it first converts its fp32 inputs,
+// which lie on the bf16 grid, to 16-bit copies) against cublasGemmEx called directly with the
+// same shapes and types: fp32 inputs with CUBLAS_COMPUTE_32F (no TF32, on both sides), and for
+// bf16 inputs already stored in bf16, fp32 output and accumulation. Prints TFLOP/s per pass, the
+// ratio core/cuBLAS (of the rates), and the overall ratio over all passes' time; and checks that
+// both sides computed the same product (max |core - cuBLAS| / max |cuBLAS|).
+//   core_gemm_gpu_bench [--tokens N] [--hidden C] [--vocab V] [--precision fp32|bf16|both] [--csv FILE]
+//   (defaults: GPT-2 small's step, 8192 tokens, C 768, V 50304, both precisions)
+// Exit codes: 0 ok, 1 a device or library call failed, 2 bad flags, 4 no device ("no device").
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runner/core/ops.h"
+
+namespace {
+
+namespace core = tunepar::core;
+using core::real;
+
+struct BenchOptions {
+  int tokens = 8192;    // N = B T of GPT-2 small's step (8 sequences of 1024)
+  int hidden = 768;     // C
+  int vocab = 50304;    // V, GPT-2's vocabulary padded to a multiple of 128
+  std::vector<int> precisions = {0, 2};  // 0 fp32, 2 bf16 (ops.h's precision codes)
+  std::string csv;      // per-pass rows written here when not empty
+};
+
+void CheckCuda(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
+}
+void CheckBlas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(status)));
+  }
+}
+
+// Device memory freed at scope exit.
+struct DeviceFreer {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using DeviceArray = std::unique_ptr<void, DeviceFreer>;
+
+DeviceArray Allocate(size_t bytes) {
+  void* p = nullptr;
+  CheckCuda(cudaMalloc(&p, bytes), "cudaMalloc");
+  return DeviceArray(p);
+}
+
+// Values uniform in [-1, 1) on the bf16 grid (low 16 bits zero), so that the core's bf16 path
+// converts them exactly and both sides multiply the same numbers; a cheap LCG: the big arrays
+// (N x V) have 4e8 values.
+std::vector<float> Bf16GridValues(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t state = seed * 2654435761u + 1;
+  for (float& x : v) {
+    state = state * 1664525u + 1013904223u;
+    const float u = static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &u, 4);
+    bits &= 0xFFFF0000u;
+    std::memcpy(&x, &bits, 4);
+  }
+  return v;
+}
+
+// An operand on the device in fp32 and, exactly, in bf16 (its top 16 bits).
+struct Operand {
+  DeviceArray fp32, bf16;
+};
+
+Operand Upload(const std::vector<float>& host) {
+  Operand op{Allocate(host.size() * 4), Allocate(host.size() * 2)};
+  CheckCuda(cudaMemcpy(op.fp32.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  std::vector<uint16_t> top(host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &host[i], 4);
+    top[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  CheckCuda(cudaMemcpy(op.bf16.get(), top.data(), top.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+  return op;
+}
+
+// One linear layer's arrays: inp (N, in), w (out, in), dout (N, out) and the outputs.
+struct LayerArrays {
+  int N, in, out;
+  Operand inp, w, dout;
+  DeviceArray y, dinp, dw;  // y (N, out), dinp (N, in), dw (out, in): fp32
+};
+
+LayerArrays MakeLayer(int N, int in, int out) {
+  const size_t n_inp = size_t(N) * in, n_w = size_t(out) * in, n_out = size_t(N) * out;
+  return {N,
+          in,
+          out,
+          Upload(Bf16GridValues(n_inp, 1)),
+          Upload(Bf16GridValues(n_w, 2)),
+          Upload(Bf16GridValues(n_out, 3)),
+          Allocate(n_out * 4),
+          Allocate(n_inp * 4),
+          Allocate(n_w * 4)};
+}
+
+// cublasGemmEx on its own handle and stream: the calls of gemm_layers.cc, spelled out.
+class VendorGemm {
+ public:
+  VendorGemm() {
+    CheckBlas(cublasCreate(&handle_), "cublasCreate");
+    CheckCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    CheckBlas(cublasSetStream(handle_, stream_), "cublasSetStream");
+  }
+  ~VendorGemm() {
+    cublasDestroy(handle_);
+    cudaStreamDestroy(stream_);
+  }
+  VendorGemm(const VendorGemm&) = delete;
+  VendorGemm& operator=(const VendorGemm&) = delete;
+
+  void Synchronize() { CheckCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  // y^T (out, N) = w (out, in) inp^T (in, N), column-major.
+  void Forward(LayerArrays& l, int precision) {
+    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, l.out, l.N, l.in, l.w, l.in, l.inp, l.in, 0.0f, l.y.get(), l.out, precision);
+  }
+  // dinp^T (in, N) = w^T dout^T; dw^T (in, out) += inp^T (in, N) dout (N, out).
+  void Backward(LayerArrays& l, int precision) {
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_N, l.in, l.N, l.out, l.w, l.in, l.dout, l.out, 0.0f, l.dinp.get(), l.in,
+         precision);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_T, l.in, l.out, l.N, l.inp, l.in, l.dout, l.out, 1.0f, l.dw.get(), l.in,
+         precision);
+  }
+
+ private:
+  void Gemm(cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const Operand& a, int lda,
+            const Operand& b, int ldb, float beta, void* c, int ldc, int precision) {
+    const float alpha = 1.0f;
+    const bool bf16 = precision == 2;
+    const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    CheckBlas(cublasGemmEx(handle_, op_a, op_b, m, n, k, &alpha, bf16 ? a.bf16.get() : a.fp32.get(), type, lda,
+                           bf16 ? b.bf16.get() : b.fp32.get(), type, ldb, &beta, c, CUDA_R_32F, ldc,
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
+  }
+
+  cublasHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+void CoreForward(LayerArrays& l, int precision) {
+  core::MatmulForward(static_cast<real*>(l.y.get()), static_cast<const real*>(l.inp.fp32.get()),
+                      static_cast<const real*>(l.w.fp32.get()), nullptr, l.N, l.in, l.out, precision);
+}
+void CoreBackward(LayerArrays& l, int precision) {
+  core::MatmulBackward(static_cast<real*>(l.dinp.get()), static_cast<real*>(l.dw.get()), nullptr,
+                       static_cast<const real*>(l.dout.fp32.get()), static_cast<const real*>(l.inp.fp32.get()),
+                       static_cast<const real*>(l.w.fp32.get()), l.N, l.in, l.out, precision);
+}
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Seconds per call of `run` (asynchronous GPU work; `sync` waits for it): calls are issued
+// back to back in batches of ~20 ms, so launch latency overlaps; the median of 5 batches.
+template <typename Run, typename Sync>
+double SecondsPerCall(Run run, Sync sync) {
+  run();
+  sync();
+  auto start = std::chrono::steady_clock::now();
+  run();
+  sync();
+  const double once = Seconds(start);
+  const int calls = static_cast<int>(std::clamp(0.02 / std::max(once, 1e-6), 1.0, 1000.0));
+  std::vector<double> per_call;
+  for (int batch = 0; batch < 5; ++batch) {
+    start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) run();
+    sync();
+    per_call.push_back(Seconds(start) / calls);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+std::vector<float> Download(const DeviceArray& p, size_t n) {
+  std::vector<float> host(n);
+  CheckCuda(cudaMemcpy(host.data(), p.get(), n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return host;
+}
+
+// max |a - b| / max |b|: 0 when both sides computed the same product.
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// The outputs of one call of the pass (dw zeroed first: it accumulates).
+std::vector<float> PassOutputs(LayerArrays& l, bool forward, bool vendor_side, int precision,
+                               VendorGemm& vendor) {
+  CheckCuda(cudaMemset(l.dw.get(), 0, size_t(l.out) * l.in * 4), "cudaMemset");
+  CheckCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (vendor_side) {
+    forward ? vendor.Forward(l, precision) : vendor.Backward(l, precision);
+  } else {
+    forward ? CoreForward(l, precision) : CoreBackward(l, precision);
+  }
+  CheckCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (forward) return Download(l.y, size_t(l.N) * l.out);
+  std::vector<float> both = Download(l.dinp, size_t(l.N) * l.in);
+  const std::vector<float> dw = Download(l.dw, size_t(l.out) * l.in);
+  both.insert(both.end(), dw.begin(), dw.end());
+  return both;
+}
+
+struct PassResult {
+  std::string precision, layer, pass;
+  int m, n, k;  // the row-major product (N, out) x in; backward's k is 2 in (dinp and dw)
+  double core_s, vendor_s, difference;
+  double Flops() const { return 2.0 * m * n * k; }
+};
+
+PassResult MeasurePass(LayerArrays& l, const char* layer, bool forward, int precision, VendorGemm& vendor) {
+  const double core_s = SecondsPerCall(
+      [&] { forward ? CoreForward(l, precision) : CoreBackward(l, precision); }, [] { core::Synchronize(); });
+  const double vendor_s = SecondsPerCall(
+      [&] { forward ? vendor.Forward(l, precision) : vendor.Backward(l, precision); },
+      [&] { vendor.Synchronize(); });
+  const double difference = RelativeDifference(PassOutputs(l, forward, false, precision, vendor),
+                                               PassOutputs(l, forward, true, precision, vendor));
+  return {precision == 2 ? "bf16" : "fp32", layer, forward ? "forward" : "backward (dx + dW)",
+          l.N, l.out, forward ? l.in : 2 * l.in, core_s, vendor_s, difference};
+}
+
+void PrintPass(const PassResult& r) {
+  char dims[64];
+  std::snprintf(dims, sizeof(dims), "%s %dx%dx%d", r.pass.c_str(), r.m, r.n, r.k);
+  std::printf("%-5s %-8s %-30s %11.1f %11.1f %7.2f %9.1e\n", r.precision.c_str(), r.layer.c_str(), dims,
+              r.Flops() / r.core_s / 1e12, r.Flops() / r.vendor_s / 1e12, r.vendor_s / r.core_s, r.difference);
+}
+
+// Every pass of the step's linear layers in one precision; prints a row per pass and a summary.
+std::vector<PassResult> MeasurePrecision(const BenchOptions& o, int precision, VendorGemm& vendor) {
+  struct Layer {
+    const char* name;
+    int in, out;
+  };
+  const int C = o.hidden;
+  const Layer layers[] = {{"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C}, {"fcproj", 4 * C, C},
+                          {"lm_head", C, o.vocab}};
+  std::vector<PassResult> results;
+  double core_total = 0, vendor_total = 0, flops = 0;
+  for (const Layer& layer : layers) {
+    LayerArrays arrays = MakeLayer(o.tokens, layer.in, layer.out);
+    for (const bool forward : {true, false}) {
+      results.push_back(MeasurePass(arrays, layer.name, forward, precision, vendor));
+      PrintPass(results.back());
+      core_total += results.back().core_s;
+      vendor_total += results.back().vendor_s;
+      flops += results.back().Flops();
+    }
+  }
+  std::printf("summary %s: all linear-layer GEMMs of the step: core %.3f ms (%.1f TFLOP/s), cuBLAS %.3f ms "
+              "(%.1f TFLOP/s): core/cuBLAS %.2f\n",
+              precision == 2 ? "bf16" : "fp32", core_total * 1e3, flops / core_total / 1e12, vendor_total * 1e3,
+              flops / vendor_total / 1e12, vendor_total / core_total);
+  return results;
+}
+
+void WriteCsv(const std::string& path, const std::vector<PassResult>& results) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) throw std::runtime_error("cannot write " + path);
+  std::fprintf(f, "precision,layer,pass,m,n,k,core_s,cublas_s,core_tflops,cublas_tflops,core_over_cublas,"
+                  "max_rel_difference\n");
+  for (const PassResult& r : results) {
+    std::fprintf(f, "%s,%s,%s,%d,%d,%d,%.6e,%.6e,%.3f,%.3f,%.4f,%.3e\n", r.precision.c_str(), r.layer.c_str(),
+                 r.pass.c_str(), r.m, r.n, r.k, r.core_s, r.vendor_s, r.Flops() / r.core_s / 1e12,
+                 r.Flops() / r.vendor_s / 1e12, r.vendor_s / r.core_s, r.difference);
+  }
+  std::fclose(f);
+}
+
+// Fills `o` from argv; false (after one line on stderr) on a bad flag.
+bool ParseFlags(int argc, char** argv, BenchOptions& o) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "core_gemm_gpu_bench: %s needs a value\n", flag.c_str());
+      return false;
+    }
+    const std::string value = argv[i + 1];
+    int* number = flag == "--tokens" ? &o.tokens : flag == "--hidden" ? &o.hidden : flag == "--vocab" ? &o.vocab
+                                                                                                      : nullptr;
+    if (number != nullptr) {
+      *number = std::atoi(value.c_str());
+      if (*number <= 0) {
+        std::fprintf(stderr, "core_gemm_gpu_bench: %s must be a positive integer, not '%s'\n", flag.c_str(),
+                     value.c_str());
+        return false;
+      }
+    } else if (flag == "--precision" && (value == "fp32" || value == "bf16" || value == "both")) {
+      o.precisions = value == "fp32" ? std::vector<int>{0} : value == "bf16" ? std::vector<int>{2}
+                                                                             : std::vector<int>{0, 2};
+    } else if (flag == "--csv") {
+      o.csv = value;
+    } else {
+      std::fprintf(stderr, "core_gemm_gpu_bench: unknown flag or value '%s %s' (flags: --tokens --hidden --vocab "
+                   "--precision fp32|bf16|both --csv)\n", flag.c_str(), value.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchOptions o;
+  if (!ParseFlags(argc, argv, o)) return 2;
+  if (core::DeviceCount() == 0) {
+    std::puts("no device");
+    return 4;
+  }
+  try {
+    const std::string device = core::UseDevice(0);
+    std::printf("GEMMs of the linear layers of a step, %d tokens, C %d, V %d, on %s: core (tunepar::core::Gemm) "
+                "vs cublasGemmEx\n", o.tokens, o.hidden, o.vocab, device.c_str());
+    std::printf("%-5s %-8s %-30s %11s %11s %7s %9s\n", "prec", "layer", "pass (M x N x K)", "core TF/s",
+                "cuBLAS TF/s", "ratio", "max diff");
+    VendorGemm vendor;
+    std::vector<PassResult> all;
+    for (const int precision : o.precisions) {
+      const std::vector<PassResult> results = MeasurePrecision(o, precision, vendor);
+      all.insert(all.end(), results.begin(), results.end());
+    }
+    double core_total = 0, vendor_total = 0;
+    for (const PassResult& r : all) {
+      core_total += r.core_s;
+      vendor_total += r.vendor_s;
+    }
+    std::printf("summary overall: core/cuBLAS %.2f (ratio: cuBLAS time / core time; max diff: max |core - "
+                "cuBLAS| / max |cuBLAS|)\n", vendor_total / core_total);
+    if (!o.csv.empty()) WriteCsv(o.csv, all);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "core_gemm_gpu_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
