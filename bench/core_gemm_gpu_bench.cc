@@ -251,7 +251,7 @@ PassResult MeasurePass(LayerArrays& l, const char* layer, bool forward, int prec
 void PrintPass(const PassResult& r) {
   char dims[64];
   std::snprintf(dims, sizeof(dims), "%s %dx%dx%d", r.pass.c_str(), r.m, r.n, r.k);
-  std::printf("%-5s %-8s %-30s %11.1f %11.1f %7.2f %9.1e\n", r.precision.c_str(), r.layer.c_str(), dims,
+  std::printf("%-5s %-8s %-36s %11.1f %11.1f %7.2f %9.1e\n", r.precision.c_str(), r.layer.c_str(), dims,
               r.Flops() / r.core_s / 1e12, r.Flops() / r.vendor_s / 1e12, r.vendor_s / r.core_s, r.difference);
 }
 
@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
     const std::string device = core::UseDevice(0);
     std::printf("GEMMs of the linear layers of a step, %d tokens, C %d, V %d, on %s: core (tunepar::core::Gemm) "
                 "vs cublasGemmEx\n", o.tokens, o.hidden, o.vocab, device.c_str());
-    std::printf("%-5s %-8s %-30s %11s %11s %7s %9s\n", "prec", "layer", "pass (M x N x K)", "core TF/s",
+    std::printf("%-5s %-8s %-36s %11s %11s %7s %9s\n", "prec", "layer", "pass (M x N x K)", "core TF/s",
                 "cuBLAS TF/s", "ratio", "max diff");
     VendorGemm vendor;
     std::vector<PassResult> all;
