@@ -21,10 +21,10 @@
 # run, core-*.json (the core's result.json), gemm.csv, machine.txt, summary.json, summary.csv.
 # Exit codes: 0 every run ok, 1 some run failed or was skipped (the table says which), 2 bad usage.
 set -uo pipefail
+build=$(realpath -m "${1:-/tmp/tunepar-build}")
+out=$(realpath -m "${OUT:-$(dirname "$0")/out/gpu}")
 cd "$(dirname "$0")/.." || exit 2
-build=${1:-/tmp/tunepar-build}
 steps=${2:-5}
-out=${OUT:-bench/out/gpu}
 model=bench/data/gpt2-small.toml
 torch_steps=${TORCH_STEPS:-10}
 budget=${BUDGET_S:-420}
@@ -79,7 +79,11 @@ echo "== machine"
     echo "no nvidia-smi on this machine"
   fi
   "$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -n 1
-  echo "checkout $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'), build $build"
+  if git rev-parse --git-dir >/dev/null 2>&1; then
+    echo "checkout $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)'), build $build"
+  else
+    echo "checkout without git metadata, build $build"
+  fi
 } | tee "$out/machine.txt"
 
 echo "== 1. tunepar-core-cuda, one rank, $steps measured steps after 2"
