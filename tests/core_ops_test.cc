@@ -159,6 +159,37 @@ TEST_F(Ops, GemmOnSixteenBitInputsIsExactInFp32Accumulation) {
   RunGemm(*this, {Op::kN, Op::kT, 33, 17, 70, 1, 2, 1.0, 1.0, 1}, &Ops::Random);  // fp16
 }
 
+TEST_F(Ops, SixteenBitOperandsRoundTripAndMultiplyLikeTheirValues) {
+  // bf16 is fp32's top half; fp16 bits of normal, subnormal, the largest, inf and nan.
+  EXPECT_EQ(To16BitValue(1.0f, 2), 0x3f80);
+  EXPECT_EQ(To16BitValue(-2.0f, 1), 0xc000);
+  EXPECT_EQ(To16BitValue(65504.0f, 1), 0x7bff);
+  EXPECT_EQ(To16BitValue(std::ldexp(1.0f, -24), 1), 0x0001);
+  EXPECT_EQ(To16BitValue(std::ldexp(1.0f, -14), 1), 0x0400);
+  EXPECT_EQ(To16BitValue(INFINITY, 1), 0x7c00);
+  EXPECT_TRUE(std::isnan(From16BitValue(To16BitValue(NAN, 1), 1)));
+  for (int precision : {1, 2}) {
+    const Values v = Random(4096, 100.0, precision), tiny = Random(512, 1e-6, precision);
+    for (const Values* values : {&v, &tiny}) {
+      for (real x : *values) ASSERT_EQ(From16BitValue(To16BitValue(x, precision), precision), x) << x;
+    }
+  }
+  // Gemm16 on the 16-bit copies = Gemm on the values.
+  const int m = 20, n = 12, k = 33;
+  const Values A = Random(k * m, 1.0, 2), B = Random(k * n, 1.0, 2);
+  DeviceArray a(A), b(B), c(Zeros(m * n)), c16(Zeros(m * n));
+  auto* a16 = static_cast<uint16_t*>(DeviceAllocate(A.size() * 2));
+  auto* b16 = static_cast<uint16_t*>(DeviceAllocate(B.size() * 2));
+  To16Bit(a16, a.get(), static_cast<int64_t>(A.size()), 2);
+  To16Bit(b16, b.get(), static_cast<int64_t>(B.size()), 2);
+  Gemm(Op::kT, Op::kN, m, n, k, real(1), a.get(), k, b.get(), k, real(0), c.get(), m, {}, 2);
+  Gemm16(Op::kT, Op::kN, m, n, k, real(1), a16, k, b16, k, real(0), c16.get(), m, {}, 2);
+  const Values want = c.Get();
+  ExpectClose(c16.Get(), std::vector<double>(want.begin(), want.end()), 1e-6, "Gemm16");
+  DeviceFree(a16);
+  DeviceFree(b16);
+}
+
 TEST_F(Ops, BiasForwardAndBackward) {
   const int N = 37, OC = 45;
   const Values out = Random(N * OC), bias = Random(OC), dbias0 = Random(OC);
@@ -290,6 +321,24 @@ TEST_F(Ops, AttentionAsBatchedGemmsMatchesTheLoops) {
   ReferenceAttention(qkv, dy, B, T, Cl, NH, want_y, want_dqkv);
   ExpectClose(y.Get(), want_y, 1e-5, "AttentionForward");
   ExpectClose(dqkv.Get(), want_dqkv, 1e-5, "AttentionBackward");
+}
+
+// bf16 storage: the 16-bit path (one conversion of qkv and dy, probabilities and score gradients
+// straight out of the softmax kernels) against the loops on the same 16-bit inputs. Tolerance:
+// the probabilities and score gradients are rounded to bf16 (2^-8 relative) before their
+// products, which the loops do not do.
+TEST_F(Ops, AttentionOnSixteenBitStorage) {
+  const int B = 2, T = 40, NH = 2, Cl = 2 * 16;
+  const Values qkv = Random(int64_t{B} * T * 3 * Cl, 1.0, 2), dy = Random(int64_t{B} * T * Cl, 1.0, 2);
+  DeviceArray q(qkv), d(dy), y(Zeros(int64_t{B} * T * Cl)), att(Zeros(int64_t{B} * NH * T * T)),
+      dqkv(Zeros(int64_t{B} * T * 3 * Cl));
+  AttentionForward(y.get(), att.get(), q.get(), B, T, Cl, NH, 2);
+  AttentionBackward(dqkv.get(), d.get(), q.get(), att.get(), B, T, Cl, NH, 2);
+  std::vector<double> want_y, want_dqkv;
+  ReferenceAttention(qkv, dy, B, T, Cl, NH, want_y, want_dqkv);
+  ExpectClose(y.Get(), want_y, 2e-2, "AttentionForward bf16");
+  ExpectClose(dqkv.Get(), want_dqkv, 2e-2, "AttentionBackward bf16");
+  for (real p : att.Get()) ASSERT_EQ(p, RoundBf16(p));  // stored probabilities on the bf16 grid
 }
 
 TEST_F(Ops, LinearLayerForwardAndBackward) {

@@ -17,8 +17,6 @@ static_assert(sizeof(real) == 4, "the GPU build computes in fp32");
 
 namespace {
 
-constexpr int kThreads = 256;
-
 void CheckBlas(hipblasStatus_t status, const char* what) {
   if (status != HIPBLAS_STATUS_SUCCESS) {
     throw DeviceError(fmt::format("{}: BLAS status {}", what, static_cast<int>(status)));
@@ -35,16 +33,6 @@ hipblasHandle_t Handle() {
   return handle;
 }
 
-// The 16 bits of a value on the bf16 or fp16 grid (exact).
-__global__ void To16BitKernel(uint16_t* out, const real* in, int64_t n, int precision) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = in[i];
-    uint32_t bits;
-    memcpy(&bits, &x, 4);
-    out[i] = precision == 2 ? static_cast<uint16_t>(bits >> 16) : Fp16Bits(x);
-  }
-}
-
 // Values spanned by an operand stored as `batch` column-major (rows, cols) arrays, ld apart in
 // a column and `stride` apart between problems.
 int64_t Span(int rows, int cols, int ld, int count, int64_t stride) {
@@ -53,9 +41,7 @@ int64_t Span(int rows, int cols, int ld, int count, int64_t stride) {
 
 const void* As16Bit(const real* p, int64_t span, int precision, gpu::ScratchSlot slot) {
   auto* out = static_cast<uint16_t*>(gpu::Scratch(slot, static_cast<size_t>(span) * 2));
-  const int blocks = static_cast<int>(std::min<int64_t>((span + kThreads - 1) / kThreads, 65535));
-  To16BitKernel<<<blocks, kThreads, 0, gpu::ComputeStream()>>>(out, p, span, precision);
-  gpu::CheckLaunch("To16BitKernel");
+  To16Bit(out, p, span, precision);
   return out;
 }
 
@@ -65,19 +51,14 @@ hipblasOperation_t OpOf(Op op) {
 
 }  // namespace
 
-void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
-          real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
-  if (m == 0 || n == 0 || batch.count == 0) return;
-  const void* a = A;
-  const void* b = B;
-  hipDataType type = HIP_R_32F;
-  if (precision != 0 && k > 0) {
-    a = As16Bit(A, Span(op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, lda, batch.count, batch.stride_a),
-                precision, gpu::ScratchSlot::kGemmA);
-    b = As16Bit(B, Span(op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, ldb, batch.count, batch.stride_b),
-                precision, gpu::ScratchSlot::kGemmB);
-    type = precision == 2 ? HIP_R_16BF : HIP_R_16F;
-  }
+namespace {
+
+// C = alpha op(A) op(B) + beta C on the BLAS, A and B of `type`, C in fp32.
+void VendorGemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const void* a, int lda, const void* b, int ldb,
+                real beta, real* C, int ldc, const GemmBatch& batch, hipDataType type) {
+  const bool wide = type == HIP_R_32F;
+  gpu::ProfiledRegion profiled(wide ? (batch.count == 1 ? "GEMM fp32" : "GEMM fp32 batched (attention)")
+                                    : (batch.count == 1 ? "GEMM 16-bit" : "GEMM 16-bit batched (attention)"));
   if (batch.count == 1) {
     CheckBlas(hipblasGemmEx(Handle(), OpOf(op_a), OpOf(op_b), m, n, k, &alpha, a, type, lda, b, type, ldb, &beta,
                             C, HIP_R_32F, ldc, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
@@ -88,6 +69,32 @@ void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int 
                                         batch.stride_a, b, type, ldb, batch.stride_b, &beta, C, HIP_R_32F, ldc,
                                         batch.stride_c, batch.count, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
             "GemmStridedBatchedEx");
+}
+
+hipDataType SixteenBitType(int precision) {
+  return precision == 2 ? HIP_R_16BF : HIP_R_16F;
+}
+
+}  // namespace
+
+void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
+          real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
+  if (m == 0 || n == 0 || batch.count == 0) return;
+  if (precision == 0 || k == 0) {
+    VendorGemm(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, HIP_R_32F);
+    return;
+  }
+  const void* a = As16Bit(A, Span(op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, lda, batch.count, batch.stride_a),
+                          precision, gpu::ScratchSlot::kGemmA);
+  const void* b = As16Bit(B, Span(op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, ldb, batch.count, batch.stride_b),
+                          precision, gpu::ScratchSlot::kGemmB);
+  VendorGemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, C, ldc, batch, SixteenBitType(precision));
+}
+
+void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
+  if (m == 0 || n == 0 || batch.count == 0) return;
+  VendorGemm(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, SixteenBitType(precision));
 }
 
 }  // namespace tunepar::core

@@ -5,6 +5,7 @@
 // Reading a row-major (r, c) array as column-major gives its transpose, (c, r) with ld c; so a
 // row-major product Z = X Y is computed as the column-major Z^T = Y^T X^T.
 #include <cmath>
+#include <cstdint>
 
 #include "runner/core/ops.h"
 
@@ -30,26 +31,82 @@ namespace {
 
 // Sequence b's heads in qkv (B, T, 3 Cl): head h's Q rows start at q + h hs, K at + Cl, V at
 // + 2 Cl, every row 3 Cl apart. As column-major arrays they are Q^T, K^T, V^T (hs, T), ld 3 Cl.
+template <typename Value>
 struct SequenceHeads {
-  const real* q;
-  const real* k;
-  const real* v;
+  const Value* q;
+  const Value* k;
+  const Value* v;
   int ld;
 };
 
-SequenceHeads HeadsOf(const real* qkv, int b, int T, int Cl) {
-  const real* base = qkv + int64_t{b} * T * 3 * Cl;
+template <typename Value>
+SequenceHeads<Value> HeadsOf(const Value* qkv, int b, int T, int Cl) {
+  const Value* base = qkv + int64_t{b} * T * 3 * Cl;
   return {base, base + Cl, base + 2 * Cl, 3 * Cl};
+}
+
+// With 16-bit storage the GEMMs read 16-bit operands (tensor cores): qkv and dy are converted
+// once per call, the probabilities and score gradients come out of the softmax kernels in 16 bits.
+uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int precision) {
+  uint16_t* out = OpScratch16(slot, static_cast<size_t>(n));
+  To16Bit(out, values, n, precision);
+  return out;
+}
+
+void AttentionForward16(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
+  const int hs = Cl / NHl;
+  const real scale = real(1) / Sqrt(static_cast<real>(hs));
+  const int64_t TT = int64_t{T} * T;
+  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kQkv, qkv, int64_t{B} * T * 3 * Cl, precision);
+  uint16_t* p16 = OpScratch16(Scratch16::kProbabilities, static_cast<size_t>(NHl * TT));
+  for (int b = 0; b < B; ++b) {
+    const SequenceHeads<uint16_t> s = HeadsOf(qkv16, b, T, Cl);
+    real* p = att + int64_t{b} * NHl * TT;
+    Gemm16(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q, s.ld, real(0), p, T, {NHl, hs, hs, TT}, precision);
+    CausalSoftmaxForward(p, int64_t{NHl} * T, T, precision, p16);
+    Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p16, T, real(0), y + int64_t{b} * T * Cl, Cl,
+           {NHl, hs, TT, hs}, precision);
+  }
+}
+
+void AttentionBackward16(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
+                         int NHl, int precision) {
+  const int hs = Cl / NHl;
+  const real scale = real(1) / Sqrt(static_cast<real>(hs));
+  const int64_t TT = int64_t{T} * T;
+  real* dp = OpScratch(static_cast<size_t>(NHl * TT));
+  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kQkv, qkv, int64_t{B} * T * 3 * Cl, precision);
+  const uint16_t* dy16 = SixteenBitCopy(Scratch16::kOutputGrad, dy, int64_t{B} * T * Cl, precision);
+  uint16_t* p16 = OpScratch16(Scratch16::kProbabilities, static_cast<size_t>(NHl * TT));
+  uint16_t* ds16 = OpScratch16(Scratch16::kScoreGrads, static_cast<size_t>(NHl * TT));
+  for (int b = 0; b < B; ++b) {
+    const SequenceHeads<uint16_t> s = HeadsOf(qkv16, b, T, Cl);
+    real* dq = dqkv + int64_t{b} * T * 3 * Cl;
+    const uint16_t* dyb = dy16 + int64_t{b} * T * Cl;
+    const real* p = att + int64_t{b} * NHl * TT;
+    To16Bit(p16, p, NHl * TT, precision);
+    Gemm16(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb, Cl, real(0), dp, T, {NHl, hs, hs, TT}, precision);
+    CausalSoftmaxBackward(dp, p, int64_t{NHl} * T, T, scale, precision, ds16);
+    Gemm16(Op::kN, Op::kT, hs, T, T, real(1), dyb, Cl, p16, T, real(0), dq + 2 * Cl, s.ld, {NHl, hs, TT, hs},
+           precision);
+    Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, ds16, T, real(0), dq, s.ld, {NHl, hs, TT, hs}, precision);
+    Gemm16(Op::kN, Op::kT, hs, T, T, real(1), s.q, s.ld, ds16, T, real(0), dq + Cl, s.ld, {NHl, hs, TT, hs},
+           precision);
+  }
 }
 
 }  // namespace
 
 void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
+  if (precision != 0) {
+    AttentionForward16(y, att, qkv, B, T, Cl, NHl, precision);
+    return;
+  }
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads s = HeadsOf(qkv, b, T, Cl);
+    const SequenceHeads<real> s = HeadsOf(qkv, b, T, Cl);
     real* p = att + int64_t{b} * NHl * TT;
     // S^T (T, T) = K Q^T scale, for each head (batch stride hs in qkv, T^2 in att).
     Gemm(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q, s.ld, real(0), p, T, {NHl, hs, hs, TT}, precision);
@@ -62,12 +119,16 @@ void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl,
 
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
                        int NHl, int precision) {
+  if (precision != 0) {
+    AttentionBackward16(dqkv, dy, qkv, att, B, T, Cl, NHl, precision);
+    return;
+  }
   const int hs = Cl / NHl;
   real* scratch = OpScratch(static_cast<size_t>(NHl) * T * T);
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads s = HeadsOf(qkv, b, T, Cl);
+    const SequenceHeads<real> s = HeadsOf(qkv, b, T, Cl);
     real* dq = dqkv + int64_t{b} * T * 3 * Cl;
     real* dk = dq + Cl;
     real* dv = dq + 2 * Cl;

@@ -20,7 +20,23 @@ hipStream_t ComputeStream();
 
 // Device scratch reused across calls, one slot per purpose (not tracked: workspace a real
 // framework keeps outside its tensors too, e.g. cuBLAS's). Grows, never shrinks.
-enum class ScratchSlot { kReduction, kGemmA, kGemmB, kAttention, kCount };
+// kSixteenBit is the first of ops.h's Scratch16 slots (OpScratch16).
+enum class ScratchSlot { kReduction, kGemmA, kGemmB, kAttention, kSixteenBit, kCount = kSixteenBit + 4 };
 void* Scratch(ScratchSlot slot, size_t bytes);
+
+// TUNEPAR_CORE_PROFILE=1: every kernel, GEMM and device copy is bracketed by events on the compute
+// stream, and at exit a table of GPU milliseconds per name goes to stderr (largest first). Off,
+// a region costs one branch.
+class ProfiledRegion {
+ public:
+  explicit ProfiledRegion(const char* name);
+  ~ProfiledRegion();
+  ProfiledRegion(const ProfiledRegion&) = delete;
+  ProfiledRegion& operator=(const ProfiledRegion&) = delete;
+
+ private:
+  const char* name_;
+  hipEvent_t start_ = nullptr;
+};
 
 }  // namespace tunepar::core::gpu

@@ -58,6 +58,35 @@ TP_HOST_DEVICE inline uint16_t Fp16Bits(float x) {
   return sign | static_cast<uint16_t>(fabsf(x) * 16777216.0f);        // subnormal: multiples of 2^-24
 }
 
+// The float a 16-bit number stands for (the inverse of the above and of bf16's top 16 bits).
+TP_HOST_DEVICE inline float FromFp16Bits(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1fu) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, nan
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  } else {  // zero and subnormals: multiples of 2^-24
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  float x;
+  memcpy(&x, &bits, 4);
+  return x;
+}
+TP_HOST_DEVICE inline uint16_t To16BitValue(float x, int precision) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  return precision == 2 ? static_cast<uint16_t>(bits >> 16) : Fp16Bits(x);
+}
+TP_HOST_DEVICE inline float From16BitValue(uint16_t h, int precision) {
+  if (precision == 1) return FromFp16Bits(h);
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float x;
+  memcpy(&x, &bits, 4);
+  return x;
+}
+
 // precision: 0 = fp32 (no rounding), 1 = fp16, 2 = bf16
 TP_HOST_DEVICE inline real RoundTo(real x, int precision) {
   const float f = static_cast<float>(x);

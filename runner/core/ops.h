@@ -68,16 +68,28 @@ struct GemmBatch {
 void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
           real beta, real* C, int ldc, const GemmBatch& batch = {}, int precision = 0);
 
+// ---- 16-bit operands: values on the fp16 (precision 1) or bf16 (2) grid held as 16-bit numbers,
+// what tensor/matrix cores read. To16Bit is exact for such values; Gemm16 is Gemm with A and B
+// given so (the CPU reads them back to fp32, exactly). OpScratch16: device scratch per purpose.
+void To16Bit(uint16_t* out, const real* in, int64_t n, int precision);
+void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision);
+enum class Scratch16 { kQkv, kOutputGrad, kProbabilities, kScoreGrads, kCount };
+uint16_t* OpScratch16(Scratch16 slot, size_t values);
+
 // out (N, OC) += bias (OC) on every row.
 void AddBias(real* out, const real* bias, int N, int OC);
 // dbias (OC) += the column sums of dout (N, OC).
 void BiasBackward(real* dbias, const real* dout, int N, int OC);
 
 // Causal softmax over `rows` rows of T scores (row r is query position r % T), in place, outputs
-// rounded to `precision`: p = softmax(s) over t2 <= t, zeros past t.
-void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision);
-// In place: dp (rows, T) becomes scale * p (dp - sum_j p_j dp_j), rounded to `precision`.
-void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision);
+// rounded to `precision`: p = softmax(s) over t2 <= t, zeros past t; also as 16-bit numbers into
+// out16 when it is not null (precision 1 or 2).
+void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision, uint16_t* out16 = nullptr);
+// In place: dp (rows, T) becomes scale * p (dp - sum_j p_j dp_j), rounded to `precision` (and
+// into out16 as above).
+void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision,
+                           uint16_t* out16 = nullptr);
 
 // ---- Layers (gemm_layers.cc: Gemm and the ops above, the same code on every backend).
 // out (N, OC) = inp (N, C) w^T (w: (OC, C)) + bias (OC, may be null).

@@ -142,24 +142,65 @@ void BiasBackward(real* dbias, const real* dout, int N, int OC) {
   Eigen::Map<RowVector>(dbias, OC) += ConstMap(dout, N, OC).colwise().sum();
 }
 
-void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision) {
+void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision, uint16_t* out16) {
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     real* row = att + r * T;
     const int t = static_cast<int>(r % T);
     CausalSoftmaxRow(row, t, T);
     for (int t2 = 0; t2 <= t; ++t2) row[t2] = RoundTo(row[t2], precision);
+    if (out16 != nullptr) {
+      for (int t2 = 0; t2 < T; ++t2) out16[r * T + t2] = To16BitValue(static_cast<float>(row[t2]), precision);
+    }
   }
 }
 
-void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision) {
+void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision,
+                           uint16_t* out16) {
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     real* row = dp + r * T;
     const int t = static_cast<int>(r % T);
     CausalSoftmaxRowBackward(p + r * T, row, t, T, scale);
     for (int t2 = 0; t2 <= t; ++t2) row[t2] = RoundTo(row[t2], precision);
+    if (out16 != nullptr) {
+      for (int t2 = 0; t2 < T; ++t2) out16[r * T + t2] = To16BitValue(static_cast<float>(row[t2]), precision);
+    }
   }
+}
+
+void To16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = To16BitValue(static_cast<float>(in[i]), precision);
+}
+
+namespace {
+// The reals a strided 16-bit operand stands for (exact), spanning `span` values.
+std::vector<real> FromSixteenBits(const uint16_t* in, int64_t span, int precision) {
+  std::vector<real> out(static_cast<size_t>(span));
+#pragma omp parallel for
+  for (int64_t i = 0; i < span; ++i) out[i] = From16BitValue(in[i], precision);
+  return out;
+}
+int64_t Span(int rows, int cols, int ld, int count, int64_t stride) {
+  return int64_t{count - 1} * stride + int64_t{cols - 1} * ld + rows;
+}
+}  // namespace
+
+void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
+  const std::vector<real> a = FromSixteenBits(
+      A, Span(op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, lda, batch.count, batch.stride_a), precision);
+  const std::vector<real> b = FromSixteenBits(
+      B, Span(op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, ldb, batch.count, batch.stride_b), precision);
+  Gemm(op_a, op_b, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc, batch, precision);
+}
+
+uint16_t* OpScratch16(Scratch16 slot, size_t values) {
+  static std::vector<uint16_t> scratch[static_cast<int>(Scratch16::kCount)];
+  std::vector<uint16_t>& s = scratch[static_cast<int>(slot)];
+  if (s.size() < values) s.resize(values);
+  return s.data();
 }
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,

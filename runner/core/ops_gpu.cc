@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,63 @@ hipStream_t ComputeStream() {
     return s;
   }();
   return stream;
+}
+
+namespace {
+
+struct TimedRegion {
+  const char* name;
+  hipEvent_t start, stop;
+};
+
+bool Profiling() {
+  static const bool on = [] {
+    const char* v = std::getenv("TUNEPAR_CORE_PROFILE");
+    return v != nullptr && *v != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
+
+std::vector<TimedRegion>& Regions() {
+  static std::vector<TimedRegion> regions;
+  return regions;
+}
+
+// At exit: GPU milliseconds per region name, largest first.
+void PrintProfile() {
+  std::map<std::string, std::pair<double, int>> total;
+  double all = 0;
+  for (const TimedRegion& r : Regions()) {
+    float ms = 0;
+    if (hipEventSynchronize(r.stop) != hipSuccess || hipEventElapsedTime(&ms, r.start, r.stop) != hipSuccess) continue;
+    total[r.name].first += ms;
+    total[r.name].second += 1;
+    all += ms;
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [name, t] : total) rows.push_back({t.first, name});
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "tunepar-core: GPU time per kernel (TUNEPAR_CORE_PROFILE), %.1f ms in all\n", all);
+  for (const auto& [ms, name] : rows) {
+    std::fprintf(stderr, "  %10.2f ms %5.1f%% %8d x  %s\n", ms, 100 * ms / all, total[name].second, name.c_str());
+  }
+}
+
+}  // namespace
+
+ProfiledRegion::ProfiledRegion(const char* name) : name_(name) {
+  if (!Profiling()) return;
+  static const bool registered = [] { return std::atexit(PrintProfile) == 0; }();
+  (void)registered;
+  Check(hipEventCreate(&start_), "hipEventCreate (profile)");
+  Check(hipEventRecord(start_, ComputeStream()), "hipEventRecord (profile)");
+}
+
+ProfiledRegion::~ProfiledRegion() {
+  if (start_ == nullptr) return;
+  hipEvent_t stop;
+  if (hipEventCreate(&stop) != hipSuccess || hipEventRecord(stop, ComputeStream()) != hipSuccess) return;
+  Regions().push_back({name_, start_, stop});
 }
 
 void* Scratch(ScratchSlot slot, size_t bytes) {
@@ -165,9 +223,10 @@ __global__ void AddColumnPartialsKernel(real* out, const real* partial, int cols
 
 // out (cols) += sum over the N rows of value(n, j).
 template <typename Value>
-void AddColumnSums(real* out, int N, int cols, Value value) {
+void AddColumnSums(const char* what, real* out, int N, int cols, Value value) {
   auto* partial = static_cast<real*>(gpu::Scratch(gpu::ScratchSlot::kReduction, size_t{kChunks} * cols * sizeof(real)));
   const dim3 grid((cols + kWarp - 1) / kWarp, kChunks);
+  gpu::ProfiledRegion profiled(what);
   ColumnPartialsKernel<<<grid, kThreads, 0, ComputeStream()>>>(partial, N, cols, value);
   CheckLaunch("ColumnPartialsKernel");
   AddColumnPartialsKernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, ComputeStream()>>>(out, partial, cols);
@@ -236,7 +295,7 @@ struct NormTimesGrad {
 };
 
 // Causal softmax: one warp per row of T (query position t = row % T).
-__global__ void CausalSoftmaxForwardKernel(real* att, int64_t rows, int T, int precision) {
+__global__ void CausalSoftmaxForwardKernel(real* att, int64_t rows, int T, int precision, uint16_t* out16) {
   const int64_t r = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (r >= rows) return;
@@ -248,11 +307,15 @@ __global__ void CausalSoftmaxForwardKernel(real* att, int64_t rows, int T, int p
   real s = 0;
   for (int i = lane; i <= t; i += kWarp) s += Exp(row[i] - m);
   const real inv = real(1) / WarpSum(s);
-  for (int i = lane; i < T; i += kWarp) row[i] = i <= t ? RoundTo(Exp(row[i] - m) * inv, precision) : real(0);
+  for (int i = lane; i < T; i += kWarp) {
+    const real p = i <= t ? RoundTo(Exp(row[i] - m) * inv, precision) : real(0);
+    row[i] = p;
+    if (out16 != nullptr) out16[r * T + i] = To16BitValue(p, precision);
+  }
 }
 
 __global__ void CausalSoftmaxBackwardKernel(real* dp, const real* p, int64_t rows, int T, real scale,
-                                            int precision) {
+                                            int precision, uint16_t* out16) {
   const int64_t r = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (r >= rows) return;
@@ -262,7 +325,15 @@ __global__ void CausalSoftmaxBackwardKernel(real* dp, const real* p, int64_t row
   real dot = 0;
   for (int i = lane; i <= t; i += kWarp) dot += pr[i] * d[i];
   dot = WarpSum(dot);
-  for (int i = lane; i < T; i += kWarp) d[i] = i <= t ? RoundTo(pr[i] * (d[i] - dot) * scale, precision) : real(0);
+  for (int i = lane; i < T; i += kWarp) {
+    const real ds = i <= t ? RoundTo(pr[i] * (d[i] - dot) * scale, precision) : real(0);
+    d[i] = ds;
+    if (out16 != nullptr) out16[r * T + i] = To16BitValue(ds, precision);
+  }
+}
+
+__global__ void To16BitKernel(uint16_t* out, const real* in, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) out[i] = To16BitValue(in[i], precision);
 }
 
 __global__ void EncoderForwardKernel(real* out, const int* tokens, const real* wte, const real* wpe, int v0,
@@ -438,6 +509,7 @@ std::string UseDevice(int index) {
 void* DeviceAllocate(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = Allocator().Allocate(rounded);
+  gpu::ProfiledRegion profiled("memset (allocation)");
   if (p != nullptr) Check(hipMemsetAsync(p, 0, rounded, ComputeStream()), "hipMemsetAsync");
   return p;
 }
@@ -463,6 +535,7 @@ void SetThreads(int) {}
 
 #define TP_LAUNCH(kernel, blocks, threads, ...)                              \
   do {                                                                       \
+    gpu::ProfiledRegion profiled(#kernel);                                   \
     kernel<<<(blocks), (threads), 0, ComputeStream()>>>(__VA_ARGS__);        \
     CheckLaunch(#kernel);                                                    \
   } while (0)
@@ -472,6 +545,7 @@ void Fill(real* p, int64_t n, real value) {
 }
 void Copy(real* dst, const real* src, int64_t n) {
   if (n > 0) {
+    gpu::ProfiledRegion profiled("copy (device)");
     Check(hipMemcpyAsync(dst, src, n * sizeof(real), hipMemcpyDeviceToDevice, ComputeStream()), "hipMemcpy (copy)");
   }
 }
@@ -494,15 +568,27 @@ void AddBias(real* out, const real* bias, int N, int OC) {
 }
 
 void BiasBackward(real* dbias, const real* dout, int N, int OC) {
-  AddColumnSums(dbias, N, OC, Element{dout, OC});
+  AddColumnSums("ColumnSums (bias gradient)", dbias, N, OC, Element{dout, OC});
 }
 
-void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision) {
-  if (rows > 0) TP_LAUNCH(CausalSoftmaxForwardKernel, RowBlocks(rows), kThreads, att, rows, T, precision);
+void CausalSoftmaxForward(real* att, int64_t rows, int T, int precision, uint16_t* out16) {
+  if (rows > 0) TP_LAUNCH(CausalSoftmaxForwardKernel, RowBlocks(rows), kThreads, att, rows, T, precision, out16);
 }
 
-void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision) {
-  if (rows > 0) TP_LAUNCH(CausalSoftmaxBackwardKernel, RowBlocks(rows), kThreads, dp, p, rows, T, scale, precision);
+void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real scale, int precision,
+                           uint16_t* out16) {
+  if (rows > 0) {
+    TP_LAUNCH(CausalSoftmaxBackwardKernel, RowBlocks(rows), kThreads, dp, p, rows, T, scale, precision, out16);
+  }
+}
+
+void To16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(To16BitKernel, Blocks(n), kThreads, out, in, n, precision);
+}
+
+uint16_t* OpScratch16(Scratch16 slot, size_t values) {
+  const auto at = static_cast<gpu::ScratchSlot>(static_cast<int>(gpu::ScratchSlot::kSixteenBit) + static_cast<int>(slot));
+  return static_cast<uint16_t*>(gpu::Scratch(at, values * sizeof(uint16_t)));
 }
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
@@ -514,8 +600,8 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
                        const real* mean, const real* rstd, int N, int C) {
   if (N == 0) return;
   TP_LAUNCH(LayerNormInputGradKernel, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C);
-  AddColumnSums(dw, N, C, NormTimesGrad{inp, dout, mean, rstd, C});
-  AddColumnSums(db, N, C, Element{dout, C});
+  AddColumnSums("ColumnSums (layer norm dw)", dw, N, C, NormTimesGrad{inp, dout, mean, rstd, C});
+  AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
 }
 
 void GeluForward(real* out, const real* inp, int64_t n) {
