@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tunepar-core's GPU checks, for a machine with a GPU (nothing here runs in CI, which has none):
 #  1. core_ops_cuda_test: every op of ops.h on the GPU against double-precision loops;
-#  2. the tiny model's first step on the GPU against the CPU build: the loss and every gradient
-#     (fp32: 1e-5 relative to each tensor's largest gradient; bf16: see BF16_TOL below), and the
-#     weights after two steps;
+#  2. the tiny model's first step on the GPU against the CPU build: every gradient (fp32: 1e-5
+#     relative to each tensor's largest gradient; bf16: see BF16_TOL below) and both steps' losses
+#     (the second step's loss checks the AdamW update; the weights themselves are not compared: a
+#     gradient that is zero in exact arithmetic, like the key bias's, is rounding noise that
+#     AdamW's first step scales up to lr on either side);
 #  3. two ranks on one GPU with --comm mpi-staged, TP = 2 and PP = 2, against the one-rank GPU run
 #     (the same tolerance as 2: the CPU tests hold every layout exact against one rank, the GPU
 #     sums in another order);
@@ -32,6 +34,16 @@ print(f"{what}: {name}: {len(a)} tensors, worst max|diff|/max|value| {worst:.2e}
 sys.exit(1 if bad else 0)
 PY
 }
+compare_losses() {  # compare_losses DIR_A DIR_B TOL WHAT
+  python3 - "$@" <<'PY'
+import json, sys
+a, b = (json.load(open(f"{d}/result.json"))["loss"] for d in sys.argv[1:3])
+tol, what = float(sys.argv[3]), sys.argv[4]
+err = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"{what}: losses {a} vs {b}: worst relative {err:.2e} (tolerance {tol:g}): " + ("ok" if err <= tol and len(a) == len(b) else "FAIL"))
+sys.exit(0 if err <= tol and len(a) == len(b) else 1)
+PY
+}
 losses() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], r.get('status'), 'loss', r.get('loss'), r.get('error',''))" "$@"; }
 
 step "1. ops on the GPU against loops"
@@ -52,12 +64,12 @@ BF16_TOL=0.05  # bf16: both sides multiply the same 16-bit values with fp32 accu
                # last-bit fp32 difference flips a bf16 rounding (2^-8 relative) now and then, and a step has
                # dozens of roundings in sequence
 for precision in fp32 bf16; do
-  tol=1e-5; [ $precision = bf16 ] && tol=$BF16_TOL
+  tol=1e-5 ltol=1e-6; [ $precision = bf16 ] && tol=$BF16_TOL ltol=1e-4
   step "2. tiny model, $precision: GPU against CPU"
   run "$O/cpu-$precision" 1 "$B/tunepar-core" --model tiny --precision $precision
   run "$O/gpu-$precision" 1 "$B/tunepar-core-cuda" --model tiny --precision $precision
   compare "$O/cpu-$precision" "$O/gpu-$precision" gradients.json $tol "GPU vs CPU $precision" || failed=1
-  compare "$O/cpu-$precision" "$O/gpu-$precision" weights.json $tol "GPU vs CPU $precision" || failed=1
+  compare_losses "$O/cpu-$precision" "$O/gpu-$precision" $ltol "GPU vs CPU $precision" || failed=1
 done
 
 step "3. two ranks on one GPU, --comm mpi-staged"
@@ -66,7 +78,7 @@ for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2 --zero 1"; do
   run "$O/one-$name" 1 "$B/tunepar-core-cuda" --model tiny --comm mpi-staged $(echo "$layout" | grep -o -- '--micro-batches [0-9]*')
   run "$O/staged-$name" 2 "$B/tunepar-core-cuda" --model tiny --comm mpi-staged $layout
   compare "$O/one-$name" "$O/staged-$name" gradients.json 1e-5 "staged $layout vs one rank" || failed=1
-  compare "$O/one-$name" "$O/staged-$name" weights.json 1e-5 "staged $layout vs one rank" || failed=1
+  compare_losses "$O/one-$name" "$O/staged-$name" 1e-6 "staged $layout vs one rank" || failed=1
 done
 
 step "4. --comm nccl"
