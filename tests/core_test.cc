@@ -121,13 +121,15 @@ void ExpectWeightsMatch(const Tensors& ref, const Tensors& run, double relative,
 struct LayoutCase {
   int tp, pp, dp, zero, micro_batches;
   std::string recompute;
+  std::string comm = "mpi";  // mpi-staged: through host staging buffers, as on a GPU without NCCL
 };
 
 void PrintTo(const LayoutCase& c, std::ostream* out);
 
 std::string Name(const LayoutCase& c) {
   return "tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) + "_zero" +
-         std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches);
+         std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches) +
+         (c.comm == "mpi" ? "" : "_" + c.comm.substr(c.comm.find('-') + 1));
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out) {
@@ -144,9 +146,10 @@ TEST_P(CoreExactness, MatchesTheSingleRankRun) {
       RunCore(c.tp * c.pp * c.dp, "--model tiny --tp " + std::to_string(c.tp) + " --pp " +
                                       std::to_string(c.pp) + " --dp " + std::to_string(c.dp) + " --zero " +
                                       std::to_string(c.zero) + " --recompute " + c.recompute +
-                                      " --micro-batches " + std::to_string(c.micro_batches));
+                                      " --micro-batches " + std::to_string(c.micro_batches) + " --comm " + c.comm);
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   EXPECT_EQ(run.result["status"], "ok");
+  EXPECT_EQ(run.result["comm"], c.comm);
   EXPECT_EQ(run.result["world"], c.tp * c.pp * c.dp);
   EXPECT_EQ(run.result["global_batch"], 8);
   ExpectLossesMatch(ref, run, 1e-5);
@@ -173,6 +176,12 @@ std::vector<LayoutCase> ExactnessCases() {
   cases.push_back({1, 4, 2, 1, 2, "full"});
   cases.push_back({2, 4, 1, 0, 4, "selective"});
   cases.push_back({2, 2, 2, 1, 4, "selective"});
+  // Every device transfer through host staging: TP all-reduces, pipeline sends and receives, the
+  // tied embedding's sum, the bucketed DP sum and ZeRO-1's reduce-scatter and all-gather.
+  cases.push_back({2, 2, 2, 1, 4, "none", "mpi-staged"});
+  cases.push_back({2, 2, 2, 0, 2, "full", "mpi-staged"});
+  cases.push_back({1, 4, 1, 0, 4, "selective", "mpi-staged"});
+  cases.push_back({2, 1, 2, 0, 1, "none", "mpi-staged"});
   return cases;
 }
 
@@ -377,6 +386,72 @@ TEST(CoreWaiting, SleepAndSpinTrainTheSame) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * std::abs(a[i])) << "step " << i;
   EXPECT_EQ(RunCore(1, "--model tiny --wait nap", false).process.exit_code, 2);
 }
+
+// ---- --comm, --smoke and device failures (issue 18: collectives on GPUs).
+
+TEST(CoreComm, TheCpuBuildRefusesNcclAndMpiDirectInOneLine) {
+  for (const std::string comm : {"nccl", "mpi-direct", "gloo"}) {
+    const CoreRun run = RunCore(1, "--model tiny --comm " + comm, false);
+    EXPECT_EQ(run.process.exit_code, 2) << comm << ": " << run.process.err;
+    EXPECT_EQ(std::count(run.process.err.begin(), run.process.err.end(), '\n'), 1) << run.process.err;
+    EXPECT_EQ(run.process.err.rfind("tunepar-core: --comm " + comm + ": ", 0), 0u) << run.process.err;
+  }
+  EXPECT_EQ(RunCore(1, "--model tiny", false).result["comm"], "mpi");  // the CPU build's default
+}
+
+TEST(CoreComm, SmokeChecksOneAllReduceAndPrintsALinePerNode) {
+  for (const std::string comm : {"mpi", "mpi-staged"}) {
+    const CliRun run = RunCommand(MpiRun(3) + " " + TUNEPAR_CORE + " --smoke --comm " + comm);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const std::string ok = "tunepar-core: smoke ok: 3 ranks, comm " + comm + ", node ";
+    EXPECT_EQ(run.out.rfind(ok, 0), 0u) << run.out;
+    const std::string devices = ": cpu, cpu, cpu\n";
+    ASSERT_GE(run.out.size(), devices.size()) << run.out;
+    EXPECT_EQ(run.out.substr(run.out.size() - devices.size()), devices) << run.out;
+    EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;  // one node
+  }
+}
+
+// A failing device call (here injected) on one rank ends every rank: status crash, one line.
+TEST(CoreComm, ADeviceErrorEndsTheTrialAsACrash) {
+  const CoreRun run = RunCore(2, "--model tiny --dp 2 --comm mpi-staged --fault device --fault-rank 1", false);
+  EXPECT_EQ(run.process.exit_code, 7) << run.process.err;
+  EXPECT_EQ(run.result["status"], "crash");
+  EXPECT_EQ(run.result["error"], "rank 1: injected device fault");
+  EXPECT_NE(run.process.err.find("tunepar-core: rank 1: injected device fault\n"), std::string::npos)
+      << run.process.err;
+}
+
+#ifdef TUNEPAR_CORE_CUDA
+// Without a GPU (this machine) the CUDA build says so and exits 4; where a GPU is present its
+// smoke test must pass through NCCL instead.
+TEST(CoreCuda, ReportsNoDeviceOrPassesTheSmokeTest) {
+  const CliRun smoke = RunCommand(std::string(TUNEPAR_CORE_CUDA) + " --smoke");
+  if (smoke.exit_code != 4) {
+    EXPECT_EQ(smoke.exit_code, 0) << smoke.err;
+    EXPECT_EQ(smoke.out.rfind("tunepar-core: smoke ok: 1 ranks, comm nccl, node ", 0), 0u) << smoke.out;
+    return;
+  }
+  EXPECT_EQ(smoke.err, "tunepar-core: no cuda device visible to this process\n");
+  EXPECT_TRUE(smoke.out.empty()) << smoke.out;
+  const CoreRun run = RunCore(1, "--model tiny", false, TUNEPAR_CORE_CUDA);
+  EXPECT_EQ(run.process.exit_code, 4) << run.process.err;
+  EXPECT_EQ(run.result["status"], "no_device");
+  EXPECT_EQ(run.result["comm"], "nccl");
+  EXPECT_NE(run.process.err.find("no cuda device"), std::string::npos) << run.process.err;
+}
+
+TEST(CoreCuda, RefusesHostMpiOnDeviceMemoryAndAnMpiThatIsNotCudaAware) {
+  const CoreRun host = RunCore(1, "--model tiny --comm mpi", false, TUNEPAR_CORE_CUDA);
+  EXPECT_EQ(host.process.exit_code, 2) << host.process.err;
+  EXPECT_EQ(host.process.err.rfind("tunepar-core: --comm mpi: ", 0), 0u) << host.process.err;
+  const CoreRun direct = RunCore(1, "--model tiny --comm mpi-direct", false, TUNEPAR_CORE_CUDA);
+  if (direct.process.exit_code == 2) {  // the Open MPI here is not CUDA-aware
+    EXPECT_NE(direct.process.err.find("is not CUDA-aware (use mpi-staged)"), std::string::npos) << direct.process.err;
+    EXPECT_EQ(std::count(direct.process.err.begin(), direct.process.err.end(), '\n'), 1) << direct.process.err;
+  }
+}
+#endif
 
 #ifdef TUNEPAR_CORE_HIP
 TEST(CoreHip, WithoutADeviceSaysSoCleanly) {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "base/flops.h"
+#include "runner/core/comm_smoke.h"
 #include "runner/core/core_options.h"
 #include "runner/core/core_result.h"
 #include "runner/core/gradient_check.h"
@@ -27,9 +28,10 @@ namespace tunepar::core {
 namespace {
 
 // Exit codes (README): 0 ok, 1 internal error, 2 bad input, 3 out of memory, 4 no device,
-// 5 diverged (non-finite loss), 6 the result could not be written.
+// 5 diverged (non-finite loss), 6 the result could not be written, 7 a device or communication
+// failure (crash; --smoke: also a wrong sum).
 constexpr int kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitOom = 3, kExitNoDevice = 4,
-              kExitDiverged = 5, kExitOutput = 6;
+              kExitDiverged = 5, kExitOutput = 6, kExitCrash = 7;
 
 int ThreadsFor(const CoreOptions& o, const ProcessGrid& grid) {
   if (o.threads > 0) return o.threads;
@@ -62,6 +64,7 @@ nlohmann::json Describe(const CoreOptions& o, int world) {
             {"tied_embeddings", m.tied_embeddings},
             {"parameters", m.Parameters()}}},
           {"layout", LayoutKey(l)},
+          {"comm", std::string(ToString(o.comm))},
           {"world", world},
           {"global_batch", gb},
           {"tokens_per_step", gb * m.seq_len}};
@@ -99,7 +102,8 @@ TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
   return t;
 }
 
-// The test hooks: at --fault-step on --fault-rank, crash, hang, or make the next allocation fail.
+// The test hooks: at --fault-step on --fault-rank, crash, hang, make the next allocation fail, or
+// fail as a device runtime call does.
 void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, TrackingAllocator& allocator) {
   if (o.fault == Fault::kNone || step != o.fault_step || grid.rank != o.fault_rank) return;
   std::cerr << fmt::format("tunepar-core: rank {}: injected fault '{}' at step {}\n", grid.rank, ToString(o.fault),
@@ -108,6 +112,7 @@ void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, Tracki
   if (o.fault == Fault::kHang) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  if (o.fault == Fault::kDevice) throw DeviceError("injected device fault");
   allocator.set_cap(allocator.in_use());  // kOom: the next allocation fails
 }
 
@@ -173,6 +178,42 @@ int ReportOutOfMemory(const CoreOptions& o, const ProcessGrid& grid, const OutOf
   return kExitOom;
 }
 
+// A device runtime, library or NCCL call failed on this rank: the trial ends as a crash, reported
+// by the first rank to fail (the others may be waiting for it inside a collective).
+int ReportCrash(const CoreOptions& o, const ProcessGrid& grid, const DeviceError& e, nlohmann::json& result) {
+  std::cerr << fmt::format("tunepar-core: rank {}: {}\n", grid.rank, e.what());
+  if (ClaimResult(o.output)) {
+    result["status"] = "crash";
+    result["error"] = fmt::format("rank {}: {}", grid.rank, e.what());
+    result["versions"] = Versions();
+    (void)WriteResult(o.output, result);
+  }
+  std::cerr.flush();
+  if (grid.world_size > 1) MPI_Abort(grid.world, kExitCrash);
+  return kExitCrash;
+}
+
+// NCCL refuses two ranks on one device: with more ranks on a node than it has devices, --comm
+// nccl is bad input (status invalid), on every rank.
+int CheckNcclPlacement(const CoreOptions& o, const ProcessGrid& grid, int devices, nlohmann::json& result) {
+  if (o.comm != CommMode::kNccl) return kExitOk;
+  int mine[2] = {grid.local_size > devices ? grid.local_size : 0, grid.rank}, crowded[2];
+  MPI_Allreduce(mine, crowded, 1, MPI_2INT, MPI_MAXLOC, grid.world);
+  if (crowded[0] == 0) return kExitOk;
+  int their_devices = devices;
+  MPI_Bcast(&their_devices, 1, MPI_INT, crowded[1], grid.world);
+  if (grid.rank == 0) {
+    result["status"] = "invalid";
+    result["error"] = fmt::format(
+        "--comm nccl: rank {}'s node runs {} ranks on {} device(s), and NCCL refuses two ranks on one device "
+        "(use --comm mpi-staged)",
+        crowded[1], crowded[0], their_devices);
+    std::cerr << "tunepar-core: " << result["error"].get<std::string>() << "\n";
+    if (!o.smoke) (void)WriteResult(o.output, result);
+  }
+  return kExitUsage;
+}
+
 // Phases: each rank's mean per measured step, then the maximum and mean over ranks (rank 0).
 nlohmann::json GatherPhases(const ProcessGrid& grid, const Measurements& m) {
   const int measured = static_cast<int>(m.step_times.size());
@@ -225,20 +266,17 @@ void PrintSummaryLine(const CoreOptions& o, const ProcessGrid& grid, const nlohm
       result["memory"]["peak_bytes"].get<double>() / 1e6);
 }
 
-int Run(const CoreOptions& o, const ProcessGrid& grid) {
-  nlohmann::json result = Describe(o, grid.world_size);
-  if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
-  const int devices = DeviceCount();
-  if (devices == 0) {
-    if (grid.rank == 0) {
-      result["status"] = "no_device";
-      result["error"] = fmt::format("no {} device visible to this process", BackendName());
-      std::cerr << "tunepar-core: " << result["error"].get<std::string>() << "\n";
-      (void)WriteResult(o.output, result);
-    }
-    return kExitNoDevice;
-  }
+int RunSmoke(const CoreOptions& o, const ProcessGrid& grid, int devices) {
+  const SmokeOutcome outcome = RunSmokeTest(o.comm, grid, devices);
+  if (outcome == SmokeOutcome::kDeviceFailed && grid.world_size > 1) MPI_Abort(grid.world, kExitCrash);
+  return outcome == SmokeOutcome::kOk ? kExitOk : kExitCrash;
+}
+
+// The trial on this rank's device: bind it, set up the comm layer, train, report.
+int RunOnDevice(const CoreOptions& o, const ProcessGrid& grid, int devices, TrackingAllocator& allocator,
+                nlohmann::json& result) {
   const nlohmann::json placement = SetUpRank(o, grid, devices);
+  SetUpComm(o.comm, grid, grid.pp > 1);
   const TrainingOptions t = TrainingOptionsOf(o);
   TokenSource data = TokenSource::Synthetic(o.model.vocab, o.seed + 1);
   if (!o.data.empty()) {
@@ -249,7 +287,6 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
     }
     data = std::move(*text);
   }
-  TrackingAllocator allocator(o.memory_cap_bytes);
   Measurements m;
   try {
     m = Train(o, grid, t, data, allocator, result);
@@ -269,6 +306,29 @@ int Run(const CoreOptions& o, const ProcessGrid& grid) {
     return kExitOutput;
   }
   return m.status == "ok" ? kExitOk : kExitDiverged;
+}
+
+int Run(const CoreOptions& o, const ProcessGrid& grid) {
+  nlohmann::json result = Describe(o, grid.world_size);
+  if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
+  const int devices = DeviceCount();
+  if (devices == 0) {
+    if (grid.rank == 0) {
+      result["status"] = "no_device";
+      result["error"] = fmt::format("no {} device visible to this process", BackendName());
+      std::cerr << "tunepar-core: " << result["error"].get<std::string>() << "\n";
+      if (!o.smoke) (void)WriteResult(o.output, result);
+    }
+    return kExitNoDevice;
+  }
+  if (const int code = CheckNcclPlacement(o, grid, devices, result); code != kExitOk) return code;
+  if (o.smoke) return RunSmoke(o, grid, devices);
+  TrackingAllocator allocator(o.memory_cap_bytes);
+  try {
+    return RunOnDevice(o, grid, devices, allocator, result);
+  } catch (const DeviceError& e) {
+    return ReportCrash(o, grid, e, result);
+  }
 }
 
 }  // namespace
@@ -308,6 +368,7 @@ int main(int argc, char** argv) {
     std::cerr << "tunepar-core: rank " << rank << ": internal error: " << e.what() << "\n";
     MPI_Abort(MPI_COMM_WORLD, kExitInternal);
   }
+  TearDownComm();
   FreeProcessGrid(*grid);
   MPI_Finalize();
   return code;

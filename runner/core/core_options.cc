@@ -21,6 +21,7 @@ std::string_view ToString(Fault fault) {
     case Fault::kCrash: return "crash";
     case Fault::kHang: return "hang";
     case Fault::kOom: return "oom";
+    case Fault::kDevice: return "device";
   }
   return "?";
 }
@@ -60,7 +61,8 @@ Status ReadTrialFile(const std::string& path, Layout& layout, bool& have_layout,
 
 // The flags as given, before they are resolved into CoreOptions.
 struct CoreFlags {
-  std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap, fault = "none";
+  std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap, fault = "none",
+              comm;
   int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0;
 };
 
@@ -89,13 +91,18 @@ void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
                  "how ranks wait for MPI: spin | sleep (yield the core; for more ranks than cores) | auto "
                  "(sleep when this node's ranks outnumber its CPUs)")
       ->capture_default_str();
+  app.add_option("--comm", f.comm,
+                 "how device data moves between ranks: nccl (GPU builds' default) | mpi-staged (through host "
+                 "memory: any MPI, several ranks per GPU) | mpi-direct (a GPU-aware MPI) | mpi (the CPU build's)");
+  app.add_flag("--smoke", o.smoke,
+               "check one all-reduce over every rank's device with --comm, print one line per node, exit");
   app.add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation and data seed")->capture_default_str();
   app.add_option("--data", o.data, "train on the bytes of a text file (default: synthetic tokens)");
   app.add_option("--output,-o", o.output, "write the JSON result here (default: stdout)");
   app.add_option("--dump", o.dump, "write the first step's gradients and the final weights (global tensors) here");
   app.add_option("--gradient-check", o.gradient_check, "compare gradients with finite differences at N points per tensor");
-  app.add_option("--fault", f.fault, "test hook: crash | hang | oom at --fault-step on --fault-rank")->capture_default_str();
+  app.add_option("--fault", f.fault, "test hook: crash | hang | oom | device (a failing device call) at --fault-step on --fault-rank")->capture_default_str();
   app.add_option("--fault-rank", o.fault_rank, "rank that fails")->capture_default_str();
   app.add_option("--fault-step", o.fault_step, "step at which it fails")->capture_default_str();
   app.add_flag("--quiet,-q", o.quiet, "no summary line on stderr");
@@ -172,9 +179,22 @@ Status ResolveFault(const std::string& fault, CoreOptions& o) {
     o.fault = Fault::kHang;
   else if (fault == "oom")
     o.fault = Fault::kOom;
+  else if (fault == "device")
+    o.fault = Fault::kDevice;
   else if (fault != "none")
-    return InvalidArgument(fmt::format("--fault {}: expected crash, hang, oom or none", fault));
+    return InvalidArgument(fmt::format("--fault {}: expected crash, hang, oom, device or none", fault));
   return Status::Ok();
+}
+
+// --comm, else the build's default; whether this build and MPI can run it.
+Status ResolveComm(const std::string& comm, CoreOptions& o) {
+  o.comm = DefaultCommMode(BackendName());
+  if (!comm.empty()) {
+    Result<CommMode> mode = ParseCommMode(comm);
+    if (!mode.ok()) return mode.status();
+    o.comm = *mode;
+  }
+  return CheckCommMode(o.comm, BackendName());
 }
 
 // What the core can run: the layout on this job's ranks, the model split over tp and pp, and
@@ -225,6 +245,11 @@ Result<CoreOptions> ParseCoreOptions(int argc, char** argv, int world_size, std:
     return InvalidArgument(e.what());
   }
   TUNEPAR_RETURN_IF_ERROR(ResolveModelAndCap(f, o));
+  TUNEPAR_RETURN_IF_ERROR(ResolveComm(f.comm, o));
+  if (o.smoke) {
+    o.layout.dp = world_size;  // one group of every rank; no training
+    return o;
+  }
   TUNEPAR_RETURN_IF_ERROR(ResolveLayout(f, world_size, o));
   TUNEPAR_RETURN_IF_ERROR(ResolveFault(f.fault, o));
   TUNEPAR_RETURN_IF_ERROR(CheckRunnable(o, world_size));

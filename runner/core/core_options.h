@@ -10,10 +10,11 @@
 #include "base/status.h"
 #include "base/layout.h"
 #include "base/model_shape.h"
+#include "runner/core/comm.h"
 
 namespace tunepar::core {
 
-enum class Fault { kNone, kCrash, kHang, kOom };
+enum class Fault { kNone, kCrash, kHang, kOom, kDevice };
 
 struct CoreOptions {
   ModelShape model;
@@ -25,6 +26,8 @@ struct CoreOptions {
   int warmup = 2;               // steps run before measuring
   int threads = 0;              // per rank; 0: the CPUs of the rank's affinity mask, shared
   std::string wait = "auto";    // how ranks wait for MPI: auto | spin | sleep (runner/core/waiting.h)
+  CommMode comm = CommMode::kMpi;  // how device data moves (comm.h); default: the build's
+  bool smoke = false;              // one checked all-reduce over every rank's device, then exit
   double lr = 3e-4;
   uint64_t seed = 1234;
   std::string data;        // a text file (byte tokens); "" synthetic

@@ -14,6 +14,7 @@
 #include <sched.h>
 
 #include "base/provenance.h"
+#include "runner/core/comm.h"
 #include "runner/core/ops.h"
 
 namespace tunepar::core {
@@ -93,18 +94,15 @@ nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a)
 }
 
 nlohmann::json Versions() {
-  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length = 0;
-  MPI_Get_library_version(mpi, &length);
-  std::string mpi_version(mpi, static_cast<size_t>(length));
-  if (const size_t cut = mpi_version.find_first_of(",\n"); cut != std::string::npos) mpi_version.resize(cut);
-  return {{"tunepar", std::string(Version())},
-          {"git", std::string(GitRevision())},
-          {"mpi", mpi_version},
-          {"backend", BackendName()},
-          {"backend_version", BackendVersion()},
-          {"compiler", __VERSION__},
-          {"arithmetic", sizeof(real) == 8 ? "fp64" : "fp32"}};
+  nlohmann::json versions = {{"tunepar", std::string(Version())},
+                              {"git", std::string(GitRevision())},
+                              {"mpi", MpiLibrary()},
+                              {"backend", BackendName()},
+                              {"backend_version", BackendVersion()},
+                              {"compiler", __VERSION__},
+                              {"arithmetic", sizeof(real) == 8 ? "fp64" : "fp32"}};
+  if (const std::string nccl = NcclVersion(); !nccl.empty()) versions["nccl"] = nccl;
+  return versions;
 }
 
 Status WriteResult(const std::string& path, const nlohmann::json& result) {

@@ -1,6 +1,7 @@
 // The JSON result of a tunepar-core run, and the facts about each rank that go into it.
 //
-//   {"status": "ok" | "oom" | "diverged" | "no_device" | "error", "layout": KEY, "world": N,
+//   {"status": "ok" | "oom" | "diverged" | "no_device" | "invalid" | "crash", "error": one line,
+//    "layout": KEY, "comm": "nccl" | "mpi-staged" | "mpi-direct" | "mpi", "world": N,
 //    "step_time_s": median, "tokens_per_s", "tflops_per_gpu", "loss": [...],
 //    "phases": {"compute": {"max", "mean"}, "tp_comm", "pp_wait", "dp_comm", "optimizer"},
 //    "memory": {"cap_bytes", "peak_bytes", "peak_by_category": {...}},

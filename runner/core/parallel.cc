@@ -1,10 +1,8 @@
 #include "runner/core/parallel.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
-#include "runner/core/waiting.h"
+#include "runner/core/comm.h"
 
 namespace tunepar::core {
 
@@ -54,27 +52,23 @@ void FreeProcessGrid(ProcessGrid& g) {
 
 namespace {
 
-void AllReduce(real* data, int64_t n, MPI_Op op, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+void AllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm comm, PhaseClock& clock, Phase phase) {
   if (comm == MPI_COMM_NULL || n == 0) return;
   int size = 1;
   MPI_Comm_size(comm, &size);
   if (size == 1) return;
-  TimedScope timed(clock, phase);
-  constexpr int64_t kMaxCount = int64_t{1} << 30;  // MPI counts are ints
-  for (int64_t done = 0; done < n; done += kMaxCount) {
-    const int count = static_cast<int>(std::min(kMaxCount, n - done));
-    Allreduce(MPI_IN_PLACE, data + done, count, MpiReal(), op, comm);
-  }
+  CommTimer timed(clock, phase);
+  DeviceAllReduce(data, n, op, comm);
 }
 
 }  // namespace
 
 void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
-  AllReduce(data, n, MPI_SUM, comm, clock, phase);
+  AllReduce(data, n, ReduceOp::kSum, comm, clock, phase);
 }
 
 void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
-  AllReduce(data, n, MPI_MAX, comm, clock, phase);
+  AllReduce(data, n, ReduceOp::kMax, comm, clock, phase);
 }
 
 }  // namespace tunepar::core

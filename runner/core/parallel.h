@@ -75,7 +75,8 @@ struct ProcessGrid {
 Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp);
 void FreeProcessGrid(ProcessGrid& grid);
 
-// In-place sum over `comm` (nothing when the group has one member), timed into `phase`.
+// In-place sum over `comm` of device data (nothing when the group has one member), through the
+// comm layer (comm.h), timed into `phase`.
 void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase);
 void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "runner/core/comm.h"
 #include "runner/core/ops.h"
 #include "runner/core/waiting.h"
 
@@ -18,18 +19,18 @@ struct Trainer::MicroBatch {
   Buffer tokens, targets;               // (N) ints: first stage, last stage
   std::vector<Buffer> inputs;           // each block's input (N, C), and the stage output
   std::vector<BlockActivations> saved;  // each block's activations (without recomputation)
-  Buffer dout;                          // last stage: the gradient of the stage output
-  MPI_Request send = MPI_REQUEST_NULL;  // the stage output on its way to the next stage
+  Buffer dout;       // last stage: the gradient of the stage output
+  CommRequest send;  // the stage output on its way to the next stage
 };
 
 struct Trainer::PendingSend {
   Buffer buffer;
-  MPI_Request request = MPI_REQUEST_NULL;
+  CommRequest request;
 };
 
 // Bucketed all-reduce of the gradients over data-parallel replicas. Buckets follow block
 // boundaries; the backward pass runs from the end of the buffer to its start, so a bucket is
-// launched (MPI_Iallreduce) as soon as the last micro-batch's backward has passed its start.
+// launched (a non-blocking sum, comm.h) as soon as the last micro-batch's backward has passed its start.
 class Trainer::GradientSync {
  public:
   GradientSync(const ParameterLayout& p, int64_t bucket_values, int64_t hold_from, MPI_Comm comm)
@@ -54,22 +55,19 @@ class Trainer::GradientSync {
 
   // Gradients at offsets >= `offset` are final.
   void Ready(real* grads, int64_t offset, PhaseClock& clock) {
-    TimedScope timed(clock, Phase::kDpComm);
+    CommTimer timed(clock, Phase::kDpComm);
     for (size_t i = 0; i < buckets_.size(); ++i) {
       if (!launched_[i] && buckets_[i].lo >= offset && buckets_[i].hi <= hold_from_) Launch(grads, i);
     }
-    if (!requests_.empty()) {
-      int done = 0;
-      MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
-    }
+    for (CommRequest& r : requests_) r.Test();
   }
 
   void Finish(real* grads, PhaseClock& clock) {
-    TimedScope timed(clock, Phase::kDpComm);
+    CommTimer timed(clock, Phase::kDpComm);
     for (size_t i = 0; i < buckets_.size(); ++i) {
       if (!launched_[i]) Launch(grads, i);
     }
-    CompleteAll(static_cast<int>(requests_.size()), requests_.data());
+    for (CommRequest& r : requests_) r.Wait();
   }
 
  private:
@@ -78,18 +76,14 @@ class Trainer::GradientSync {
   };
   void Launch(real* grads, size_t i) {
     launched_[i] = true;
-    for (int64_t at = buckets_[i].lo; at < buckets_[i].hi; at += kMaxCount) {
-      requests_.emplace_back();
-      const int count = static_cast<int>(std::min(kMaxCount, buckets_[i].hi - at));
-      MPI_Iallreduce(MPI_IN_PLACE, grads + at, count, MpiReal(), MPI_SUM, comm_, &requests_.back());
-    }
+    requests_.push_back(DeviceIallReduceSum(grads + buckets_[i].lo, buckets_[i].hi - buckets_[i].lo, comm_));
   }
 
   MPI_Comm comm_;
   int64_t hold_from_;  // buckets reaching past this wait for Finish (the tied embedding copy)
   std::vector<Bucket> buckets_;
   std::vector<bool> launched_;
-  std::vector<MPI_Request> requests_;
+  std::vector<CommRequest> requests_;
 };
 
 Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingOptions& options,
@@ -149,9 +143,7 @@ void Trainer::SendActivation(const real* data, int peer, int tag) {
   const int64_t n = int64_t{ctx_.N()} * dims_.C;
   PendingSend* free = nullptr;
   for (auto& s : sends_) {
-    int done = 1;
-    if (s->request != MPI_REQUEST_NULL) MPI_Test(&s->request, &done, MPI_STATUS_IGNORE);
-    if (done) {
+    if (s->request.Test()) {
       free = s.get();
       break;
     }
@@ -163,7 +155,7 @@ void Trainer::SendActivation(const real* data, int peer, int tag) {
     free = sends_.back().get();
   }
   Copy(free->buffer.data(), data, n);
-  MPI_Isend(free->buffer.data(), static_cast<int>(n), MpiReal(), peer, tag, grid_.world, &free->request);
+  free->request = DeviceSend(free->buffer.data(), n, peer, tag, grid_.world);
 }
 
 void Trainer::Forward(int64_t step, int j, bool sync_last) {
@@ -194,8 +186,8 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   if (s.has_embedding) {
     EmbeddingForward(ctx_, weights_.data(), params_, mb->tokens.as_ints(), mb->inputs[0].data());
   } else {
-    TimedScope timed(clock_, Phase::kPpWait);
-    Recv(mb->inputs[0].data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
+    CommTimer timed(clock_, Phase::kPpWait);
+    DeviceRecv(mb->inputs[0].data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
   }
   for (int i = 0; i < s.num_layers; ++i) {
     BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb->saved[i];
@@ -209,8 +201,8 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
                                      mb->targets.as_ints(), loss_scale_ / tokens_per_step, mb->dout.data());
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
-    MPI_Isend(mb->inputs.back().data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank + 1), 2 * j,
-              grid_.world, &mb->send);
+    mb->send = DeviceSend(mb->inputs.back().data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank + 1), 2 * j,
+                          grid_.world);
   }
   in_flight_.push_back(std::move(mb));
 }
@@ -222,8 +214,8 @@ void Trainer::Backward(int j, bool sync_last) {
   if (s.has_head) {
     Copy(dx_.data(), mb.dout.data(), int64_t{N} * C);
   } else {
-    TimedScope timed(clock_, Phase::kPpWait);
-    Recv(dx_.data(), N * C, MpiReal(), grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
+    CommTimer timed(clock_, Phase::kPpWait);
+    DeviceRecv(dx_.data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
     if (options_.recompute == 2) {
@@ -240,9 +232,9 @@ void Trainer::Backward(int j, bool sync_last) {
   } else {
     SendActivation(dx_.data(), grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
   }
-  if (mb.send != MPI_REQUEST_NULL) {
-    TimedScope timed(clock_, Phase::kPpWait);
-    Complete(&mb.send);
+  if (mb.send.active()) {
+    CommTimer timed(clock_, Phase::kPpWait);
+    mb.send.Wait();
   }
   in_flight_.pop_front();
 }
@@ -261,8 +253,8 @@ double Trainer::RunSchedule(int64_t step, bool sync) {
   }
   for (int j = M - warmup; j < M; ++j) Backward(j, sync && j == M - 1);
   {
-    TimedScope timed(clock_, Phase::kPpWait);
-    for (auto& s : sends_) Complete(&s->request);
+    CommTimer timed(clock_, Phase::kPpWait);
+    for (auto& s : sends_) s->request.Wait();
   }
   // Tied embeddings over several stages: the first and last stage add their gradients.
   if (dims_.tied && grid_.pp > 1 && (grid_.first_stage() || grid_.last_stage())) {
@@ -287,6 +279,7 @@ double Trainer::ComputeGradients(int64_t step) {
 
 StepStats Trainer::Step(int64_t step) {
   StepStats stats;
+  Synchronize();
   Barrier(grid_.world);
   const double start = MPI_Wtime();
   clock_.Reset();
@@ -296,10 +289,8 @@ StepStats Trainer::Step(int64_t step) {
   if (sync_ != nullptr) {
     sync_->Finish(grads_.data(), clock_);
   } else if (zero) {
-    TimedScope timed(clock_, Phase::kDpComm);
-    const int64_t shard = shard_end_ - shard_begin_;
-    ReduceScatterBlock(grads_.data(), grad_shard_.data(), static_cast<int>(shard), MpiReal(), MPI_SUM,
-                       grid_.dp_comm);
+    CommTimer timed(clock_, Phase::kDpComm);
+    DeviceReduceScatter(grads_.data(), grad_shard_.data(), shard_end_ - shard_begin_, grid_.dp_comm);
   }
   stats.loss_scale = loss_scale_;
   Optimize(stats);
@@ -311,6 +302,7 @@ StepStats Trainer::Step(int64_t step) {
     const double tokens = static_cast<double>(ctx_.B) * options_.num_micro_batches * grid_.dp * dims_.T;
     stats.loss = total / tokens;
   }
+  Synchronize();  // the step ends when the device's last kernel does
   stats.seconds = MPI_Wtime() - start;
   double other = 0;
   for (Phase p : {Phase::kTpComm, Phase::kPpWait, Phase::kDpComm, Phase::kOptimizer}) other += clock_.Get(p);
@@ -373,9 +365,8 @@ void Trainer::Optimize(StepStats& stats) {
     }
   }
   if (zero) {
-    TimedScope gather(clock_, Phase::kDpComm);
-    Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, weights_.data(), static_cast<int>(hi - lo), MpiReal(),
-              grid_.dp_comm);
+    CommTimer gather(clock_, Phase::kDpComm);
+    DeviceAllGather(weights_.data(), hi - lo, grid_.dp_comm);
   }
   if (options_.precision == 1 && ++good_steps_ >= options_.loss_scale_window) {
     loss_scale_ *= 2;

@@ -1,0 +1,117 @@
+// How the training step moves device data between ranks. Every all-reduce, reduce-scatter,
+// all-gather and pipeline transfer of device memory goes through here, in one of four modes
+// (`--comm`); host scalars (loss sums, norms) stay plain MPI.
+//   mpi         the CPU build: MPI on the buffers themselves (host memory).
+//   mpi-staged  device -> page-locked host buffer -> MPI -> device: any MPI, and several ranks
+//               sharing one GPU (which NCCL refuses). On the CPU the "device" is host memory,
+//               so the same path runs in the CPU tests.
+//   mpi-direct  device pointers to a GPU-aware MPI (checked: MPIX_Query_cuda_support /
+//               MPIX_Query_rocm_support), after the device has finished writing them.
+//   nccl        NCCL/RCCL (GPU builds; their default): one communicator per TP, DP and
+//               embedding group and one over the world for the pipeline's point-to-point, every
+//               call on the compute stream.
+// The mode is process-wide, like the wait mode (waiting.h): set once, after the ranks are bound
+// to their devices. Every call returns with the device idle (the time of a collective is the
+// communication alone: the queued kernels finish first, charged to whatever ran them).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "runner/core/comm_backend.h"
+#include "runner/core/parallel.h"
+#include "runner/core/real.h"
+
+namespace tunepar::core {
+
+enum class CommMode { kMpi, kMpiStaged, kMpiDirect, kNccl };
+std::string_view ToString(CommMode mode);  // "mpi", "mpi-staged", "mpi-direct", "nccl"
+Result<CommMode> ParseCommMode(std::string_view name);
+// "Open MPI v4.1.4": the MPI library's own name, up to its first comma or line.
+std::string MpiLibrary();
+// nccl on the GPU builds, mpi on the CPU one.
+CommMode DefaultCommMode(std::string_view backend);
+// Whether this build (BackendName()) and this MPI can run `mode`: the CPU build has no NCCL and
+// no device memory for mpi-direct; a GPU build cannot hand device memory to MPI as if it were
+// host memory (mpi); mpi-direct needs an MPI that says it is GPU-aware. Needs MPI initialised.
+Status CheckCommMode(CommMode mode, std::string_view backend);
+
+// Collective over the world: NCCL communicators (nccl) for each group of `grid` with more than
+// one rank, and for the world when `world_group` (pipelines, the smoke test). Throws DeviceError
+// when NCCL fails to start (its message).
+void SetUpComm(CommMode mode, const ProcessGrid& grid, bool world_group);
+void TearDownComm();
+CommMode CurrentCommMode();
+
+// Times a transfer into `phase` once the device has run its queued work (charged to whatever
+// queued it), so that the phase holds the communication alone.
+class CommTimer {
+ public:
+  CommTimer(PhaseClock& clock, Phase phase) : idle_(WaitForDevice()), timed_(clock, phase) {}
+
+ private:
+  static bool WaitForDevice();  // Synchronize()
+  bool idle_;
+  TimedScope timed_;
+};
+
+// In place over `group` (nothing when it has one rank or is MPI_COMM_NULL).
+void DeviceAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm group);
+// recv (count) = the sum over the group of send[rank count, (rank + 1) count).
+void DeviceReduceScatter(const real* send, real* recv, int64_t count, MPI_Comm group);
+// In place: rank r's block is data[r count, (r + 1) count).
+void DeviceAllGather(real* data, int64_t count, MPI_Comm group);
+
+// Page-locked host memory for staging, from a pool (page-locking costs milliseconds a call).
+class HostStaging {
+ public:
+  HostStaging() = default;
+  explicit HostStaging(size_t bytes);
+  ~HostStaging();
+  HostStaging(HostStaging&& other) noexcept;
+  HostStaging& operator=(HostStaging&& other) noexcept;
+  real* data() const { return static_cast<real*>(memory_); }
+
+ private:
+  void* memory_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A non-blocking transfer of device data. A send's buffer must stay unchanged until the request
+// completes; a sum (DeviceIallReduceSum) is in the device buffer once it completes.
+class CommRequest {
+ public:
+  CommRequest() = default;
+  CommRequest(CommRequest&&) = default;
+  CommRequest& operator=(CommRequest&&) = default;
+  // Progresses the transfer; true once it is complete (and its buffer may be reused).
+  bool Test();
+  void Wait();
+  bool active() const { return !mpi_.empty() || nccl_send_ >= 0; }
+
+ private:
+  friend CommRequest DeviceSend(const real*, int64_t, int, int, MPI_Comm);
+  friend CommRequest DeviceIallReduceSum(real*, int64_t, MPI_Comm);
+  void Finish();
+
+  std::vector<MPI_Request> mpi_;
+  HostStaging staging_;        // mpi-staged: the host copy in flight
+  real* result_to_ = nullptr;  // mpi-staged sum: where the result goes when it arrives
+  int64_t count_ = 0;
+  int64_t nccl_send_ = -1;  // nccl: the send's number, while it waits for the next receive
+};
+
+// To world rank `peer` (the world's communicator; `tag` orders MPI's messages). With nccl the
+// send is issued together with this rank's next receive (or its Wait): two neighbours that send
+// to each other before receiving would otherwise wait for each other forever.
+CommRequest DeviceSend(const real* data, int64_t n, int peer, int tag, MPI_Comm world);
+void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world);
+// The bucketed data-parallel sum: started now, in place when complete.
+CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group);
+
+}  // namespace tunepar::core
