@@ -7,12 +7,14 @@
 
 namespace tunepar::core {
 
+// Activations and workspace are written before they are read: not zeroed (on the CPU they start
+// as NaN, so a read before the first write would show in every test).
 Buffer StageContext::Activation(size_t values) const {
-  return Buffer(*allocator, MemoryCategory::kActivations, values, StorageBytes());
+  return Buffer(*allocator, MemoryCategory::kActivations, values, StorageBytes(), false);
 }
 
 Buffer StageContext::Workspace(size_t values) const {
-  return Buffer(*allocator, MemoryCategory::kWorkspace, values, StorageBytes());
+  return Buffer(*allocator, MemoryCategory::kWorkspace, values, StorageBytes(), false);
 }
 
 void StageContext::Store(real* p, int64_t n) const {
@@ -66,30 +68,24 @@ void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t,
   const bool adds_bias = ctx.shard.tp_rank == 0;
   const int64_t NC = int64_t{N} * C;
 
-  LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C);
-  ctx.Store(a.ln1.data(), NC);
-  MatmulForward(a.qkv.data(), a.ln1.data(), W + t.qkv_w, W + t.qkv_b, N, C, 3 * Cl, P);
-  ctx.Store(a.qkv.data(), int64_t{N} * 3 * Cl);
+  // Every stored value is rounded to the storage precision P by the op that writes it; the
+  // row-parallel partial sums only after their all-reduce (inside ResidualAdd), so that any TP
+  // size rounds the same sums.
+  LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C, P);
+  MatmulForward(a.qkv.data(), a.ln1.data(), W + t.qkv_w, W + t.qkv_b, N, C, 3 * Cl, P, P);
   AttentionForward(a.atty.data(), att.data(), a.qkv.data(), B, T, Cl, NHl, P);  // att rounded by the softmax
   ctx.Store(a.atty.data(), int64_t{N} * Cl);
   MatmulForward(partial, a.atty.data(), W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, N, Cl, C, P);
   ctx.TpAllReduce(partial, NC);
-  ctx.Store(partial, NC);
-  Add(a.res2.data(), x, partial, NC);
-  ctx.Store(a.res2.data(), NC);
+  ResidualAdd(a.res2.data(), x, partial, NC, P);
 
   LayerNormForward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W + t.ln2_w,
-                   W + t.ln2_b, N, C);
-  ctx.Store(a.ln2.data(), NC);
-  MatmulForward(a.fch.data(), a.ln2.data(), W + t.fc_w, W + t.fc_b, N, C, Fl, P);
-  ctx.Store(a.fch.data(), int64_t{N} * Fl);
-  GeluForward(a.fcg.data(), a.fch.data(), int64_t{N} * Fl);
-  ctx.Store(a.fcg.data(), int64_t{N} * Fl);
+                   W + t.ln2_b, N, C, P);
+  MatmulForward(a.fch.data(), a.ln2.data(), W + t.fc_w, W + t.fc_b, N, C, Fl, P, P);
+  GeluForward(a.fcg.data(), a.fch.data(), int64_t{N} * Fl, P);
   MatmulForward(partial, a.fcg.data(), W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, N, Fl, C, P);
   ctx.TpAllReduce(partial, NC);
-  ctx.Store(partial, NC);
-  Add(out, a.res2.data(), partial, NC);
-  ctx.Store(out, NC);
+  ResidualAdd(out, a.res2.data(), partial, NC, P);
 }
 
 void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockTensors& t, const real* x,
@@ -99,17 +95,16 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
   const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
 
   // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc.
-  MatmulBackward(w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg.data(), W + t.fcproj_w, N, Fl, C, P);
-  ctx.Store(w.dfcg.data(), NF);
-  GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF);
-  ctx.Store(w.dfch.data(), NF);
+  // (As in the forward pass, each op rounds what it stores; the gradients of the column-parallel
+  // layers' inputs only after their all-reduce.)
+  MatmulBackward(w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg.data(), W + t.fcproj_w, N, Fl, C, P, P);
+  GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF, P);
   MatmulBackward(w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2.data(), W + t.fc_w, N, C, Fl, P);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(w.dres2.data(), dx, NC);
   LayerNormBackward(w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2.data(), W + t.ln2_w,
-                    a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
-  ctx.Store(w.dres2.data(), NC);
+                    a.ln2_mean.data(), a.ln2_rstd.data(), N, C, P);
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
   const real* att = a.att.data();
@@ -118,8 +113,7 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
     att = w.scores.data();
   }
   MatmulBackward(w.datty.data(), G + t.attproj_w, G + t.attproj_b, w.dres2.data(), a.atty.data(),
-                 W + t.attproj_w, N, Cl, C, P);
-  ctx.Store(w.datty.data(), int64_t{N} * Cl);
+                 W + t.attproj_w, N, Cl, C, P, P);
   AttentionBackward(w.dqkv.data(), w.datty.data(), a.qkv.data(), att, B, T, Cl, NHl, P);
   ctx.Store(w.dqkv.data(), int64_t{N} * 3 * Cl);
   MatmulBackward(w.dln.data(), G + t.qkv_w, G + t.qkv_b, w.dqkv.data(), a.ln1.data(), W + t.qkv_w, N, C,
@@ -128,8 +122,7 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
   ctx.Store(w.dln.data(), NC);
   Copy(dx, w.dres2.data(), NC);
   LayerNormBackward(dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W + t.ln1_w, a.ln1_mean.data(),
-                    a.ln1_rstd.data(), N, C);
-  ctx.Store(dx, NC);
+                    a.ln1_rstd.data(), N, C, P);
 }
 
 void EmbeddingForward(const StageContext& ctx, const real* W, const ParameterLayout& p, const int* tokens,
@@ -159,10 +152,8 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
   real* row_sum = row_max + N;  // row_sum and target_logit are adjacent: one all-reduce
   real* target_logit = row_sum + N;
 
-  LayerNormForward(lnf.data(), mean.data(), rstd.data(), x, W + p.lnf_w, W + p.lnf_b, N, C);
-  ctx.Store(lnf.data(), NC);
-  MatmulForward(logits.data(), lnf.data(), W + p.lm_head, nullptr, N, C, Vl, ctx.precision);
-  ctx.Store(logits.data(), int64_t{N} * Vl);
+  LayerNormForward(lnf.data(), mean.data(), rstd.data(), x, W + p.lnf_w, W + p.lnf_b, N, C, ctx.precision);
+  MatmulForward(logits.data(), lnf.data(), W + p.lm_head, nullptr, N, C, Vl, ctx.precision, ctx.precision);
 
   CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl);
   AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
@@ -177,9 +168,9 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
     host[n] = log_sum;
   }
   Upload(row_max, host.data(), N * sizeof(real));  // now log_sum per row
+  // dlogits at storage width, as the LM head's backward reads them.
   CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, static_cast<real>(grad_scale), N,
-                       Vl);
-  ctx.Store(logits.data(), int64_t{N} * Vl);  // dlogits at storage width, as the LM head's backward reads them
+                       Vl, ctx.precision);
 
   Buffer dlnf = ctx.Workspace(NC);
   MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W + p.lm_head, N, C, Vl,
@@ -188,8 +179,7 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
   ctx.Store(dlnf.data(), NC);
   Fill(dx, NC, 0);
   LayerNormBackward(dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W + p.lnf_w, mean.data(), rstd.data(), N,
-                    C);
-  ctx.Store(dx, NC);
+                    C, ctx.precision);
   return loss;
 }
 

@@ -12,18 +12,45 @@
 namespace tunepar::core {
 
 void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC,
-                   int precision) {
+                   int precision, int round_to) {
   // out^T (OC, N) = w (OC, C) inp^T (C, N); the stored w reads as w^T (C, OC), hence Op::kT.
   Gemm(Op::kT, Op::kN, OC, N, C, real(1), w, C, inp, C, real(0), out, OC, {}, precision);
-  if (bias != nullptr) AddBias(out, bias, N, OC);
+  if (bias != nullptr) {
+    AddBias(out, bias, N, OC, round_to);
+  } else {
+    RoundStorage(out, int64_t{N} * OC, round_to);
+  }
 }
 
+namespace {
+
+uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int precision);
+
+// The two products of the backward pass on 16-bit operands, each operand converted once.
+void MatmulBackward16(real* dinp, real* dw, const real* dout, const real* inp, const real* w, int N, int C,
+                      int OC, int precision) {
+  const uint16_t* dout16 = SixteenBitCopy(Scratch16::kOutputGrad, dout, int64_t{N} * OC, precision);
+  const uint16_t* inp16 = SixteenBitCopy(Scratch16::kInput, inp, int64_t{N} * C, precision);
+  if (dinp != nullptr) {
+    const uint16_t* w16 = SixteenBitCopy(Scratch16::kMatrix, w, int64_t{OC} * C, precision);
+    Gemm16(Op::kN, Op::kN, C, N, OC, real(1), w16, C, dout16, OC, real(0), dinp, C, {}, precision);
+  }
+  Gemm16(Op::kN, Op::kT, C, OC, N, real(1), inp16, C, dout16, OC, real(1), dw, C, {}, precision);
+}
+
+}  // namespace
+
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
-                    int N, int C, int OC, int precision) {
-  // dinp^T (C, N) = w^T (C, OC) dout^T (OC, N).
-  if (dinp != nullptr) Gemm(Op::kN, Op::kN, C, N, OC, real(1), w, C, dout, OC, real(0), dinp, C, {}, precision);
-  // dw^T (C, OC) += inp^T (C, N) dout (N, OC).
-  Gemm(Op::kN, Op::kT, C, OC, N, real(1), inp, C, dout, OC, real(1), dw, C, {}, precision);
+                    int N, int C, int OC, int precision, int round_dinp_to) {
+  if (precision != 0) {
+    MatmulBackward16(dinp, dw, dout, inp, w, N, C, OC, precision);
+  } else {
+    // dinp^T (C, N) = w^T (C, OC) dout^T (OC, N).
+    if (dinp != nullptr) Gemm(Op::kN, Op::kN, C, N, OC, real(1), w, C, dout, OC, real(0), dinp, C);
+    // dw^T (C, OC) += inp^T (C, N) dout (N, OC).
+    Gemm(Op::kN, Op::kT, C, OC, N, real(1), inp, C, dout, OC, real(1), dw, C);
+  }
+  if (dinp != nullptr) RoundStorage(dinp, int64_t{N} * C, round_dinp_to);
   if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
 }
 
@@ -57,8 +84,8 @@ void AttentionForward16(real* y, real* att, const real* qkv, int B, int T, int C
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
-  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kQkv, qkv, int64_t{B} * T * 3 * Cl, precision);
-  uint16_t* p16 = OpScratch16(Scratch16::kProbabilities, static_cast<size_t>(NHl * TT));
+  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
+  uint16_t* p16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(NHl * TT));
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<uint16_t> s = HeadsOf(qkv16, b, T, Cl);
     real* p = att + int64_t{b} * NHl * TT;
@@ -75,9 +102,9 @@ void AttentionBackward16(real* dqkv, const real* dy, const real* qkv, const real
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   real* dp = OpScratch(static_cast<size_t>(NHl * TT));
-  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kQkv, qkv, int64_t{B} * T * 3 * Cl, precision);
+  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
   const uint16_t* dy16 = SixteenBitCopy(Scratch16::kOutputGrad, dy, int64_t{B} * T * Cl, precision);
-  uint16_t* p16 = OpScratch16(Scratch16::kProbabilities, static_cast<size_t>(NHl * TT));
+  uint16_t* p16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(NHl * TT));
   uint16_t* ds16 = OpScratch16(Scratch16::kScoreGrads, static_cast<size_t>(NHl * TT));
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<uint16_t> s = HeadsOf(qkv16, b, T, Cl);

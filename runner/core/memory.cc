@@ -28,10 +28,10 @@ OutOfMemory::OutOfMemory(MemoryCategory category, double requested, double in_us
                       requested / 1e6, ToString(category), in_use / 1e6, cap / 1e6)),
       category_(category) {}
 
-real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double bytes_per_value) {
+real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double bytes_per_value, bool zeroed) {
   const double bytes = static_cast<double>(values) * bytes_per_value;
   if (cap_ > 0 && in_use_ + bytes > cap_) throw OutOfMemory(category, bytes, in_use_, cap_);
-  auto* p = static_cast<real*>(DeviceAllocate(values * sizeof(real)));
+  auto* p = static_cast<real*>(DeviceAllocate(values * sizeof(real), zeroed));
   if (p == nullptr) throw OutOfMemory(category, bytes, in_use_, cap_);
   const int c = static_cast<int>(category);
   in_use_ += bytes;

@@ -33,8 +33,9 @@ class TrackingAllocator {
  public:
   explicit TrackingAllocator(double cap_bytes) : cap_(cap_bytes) {}  // cap <= 0: unlimited
 
-  // `values` floats (fp32 on the host), counted as values x bytes_per_value in `category`.
-  real* Allocate(MemoryCategory category, size_t values, double bytes_per_value);
+  // `values` floats (fp32 on the host), counted as values x bytes_per_value in `category`;
+  // zeroed unless `zeroed` is false (ops.h's DeviceAllocate).
+  real* Allocate(MemoryCategory category, size_t values, double bytes_per_value, bool zeroed = true);
   void Free(real* p);
 
   double in_use() const { return in_use_; }
@@ -60,8 +61,8 @@ class TrackingAllocator {
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(TrackingAllocator& a, MemoryCategory category, size_t values, double bytes_per_value)
-      : allocator_(&a), data_(a.Allocate(category, values, bytes_per_value)), size_(values) {}
+  Buffer(TrackingAllocator& a, MemoryCategory category, size_t values, double bytes_per_value, bool zeroed = true)
+      : allocator_(&a), data_(a.Allocate(category, values, bytes_per_value, zeroed)), size_(values) {}
   ~Buffer() { Reset(); }
   Buffer(Buffer&& o) noexcept : allocator_(o.allocator_), data_(o.data_), size_(o.size_) {
     o.data_ = nullptr;

@@ -32,8 +32,10 @@ std::string BackendVersion();  // e.g. "Eigen 3.4.0, OpenMP 201511"
 int DeviceCount();
 // Binds this process to a device; returns a description ("cpu", "hip:0 AMD Instinct MI250X").
 std::string UseDevice(int index);
-// Zeroed device memory; nullptr when the device is out of memory.
-void* DeviceAllocate(size_t bytes);
+// Device memory, zeroed unless `zeroed` is false (then its contents are undefined: the CPU
+// backend fills it with NaN, so a read before the first write shows in the tests); nullptr when
+// the device is out of memory.
+void* DeviceAllocate(size_t bytes, bool zeroed = true);
 void DeviceFree(void* p);
 void Upload(void* device, const void* host, size_t bytes);
 void Download(void* host, const void* device, size_t bytes);
@@ -50,6 +52,9 @@ void Fill(real* p, int64_t n, real value);
 void Copy(real* dst, const real* src, int64_t n);
 void Scale(real* p, int64_t n, real factor);
 void Add(real* out, const real* a, const real* b, int64_t n);  // out = a + b
+// A residual connection at storage width: out = round(x + round(branch)) (the branch is rounded
+// first, as when it was stored on its own).
+void ResidualAdd(real* out, const real* x, const real* branch, int64_t n, int precision);
 void Accumulate(real* a, const real* b, int64_t n);            // a += b
 // Values kept in 16 bits are rounded in place (precision 0 = fp32: nothing to do).
 void RoundStorage(real* p, int64_t n, int precision);
@@ -74,11 +79,13 @@ void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int 
 void To16Bit(uint16_t* out, const real* in, int64_t n, int precision);
 void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
             int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision);
-enum class Scratch16 { kQkv, kOutputGrad, kProbabilities, kScoreGrads, kCount };
+// Slots: a layer's input (or attention's qkv), the gradient of its output, its weights (or
+// attention's probabilities), attention's score gradients.
+enum class Scratch16 { kInput, kOutputGrad, kMatrix, kScoreGrads, kCount };
 uint16_t* OpScratch16(Scratch16 slot, size_t values);
 
-// out (N, OC) += bias (OC) on every row.
-void AddBias(real* out, const real* bias, int N, int OC);
+// out (N, OC) += bias (OC) on every row, then rounded to `precision`.
+void AddBias(real* out, const real* bias, int N, int OC, int precision = 0);
 // dbias (OC) += the column sums of dout (N, OC).
 void BiasBackward(real* dbias, const real* dout, int N, int OC);
 
@@ -92,20 +99,22 @@ void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real sc
                            uint16_t* out16 = nullptr);
 
 // ---- Layers (gemm_layers.cc: Gemm and the ops above, the same code on every backend).
-// out (N, OC) = inp (N, C) w^T (w: (OC, C)) + bias (OC, may be null).
+// out (N, OC) = inp (N, C) w^T (w: (OC, C)) + bias (OC, may be null), rounded to `round_to`
+// (0: left in fp32, e.g. a partial sum to be all-reduced before it is rounded).
 void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC,
-                   int precision = 0);
-// dinp (N, C) = dout w (overwritten); dw (OC, C) += dout^T inp and dbias (OC) += column sums
-// of dout (accumulated over micro-batches). dinp, dbias may be null.
+                   int precision = 0, int round_to = 0);
+// dinp (N, C) = dout w (overwritten; rounded to `round_dinp_to`); dw (OC, C) += dout^T inp and
+// dbias (OC) += column sums of dout (accumulated over micro-batches). dinp, dbias may be null.
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
-                    int N, int C, int OC, int precision = 0);
+                    int N, int C, int OC, int precision = 0, int round_dinp_to = 0);
 
 // out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
 // (dinp holds the residual branch's gradient already).
+// `precision`: out, and dinp after the accumulation, are rounded to it.
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
-                      int C);
+                      int C, int precision = 0);
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
-                       const real* mean, const real* rstd, int N, int C);
+                       const real* mean, const real* rstd, int N, int C, int precision = 0);
 
 // qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities (rounded to `precision`), y (B, T, Cl);
 // causal. Per sequence, one strided-batched GEMM over the heads for S = Q K^T / sqrt(hs), the
@@ -116,8 +125,9 @@ void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl,
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
                        int NHl, int precision = 0);
 
-void GeluForward(real* out, const real* inp, int64_t n);
-void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n);  // dinp = gelu'(inp) dout
+// Outputs rounded to `precision`.
+void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);
+void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision = 0);  // gelu'(inp) dout
 
 // Vocabulary-parallel token embedding: out (B, T, C) = wte[token - v0] for tokens held here
 // (v0 <= token < v0 + Vl), zero otherwise, + wpe[t] when wpe is not null. The TP all-reduce
@@ -132,8 +142,9 @@ void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
                        const int* targets, const real* global_max, int v0, int N, int Vl);
 // dlogits (N, Vl) = (softmax - onehot) * scale, log_sum (N) over the whole vocabulary.
+// (dlogits rounded to `precision`.)
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
-                          real scale, int N, int Vl);
+                          real scale, int N, int Vl, int precision = 0);
 
 // ---- Optimizer. AdamW over n parameters (lr already scheduled; correction = 1 - beta^t).
 void AdamWUpdate(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,

@@ -35,8 +35,11 @@ int DeviceCount() {
 std::string UseDevice(int) {
   return "cpu";
 }
-void* DeviceAllocate(size_t bytes) {
-  return std::calloc(bytes == 0 ? 1 : bytes, 1);
+void* DeviceAllocate(size_t bytes, bool zeroed) {
+  if (zeroed) return std::calloc(bytes == 0 ? 1 : bytes, 1);
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p != nullptr) std::memset(p, 0xff, bytes);  // all ones: NaN as a float
+  return p;
 }
 void DeviceFree(void* p) {
   std::free(p);
@@ -76,6 +79,11 @@ void Scale(real* p, int64_t n, real factor) {
 void Add(real* out, const real* a, const real* b, int64_t n) {
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void ResidualAdd(real* out, const real* x, const real* branch, int64_t n, int precision) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = RoundTo(x[i] + RoundTo(branch[i], precision), precision);
 }
 
 void Accumulate(real* a, const real* b, int64_t n) {
@@ -134,8 +142,9 @@ void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int 
   }
 }
 
-void AddBias(real* out, const real* bias, int N, int OC) {
+void AddBias(real* out, const real* bias, int N, int OC, int precision) {
   Map(out, N, OC).rowwise() += Eigen::Map<const RowVector>(bias, OC);
+  RoundStorage(out, int64_t{N} * OC, precision);
 }
 
 void BiasBackward(real* dbias, const real* dout, int N, int OC) {
@@ -204,21 +213,25 @@ uint16_t* OpScratch16(Scratch16 slot, size_t values) {
 }
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
-                      int C) {
+                      int C, int precision) {
 #pragma omp parallel for
-  for (int n = 0; n < N; ++n)
-    LayerNormRow(inp + int64_t{n} * C, w, b, out + int64_t{n} * C, mean + n, rstd + n, C);
+  for (int n = 0; n < N; ++n) {
+    real* o = out + int64_t{n} * C;
+    LayerNormRow(inp + int64_t{n} * C, w, b, o, mean + n, rstd + n, C);
+    for (int i = 0; i < C; ++i) o[i] = RoundTo(o[i], precision);
+  }
 }
 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
-                       const real* mean, const real* rstd, int N, int C) {
+                       const real* mean, const real* rstd, int N, int C, int precision) {
   std::vector<real> partial(static_cast<size_t>(kChunks) * 2 * C, real(0));
 #pragma omp parallel for
   for (int c = 0; c < kChunks; ++c) {
     real* pdw = partial.data() + static_cast<size_t>(c) * 2 * C;
     for (int n = c; n < N; n += kChunks) {
-      LayerNormRowBackward(inp + int64_t{n} * C, w, mean[n], rstd[n], dout + int64_t{n} * C,
-                           dinp + int64_t{n} * C, pdw, pdw + C, C);
+      real* dx = dinp + int64_t{n} * C;
+      LayerNormRowBackward(inp + int64_t{n} * C, w, mean[n], rstd[n], dout + int64_t{n} * C, dx, pdw, pdw + C, C);
+      for (int i = 0; i < C; ++i) dx[i] = RoundTo(dx[i], precision);
     }
   }
   for (int c = 0; c < kChunks; ++c) {
@@ -230,14 +243,14 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
   }
 }
 
-void GeluForward(real* out, const real* inp, int64_t n) {
+void GeluForward(real* out, const real* inp, int64_t n, int precision) {
 #pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) out[i] = Gelu(inp[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = RoundTo(Gelu(inp[i]), precision);
 }
 
-void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n) {
+void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
 #pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) dinp[i] = GeluGrad(inp[i]) * dout[i];
+  for (int64_t i = 0; i < n; ++i) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
 }
 
 void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,
@@ -278,11 +291,12 @@ void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const r
 }
 
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
-                          real scale, int N, int Vl) {
+                          real scale, int N, int Vl, int precision) {
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
-    CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, dlogits + int64_t{n} * Vl,
-                            scale, Vl);
+    real* d = dlogits + int64_t{n} * Vl;
+    CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, d, scale, Vl);
+    for (int i = 0; i < Vl; ++i) d[i] = RoundTo(d[i], precision);
   }
 }
 

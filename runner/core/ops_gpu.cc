@@ -182,14 +182,17 @@ __global__ void AccumulateKernel(real* a, const real* b, int64_t n) {
 __global__ void RoundKernel(real* p, int64_t n, int precision) {
   TP_FOR_EACH(i, n) p[i] = RoundTo(p[i], precision);
 }
-__global__ void GeluForwardKernel(real* out, const real* inp, int64_t n) {
-  TP_FOR_EACH(i, n) out[i] = Gelu(inp[i]);
+__global__ void ResidualAddKernel(real* out, const real* x, const real* branch, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) out[i] = RoundTo(x[i] + RoundTo(branch[i], precision), precision);
 }
-__global__ void GeluBackwardKernel(real* dinp, const real* inp, const real* dout, int64_t n) {
-  TP_FOR_EACH(i, n) dinp[i] = GeluGrad(inp[i]) * dout[i];
+__global__ void GeluForwardKernel(real* out, const real* inp, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) out[i] = RoundTo(Gelu(inp[i]), precision);
 }
-__global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC) {
-  TP_FOR_EACH(i, n) out[i] += bias[i % OC];
+__global__ void GeluBackwardKernel(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
+}
+__global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC, int precision) {
+  TP_FOR_EACH(i, n) out[i] = RoundTo(out[i] + bias[i % OC], precision);
 }
 
 // Pass 1 of column sums over (N, cols): block (x, chunk) sums its chunk's rows of 32 columns;
@@ -241,7 +244,7 @@ struct Element {
 
 // Layer norm: one warp per row.
 __global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, const real* inp, const real* w,
-                                       const real* b, int N, int C) {
+                                       const real* b, int N, int C, int precision) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const real* x = inp + int64_t{n} * C;
@@ -252,7 +255,7 @@ __global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, const 
   for (int i = lane; i < C; i += kWarp) v += (x[i] - m) * (x[i] - m);
   const real r = real(1) / Sqrt(WarpSum(v) / C + real(1e-5));
   real* o = out + int64_t{n} * C;
-  for (int i = lane; i < C; i += kWarp) o[i] = (x[i] - m) * r * w[i] + b[i];
+  for (int i = lane; i < C; i += kWarp) o[i] = RoundTo((x[i] - m) * r * w[i] + b[i], precision);
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = r;
@@ -261,7 +264,7 @@ __global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, const 
 
 // dx += the row's gradient (LayerNormRowBackward's, one warp per row).
 __global__ void LayerNormInputGradKernel(real* dinp, const real* dout, const real* inp, const real* w,
-                                         const real* mean, const real* rstd, int N, int C) {
+                                         const real* mean, const real* rstd, int N, int C, int precision) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const real* x = inp + int64_t{n} * C;
@@ -278,7 +281,7 @@ __global__ void LayerNormInputGradKernel(real* dinp, const real* dout, const rea
   real* dx = dinp + int64_t{n} * C;
   for (int i = lane; i < C; i += kWarp) {
     const real norm = (x[i] - m) * r;
-    dx[i] += (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * r;
+    dx[i] = RoundTo(dx[i] + (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * r, precision);
   }
 }
 
@@ -388,14 +391,14 @@ __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* targ
 }
 
 __global__ void CrossEntropyBackwardKernel(real* dlogits, const real* logits, const real* log_sum,
-                                           const int* targets, int v0, real scale, int Vl) {
+                                           const int* targets, int v0, real scale, int Vl, int precision) {
   const int n = blockIdx.x;
   const real* l = logits + int64_t{n} * Vl;
   real* d = dlogits + int64_t{n} * Vl;
   const real ls = log_sum[n];
   const int target = targets[n];
   for (int i = threadIdx.x; i < Vl; i += kThreads)
-    d[i] = (Exp(l[i] - ls) - (i + v0 == target ? real(1) : real(0))) * scale;
+    d[i] = RoundTo((Exp(l[i] - ls) - (i + v0 == target ? real(1) : real(0))) * scale, precision);
 }
 
 __global__ void AdamWKernel(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
@@ -506,9 +509,10 @@ std::string UseDevice(int index) {
   return BackendName() + ":" + std::to_string(index) + " " + props.name;
 }
 
-void* DeviceAllocate(size_t bytes) {
+void* DeviceAllocate(size_t bytes, bool zeroed) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = Allocator().Allocate(rounded);
+  if (!zeroed) return p;
   gpu::ProfiledRegion profiled("memset (allocation)");
   if (p != nullptr) Check(hipMemsetAsync(p, 0, rounded, ComputeStream()), "hipMemsetAsync");
   return p;
@@ -555,6 +559,9 @@ void Scale(real* p, int64_t n, real factor) {
 void Add(real* out, const real* a, const real* b, int64_t n) {
   if (n > 0) TP_LAUNCH(AddKernel, Blocks(n), kThreads, out, a, b, n);
 }
+void ResidualAdd(real* out, const real* x, const real* branch, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(ResidualAddKernel, Blocks(n), kThreads, out, x, branch, n, precision);
+}
 void Accumulate(real* a, const real* b, int64_t n) {
   if (n > 0) TP_LAUNCH(AccumulateKernel, Blocks(n), kThreads, a, b, n);
 }
@@ -562,9 +569,9 @@ void RoundStorage(real* p, int64_t n, int precision) {
   if (precision != 0 && n > 0) TP_LAUNCH(RoundKernel, Blocks(n), kThreads, p, n, precision);
 }
 
-void AddBias(real* out, const real* bias, int N, int OC) {
+void AddBias(real* out, const real* bias, int N, int OC, int precision) {
   const int64_t n = int64_t{N} * OC;
-  if (n > 0) TP_LAUNCH(AddBiasKernel, Blocks(n), kThreads, out, bias, n, OC);
+  if (n > 0) TP_LAUNCH(AddBiasKernel, Blocks(n), kThreads, out, bias, n, OC, precision);
 }
 
 void BiasBackward(real* dbias, const real* dout, int N, int OC) {
@@ -592,23 +599,23 @@ uint16_t* OpScratch16(Scratch16 slot, size_t values) {
 }
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
-                      int C) {
-  if (N > 0) TP_LAUNCH(LayerNormForwardKernel, RowBlocks(N), kThreads, out, mean, rstd, inp, w, b, N, C);
+                      int C, int precision) {
+  if (N > 0) TP_LAUNCH(LayerNormForwardKernel, RowBlocks(N), kThreads, out, mean, rstd, inp, w, b, N, C, precision);
 }
 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
-                       const real* mean, const real* rstd, int N, int C) {
+                       const real* mean, const real* rstd, int N, int C, int precision) {
   if (N == 0) return;
-  TP_LAUNCH(LayerNormInputGradKernel, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C);
+  TP_LAUNCH(LayerNormInputGradKernel, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C, precision);
   AddColumnSums("ColumnSums (layer norm dw)", dw, N, C, NormTimesGrad{inp, dout, mean, rstd, C});
   AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
 }
 
-void GeluForward(real* out, const real* inp, int64_t n) {
-  if (n > 0) TP_LAUNCH(GeluForwardKernel, Blocks(n), kThreads, out, inp, n);
+void GeluForward(real* out, const real* inp, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(GeluForwardKernel, Blocks(n), kThreads, out, inp, n, precision);
 }
-void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n) {
-  if (n > 0) TP_LAUNCH(GeluBackwardKernel, Blocks(n), kThreads, dinp, inp, dout, n);
+void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(GeluBackwardKernel, Blocks(n), kThreads, dinp, inp, dout, n, precision);
 }
 
 void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,
@@ -634,8 +641,10 @@ void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const r
 }
 
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
-                          real scale, int N, int Vl) {
-  if (N > 0) TP_LAUNCH(CrossEntropyBackwardKernel, N, kThreads, dlogits, logits, log_sum, targets, v0, scale, Vl);
+                          real scale, int N, int Vl, int precision) {
+  if (N > 0) {
+    TP_LAUNCH(CrossEntropyBackwardKernel, N, kThreads, dlogits, logits, log_sum, targets, v0, scale, Vl, precision);
+  }
 }
 
 void AdamWUpdate(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
