@@ -289,6 +289,11 @@ std::string Steps(const LaunchScriptRequest& r, const Placement& p) {
   s += r.node_launcher ? "\n# ---- Task check: each node task's CPUs and devices, with the binding the launcher runs under\n"
                        : "\n# ---- Rank check: every rank's CPU mask and device, with the binding the training uses\n";
   s += p.srun + " " + in + "bash \"$rank_setup\" bash \"$checks\" rank\n";
+  if (!r.smoke_command.empty()) {
+    s += "\n# ---- Smoke test: one small all-reduce over every rank's device with the training's communication\n"
+         "# library (NCCL/RCCL on a GPU build): a missing network plugin or a broken device stops the job here\n";
+    s += p.srun + " " + in + "bash \"$rank_setup\" " + r.smoke_command + "\n";
+  }
 
   const std::string replaced =
       r.replaced.empty() ? "" : "# The script's srun and rendezvous replace the template's: " + r.replaced + "\n";

@@ -4,9 +4,11 @@
 //   variable with its source), OMP_NUM_THREADS, srun's MPI plugin (the MPI the program links),
 //   MASTER_ADDR/PORT from the first node (outside any container), the per-rank setup and the
 //   checks written next to the job, a node check (devices, the network plugin) and a rank check
-//   (CPU mask and device against the profile's map) that stop the job with one line, and the
-//   training step under srun with the profile's CPU masks (launch_environment.h: the same launch
-//   the slurm backend measures with); optionally every step inside a container image.
+//   (CPU mask and device against the profile's map) that stop the job with one line, for
+//   tunepar-core a smoke test (one collective over every rank's device with its communication
+//   library), and the training step under srun with the profile's CPU masks
+//   (launch_environment.h: the same launch the slurm backend measures with); optionally every
+//   step inside a container image.
 #pragma once
 
 #include <optional>
@@ -34,6 +36,10 @@ struct LaunchScriptRequest {
   HardwareProfile hardware;
   Layout layout;
   std::string training_command;  // run by every rank (node_launcher: by one task per node)
+  // Run by every rank after the rank check, before training ("": none): one small collective
+  // over every node's devices with the training's own library (`tunepar-core --smoke`), so a
+  // missing network plugin or a broken device stops the job before training starts.
+  std::string smoke_command;
   // The command is a node-level launcher (torchrun) that starts the node's workers itself: one
   // task per node with the node's CPUs and devices; the command reads $SLURM_NODEID,
   // $MASTER_ADDR, $MASTER_PORT in the task (it runs under bash -c there).

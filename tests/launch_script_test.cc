@@ -141,8 +141,8 @@ TEST(LaunchScript, SrunsMpiPluginFollowsTheMpiTheProgramLinks) {
             std::string::npos)
       << cray.out;
   const std::vector<std::string> steps = Steps(cray.out);
-  ASSERT_EQ(steps.size(), 3u);
-  for (size_t i = 1; i < steps.size(); ++i) {  // the rank check and the training
+  ASSERT_EQ(steps.size(), 4u);
+  for (size_t i = 1; i < steps.size(); ++i) {  // the rank check, the smoke test and the training
     EXPECT_NE(steps[i].find(" --mpi=cray_shasta "), std::string::npos) << steps[i];
     EXPECT_EQ(steps[i].find("pmix"), std::string::npos) << steps[i];
   }
@@ -180,14 +180,15 @@ TEST(LaunchScript, TheNodeAndRankChecksRunBeforeTheTrainingWithItsBinding) {
   const CliRun run = RunTunepar(kLumi + kSite);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::vector<std::string> steps = Steps(run.out);
-  ASSERT_EQ(steps.size(), 3u) << run.out;
+  ASSERT_EQ(steps.size(), 4u) << run.out;  // node check, rank check, smoke test (issue 18), training
   EXPECT_NE(steps[0].find("--ntasks-per-node=1 --gpus-per-node=8 --kill-on-bad-exit=1 bash \"$checks\" node"),
             std::string::npos)
       << steps[0];
   EXPECT_NE(steps[1].find("bash \"$rank_setup\" bash \"$checks\" rank"), std::string::npos) << steps[1];
-  // The rank check runs with exactly the training's srun options.
-  const std::string training_srun = steps[2].substr(0, steps[2].find(" bash \"$rank_setup\""));
+  // The rank check and the smoke test run with exactly the training's srun options.
+  const std::string training_srun = steps[3].substr(0, steps[3].find(" bash \"$rank_setup\""));
   EXPECT_EQ(steps[1].substr(0, steps[1].find(" bash \"$rank_setup\"")), training_srun);
+  EXPECT_EQ(steps[2].substr(0, steps[2].find(" bash \"$rank_setup\"")), training_srun);
   // The checks compare with the profile's map and stop with one line.
   EXPECT_NE(run.out.find("cpu_masks=(fe000000000000 fe00000000000000 fe0000 fe000000 fe fe00 fe00000000 fe0000000000)"),
             std::string::npos);
@@ -207,7 +208,7 @@ TEST(LaunchScript, WithAContainerEveryStepRunsInsideItWithTheProfilesBindsAndHoo
       " singularity exec --bind \"$job_dir\" --bind /var/spool/slurmd --bind /opt/cray --bind /usr/lib64/libcxi.so.1 "
       "--bind /scratch/project_465000123 /appl/local/containers/pytorch.sif bash ";
   const std::vector<std::string> steps = Steps(run.out);
-  ASSERT_EQ(steps.size(), 3u);
+  ASSERT_EQ(steps.size(), 4u);
   for (const std::string& step : steps) EXPECT_NE(step.find(in), std::string::npos) << step;
   // The environment activation runs inside, before the checks and the program.
   EXPECT_EQ(Count(run.out, "\n$WITH_CONDA\n"), 2) << run.out;
@@ -219,7 +220,7 @@ TEST(LaunchScript, WithAContainerEveryStepRunsInsideItWithTheProfilesBindsAndHoo
   const CliRun apptainer = RunTunepar(kLumi + kSite + " --container img.sif --container-runtime apptainer "
                                       "--container-hook 'source /opt/venv/bin/activate'");
   ASSERT_EQ(apptainer.exit_code, 0) << apptainer.err;
-  EXPECT_EQ(Count(apptainer.out, " apptainer exec --bind \"$job_dir\" "), 3);
+  EXPECT_EQ(Count(apptainer.out, " apptainer exec --bind \"$job_dir\" "), 4);
   EXPECT_EQ(Count(apptainer.out, "\nsource /opt/venv/bin/activate\n"), 2);
   EXPECT_EQ(apptainer.out.find("$WITH_CONDA"), std::string::npos);
 }
@@ -369,9 +370,28 @@ TEST(LaunchScript, RunsTheCoreBuildOfTheProfilesDevicesAndSaysWhich) {
     const CoreLaunch launch = CoreLaunchOf(run);
     EXPECT_NE(launch.step.find("/" + c.binary + " --model \"$TUNEPAR_MODEL\""), std::string::npos) << launch.step;
     EXPECT_NE(launch.header.find(c.header), std::string::npos) << launch.header;
-    if (c.binary == "tunepar-core-hip")  // lumi-g and frontier map the MPI a program links to srun's plugin
-      EXPECT_NE(run.out.find(": tunepar-core-hip links open-mpi (ldd; "), std::string::npos) << c.args;
+    // lumi-g and frontier map the MPI a program links to srun's plugin; the others do not.
+    EXPECT_NE(run.out.find(c.binary == "tunepar-core-hip" ? ": tunepar-core-hip links open-mpi (ldd; "
+                                                          : ": the profile's launch.mpi (" + c.binary +
+                                                                " links open-mpi, which "),
+              std::string::npos)
+        << run.out;
   }
+}
+
+// Issue 18 item 6: before training, tunepar-core's smoke test (one all-reduce over every rank's
+// device with its communication library) runs with the training's binding; a program of a
+// template has no such mode, so its script has none.
+TEST(LaunchScript, TheCoresSmokeTestRunsBeforeItsTraining) {
+  const std::vector<std::string> core = Steps(RunTunepar(kLumi + kSite).out);
+  ASSERT_EQ(core.size(), 4u);
+  EXPECT_NE(core[2].find(" bash \"$rank_setup\" "), std::string::npos) << core[2];
+  EXPECT_EQ(core[2].substr(core[2].size() - std::string("/tunepar-core-hip --smoke").size()),
+            "/tunepar-core-hip --smoke");
+  const CliRun script = RunTunepar(kLumi + kSite + " --training-command 'python train.py --tp {tp}'");
+  ASSERT_EQ(script.exit_code, 0) << script.err;
+  EXPECT_EQ(Steps(script.out).size(), 3u);
+  EXPECT_EQ(script.out.find("--smoke"), std::string::npos);
 }
 
 // Without the GPU build the profile needs, no script (it would start the CPU build on every GPU);

@@ -187,6 +187,10 @@ TEST_F(SlurmBackend, TheLaunchScriptRunsUnderSbatch) {
               std::string::npos)
         << output;
   }
+  // tunepar-core's smoke test (issue 18): one all-reduce over the 4 ranks, a line per node.
+  for (const std::string node : {"n1", "n2"})
+    EXPECT_NE(output.find("tunepar-core: smoke ok: 4 ranks, comm mpi, node " + node + ": "), std::string::npos) << output;
+  EXPECT_LT(output.find("tunepar-core: smoke ok"), output.find("tunepar-core: tiny tp2-pp1-dp2")) << output;
   EXPECT_NE(output.find("tunepar-core: tiny tp2-pp1-dp2"), std::string::npos) << output;
 }
 

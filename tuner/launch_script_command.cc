@@ -106,23 +106,24 @@ Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, r
     r->mpi_reason = "given with --mpi";
     return Status::Ok();
   }
-  if (!core_binary.empty()) {
-    const std::string mpi = MpiLinkedBy(core_binary);
-    if (auto it = launch.mpi_plugins.find(mpi); it != launch.mpi_plugins.end()) {
-      r->mpi_plugin = it->second;
-      r->mpi_reason = fmt::format("{} links {} (ldd; {})", core_binary.substr(core_binary.rfind('/') + 1), mpi, from);
-      return Status::Ok();
-    }
+  const std::string program = core_binary.substr(core_binary.rfind('/') + 1);
+  const std::string mpi = core_binary.empty() ? "" : MpiLinkedBy(core_binary);
+  if (auto it = launch.mpi_plugins.find(mpi); !mpi.empty() && it != launch.mpi_plugins.end()) {
+    r->mpi_plugin = it->second;
+    r->mpi_reason = fmt::format("{} links {} (ldd; {})", program, mpi, from);
+    return Status::Ok();
   }
+  const std::string why = core_binary.empty() ? "the MPI the program links is not known here"
+                          : mpi.empty()       ? fmt::format("which MPI {} links is not known", program)
+                                              : fmt::format("{} links {}, which {} does not name", program, mpi, from);
   r->mpi_plugin = launch.mpi;
   r->mpi_reason = fmt::format(
-      "the profile's launch.mpi{}; a program linked with another MPI needs --mpi (e.g. --mpi cray-mpich)",
-      core_binary.empty() ? " (the MPI the program links is not known here)" : " (which MPI the tunepar-core binary links is not known)");
+      "the profile's launch.mpi ({}); a program linked with another MPI needs --mpi (e.g. --mpi cray-mpich)", why);
   return Status::Ok();
 }
 
 // tunepar-core's command: the build the profile's devices need (--core stands in for it), said
-// in the script's header.
+// in the script's header, and its smoke test before training (`--smoke`, with the training's comm).
 Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
   std::string why;
   const core::CoreBuild build = CoreBuildFor(chosen.hardware, &why);
@@ -140,6 +141,7 @@ Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner
       "\"$job_dir/tunepar-core-$SLURM_JOB_ID.json\"",
       runner::ShellQuote(core->path), LayoutKey(chosen.layout), o.steps > 0 ? o.steps : kCoreDefaultSteps,
       chosen.hardware.MemoryBytes());
+  r->smoke_command = runner::ShellQuote(core->path) + " --smoke";
   return ChooseMpi(o, core->path, r);
 }
 
