@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runner/core/real.h"
 
@@ -150,6 +151,13 @@ void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum
 void AdamWUpdate(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
                  real beta2, real eps, real weight_decay, real correction1, real correction2);
 double SumOfSquares(const real* p, int64_t n);  // accumulated in double
+// The same over several ranges (each summed as above, then added in order) with one wait for the
+// device instead of one per range.
+struct DeviceRange {
+  const real* p;
+  int64_t n;
+};
+double SumOfSquares(const std::vector<DeviceRange>& ranges);
 int64_t CountNonFinite(const real* p, int64_t n);
 
 }  // namespace tunepar::core

@@ -322,6 +322,12 @@ double SumOfSquares(const real* p, int64_t n) {
   return s;
 }
 
+double SumOfSquares(const std::vector<DeviceRange>& ranges) {
+  double s = 0;
+  for (const DeviceRange& r : ranges) s += SumOfSquares(r.p, r.n);
+  return s;
+}
+
 int64_t CountNonFinite(const real* p, int64_t n) {
   int64_t count = 0;
 #pragma omp parallel for reduction(+ : count)

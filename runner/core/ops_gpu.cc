@@ -666,6 +666,28 @@ double SumOfSquares(const real* p, int64_t n) {
   return s;
 }
 
+double SumOfSquares(const std::vector<DeviceRange>& ranges) {
+  const size_t values = ranges.size() * kReductionBlocks;
+  if (values == 0) return 0;
+  auto* partial = static_cast<double*>(gpu::Scratch(gpu::ScratchSlot::kReduction, values * sizeof(double)));
+  Check(hipMemsetAsync(partial, 0, values * sizeof(double), ComputeStream()), "hipMemsetAsync");
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].n > 0) {
+      TP_LAUNCH(SumOfSquaresKernel, kReductionBlocks, kThreads, partial + i * kReductionBlocks, ranges[i].p,
+                ranges[i].n);
+    }
+  }
+  std::vector<double> host(values);
+  Download(host.data(), partial, values * sizeof(double));
+  double s = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    double range = 0;
+    for (int b = 0; b < kReductionBlocks; ++b) range += host[i * kReductionBlocks + b];
+    s += range;
+  }
+  return s;
+}
+
 int64_t CountNonFinite(const real* p, int64_t n) {
   if (n == 0) return 0;
   auto* count = static_cast<unsigned long long*>(gpu::Scratch(gpu::ScratchSlot::kReduction, sizeof(unsigned long long)));

@@ -328,10 +328,12 @@ void Trainer::Optimize(StepStats& stats) {
   {
     TimedScope timed(clock_, Phase::kOptimizer);
     if (zero || grid_.dp_rank == 0) {
+      std::vector<DeviceRange> counted;  // one wait for the device, not one per tensor
       for_each_piece([&](const TensorSpec& t, int64_t at, int64_t n) {
         if (t.tied_copy || (t.tp_replicated && grid_.tp_rank != 0)) return;
-        sums[0] += SumOfSquares(g + at, n);
+        counted.push_back({g + at, n});
       });
+      sums[0] = SumOfSquares(counted);
     }
     sums[1] = static_cast<double>(CountNonFinite(g, hi - lo));
     Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_.world);
