@@ -115,6 +115,10 @@ class CoreTrial : public ProcessTrial {
       return Finish(TrialStatus::kOom, core.value("error", "out of memory"));
     }
     if (status == "no_device") return Finish(TrialStatus::kInvalid, core.value("error", "no device"));
+    // The core's own verdicts with its one line: a device, library or NCCL call failed; a
+    // layout this machine cannot run (e.g. more ranks per node than devices with --comm nccl).
+    if (status == "crash") return Finish(TrialStatus::kCrash, core.value("error", "a device call failed"));
+    if (status == "invalid") return Finish(TrialStatus::kInvalid, core.value("error", "tunepar-core rejected the trial"));
     if (status == "diverged") return Finish(TrialStatus::kCrash, "the loss diverged (non-finite)");
     if (status == "ok" && exit.code == 0 && !exit.signaled) return Measured(core);
     return std::nullopt;

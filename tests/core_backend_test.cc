@@ -78,24 +78,27 @@ TEST(LocalBackend, EveryTrialRunsTheCoreAndLandsInTheStore) {
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
 }
 
-TEST(LocalBackend, CrashOomAndHangAreDataAndTheSearchGoesOn) {
+TEST(LocalBackend, CrashOomHangAndDeviceFailureAreDataAndTheSearchGoesOn) {
   TempDir dir;
   const std::string store = dir / "s";
   setenv("TUNEPAR_TEST_CORE", TUNEPAR_CORE, 1);
   const testing::CliRun run =
       RunTunepar("--store " + store + " search --backend local --world 4 --model tiny --hardware local-cpu " +
-                 "--budget 5 --steps 2 --warmup 1 --node-id n0 --timeout 8 --core " + TUNEPAR_SOURCE_DIR +
+                 "--budget 6 --steps 2 --warmup 1 --node-id n0 --timeout 8 --core " + TUNEPAR_SOURCE_DIR +
                  "/tests/faulty_core.sh");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::string study = OnlyStudy(store);
   const std::vector<Trial> trials = Trials(store, study);
-  ASSERT_EQ(trials.size(), 5u) << run.out;
+  ASSERT_EQ(trials.size(), 6u) << run.out;
   EXPECT_EQ(trials[0].status, "crash") << trials[0].message;
   EXPECT_EQ(trials[1].status, "oom") << trials[1].message;
   EXPECT_NE(trials[1].message.find("out of memory"), std::string::npos) << trials[1].message;
   EXPECT_EQ(trials[2].status, "timeout") << trials[2].message;
-  EXPECT_EQ(trials[3].status, "ok") << trials[3].message;
+  // A failed device call: the core's own line from its result.json.
+  EXPECT_EQ(trials[3].status, "crash") << trials[3].message;
+  EXPECT_EQ(trials[3].message, "rank 0: injected device fault");
   EXPECT_EQ(trials[4].status, "ok") << trials[4].message;
+  EXPECT_EQ(trials[5].status, "ok") << trials[5].message;
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
 }
 

@@ -2,7 +2,8 @@
 # tunepar-core failing on purpose, for the runner tests: what happens depends on the trial's
 # number, read from its result path (.../<node>-<number>/result.json):
 #   1: rank 1 crashes (SIGABRT) at step 0;  2: rank 0 runs out of memory at step 0;
-#   3: rank 1 hangs at step 0 (the trial's timeout ends it);  later trials: the real core.
+#   3: rank 1 hangs at step 0 (the trial's timeout ends it);  4: a device call fails on rank 0
+#   (status crash in result.json, exit 7);  later trials: the real core.
 # $TUNEPAR_TEST_CORE is the real tunepar-core.
 set -euo pipefail
 result=""
@@ -15,5 +16,6 @@ case "${trial##*-}" in
   1) exec "$TUNEPAR_TEST_CORE" "$@" --fault crash --fault-rank 1 --fault-step 0 ;;
   2) exec "$TUNEPAR_TEST_CORE" "$@" --fault oom --fault-rank 0 --fault-step 0 ;;
   3) exec "$TUNEPAR_TEST_CORE" "$@" --fault hang --fault-rank 1 --fault-step 0 ;;
+  4) exec "$TUNEPAR_TEST_CORE" "$@" --fault device --fault-rank 0 --fault-step 0 ;;
   *) exec "$TUNEPAR_TEST_CORE" "$@" ;;
 esac

@@ -100,7 +100,7 @@ void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
   app.add_option("--seed", o.seed, "initialisation and data seed")->capture_default_str();
   app.add_option("--data", o.data, "train on the bytes of a text file (default: synthetic tokens)");
   app.add_option("--output,-o", o.output, "write the JSON result here (default: stdout)");
-  app.add_option("--dump", o.dump, "write the first step's gradients and the final weights (global tensors) here");
+  app.add_option("--dump", o.dump, "write the initial weights, every step's batch, the first step's gradients and the final weights (global tensors, JSON: reference_dump.h) here");
   app.add_option("--gradient-check", o.gradient_check, "compare gradients with finite differences at N points per tensor");
   app.add_option("--fault", f.fault, "test hook: crash | hang | oom | device (a failing device call) at --fault-step on --fault-rank")->capture_default_str();
   app.add_option("--fault-rank", o.fault_rank, "rank that fails")->capture_default_str();
