@@ -98,15 +98,17 @@ TEST_F(SlurmBackend, EveryTrialIsAJobStepWithTheProfilesPlacement) {
 }
 
 TEST_F(SlurmBackend, CrashOomAndHangAreDataAndNoStepOutlivesItsTrial) {
-  const CliRun run = InAllocation(2, Search(5, "--timeout 10", "faulty_core.sh"),
+  const CliRun run = InAllocation(2, Search(6, "--timeout 10", "faulty_core.sh"),
                                   "TUNEPAR_TEST_CORE=" + bin_ + "/tunepar-core");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::vector<Trial> trials = Trials(store_, OnlyStudy(store_));
-  ASSERT_EQ(trials.size(), 5u);
+  ASSERT_EQ(trials.size(), 6u);
   EXPECT_EQ(trials[0].status, "crash") << trials[0].message;
   EXPECT_EQ(trials[1].status, "oom") << trials[1].message;
   EXPECT_EQ(trials[2].status, "timeout") << trials[2].message;
-  EXPECT_EQ(trials[3].status, "ok") << trials[3].message;
+  EXPECT_EQ(trials[3].status, "crash") << trials[3].message;  // a failed device call: the core's line
+  EXPECT_EQ(trials[3].message, "rank 0: injected device fault");
+  EXPECT_EQ(trials[4].status, "ok") << trials[4].message;
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store_, OnlyStudy(store_))));
 }
 
