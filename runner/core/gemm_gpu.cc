@@ -33,12 +33,6 @@ hipblasHandle_t Handle() {
   return handle;
 }
 
-// Values spanned by an operand stored as `batch` column-major (rows, cols) arrays, ld apart in
-// a column and `stride` apart between problems.
-int64_t Span(int rows, int cols, int ld, int count, int64_t stride) {
-  return int64_t{count - 1} * stride + int64_t{cols - 1} * ld + rows;
-}
-
 const void* As16Bit(const real* p, int64_t span, int precision, gpu::ScratchSlot slot) {
   auto* out = static_cast<uint16_t*>(gpu::Scratch(slot, static_cast<size_t>(span) * 2));
   To16Bit(out, p, span, precision);
@@ -84,9 +78,9 @@ void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int 
     VendorGemm(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, HIP_R_32F);
     return;
   }
-  const void* a = As16Bit(A, Span(op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, lda, batch.count, batch.stride_a),
+  const void* a = As16Bit(A, OperandSpan(op_a, m, k, lda, batch.count, batch.stride_a),
                           precision, gpu::ScratchSlot::kGemmA);
-  const void* b = As16Bit(B, Span(op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, ldb, batch.count, batch.stride_b),
+  const void* b = As16Bit(B, OperandSpan(op_b, k, n, ldb, batch.count, batch.stride_b),
                           precision, gpu::ScratchSlot::kGemmB);
   VendorGemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, C, ldc, batch, SixteenBitType(precision));
 }

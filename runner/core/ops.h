@@ -73,6 +73,12 @@ struct GemmBatch {
 };
 void Gemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
           real beta, real* C, int ldc, const GemmBatch& batch = {}, int precision = 0);
+// The values a GEMM operand spans from its first: op(X) is rows x cols, stored transposed when
+// op is kT, `count` problems `stride` apart (what a backend copies to convert it).
+inline int64_t OperandSpan(Op op, int rows, int cols, int ld, int count, int64_t stride) {
+  const int stored_rows = op == Op::kT ? cols : rows, stored_cols = op == Op::kT ? rows : cols;
+  return int64_t{count - 1} * stride + int64_t{stored_cols - 1} * ld + stored_rows;
+}
 
 // ---- 16-bit operands: values on the fp16 (precision 1) or bf16 (2) grid held as 16-bit numbers,
 // what tensor/matrix cores read. To16Bit is exact for such values; Gemm16 is Gemm with A and B

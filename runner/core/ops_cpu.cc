@@ -191,17 +191,14 @@ std::vector<real> FromSixteenBits(const uint16_t* in, int64_t span, int precisio
   for (int64_t i = 0; i < span; ++i) out[i] = From16BitValue(in[i], precision);
   return out;
 }
-int64_t Span(int rows, int cols, int ld, int count, int64_t stride) {
-  return int64_t{count - 1} * stride + int64_t{cols - 1} * ld + rows;
-}
 }  // namespace
 
 void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
             int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
   const std::vector<real> a = FromSixteenBits(
-      A, Span(op_a == Op::kT ? k : m, op_a == Op::kT ? m : k, lda, batch.count, batch.stride_a), precision);
+      A, OperandSpan(op_a, m, k, lda, batch.count, batch.stride_a), precision);
   const std::vector<real> b = FromSixteenBits(
-      B, Span(op_b == Op::kT ? n : k, op_b == Op::kT ? k : n, ldb, batch.count, batch.stride_b), precision);
+      B, OperandSpan(op_b, k, n, ldb, batch.count, batch.stride_b), precision);
   Gemm(op_a, op_b, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc, batch, precision);
 }
 
