@@ -9,7 +9,11 @@
 #  3. two ranks on one GPU with --comm mpi-staged, TP = 2 and PP = 2, against the one-rank GPU run
 #     (the same tolerance as 2: the CPU tests hold every layout exact against one rank, the GPU
 #     sums in another order);
-#  4. --comm nccl on one rank (several ranks on one GPU are refused by NCCL: said so, exit 2).
+#  4. --comm nccl on one rank (several ranks on one GPU are refused by NCCL: said so, exit 2);
+#  5. the phases from events: none negative, together no more than the step (staged DP = 2, and
+#     nccl on one rank);
+#  6. with two or more GPUs: --comm nccl with TP = 2, PP = 2 and DP = 2 (the bucket all-reduce on
+#     the communication stream) against one rank, one rank per GPU.
 #   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
 set -uo pipefail
 B=${1:-/tmp/tunepar-build}
@@ -87,6 +91,40 @@ compare "$O/one-tp2" "$O/nccl-1" gradients.json 1e-6 "nccl one rank vs staged on
 rm -rf "$O/nccl-2"; mkdir -p "$O/nccl-2"
 $MPI -np 2 "$B/tunepar-core-cuda" --model tiny --tp 2 --comm nccl --steps 1 --warmup 0 -o "$O/nccl-2/result.json" -q 2> "$O/nccl-2/stderr"
 echo "two ranks, one GPU, --comm nccl: exit $? ($(tail -n 1 "$O/nccl-2/stderr"))"
+
+step "5. phases from events"
+check_phases() {  # check_phases RESULT_JSON WHAT
+  python3 - "$@" <<'PY'
+import json, sys
+r, what = json.load(open(sys.argv[1])), sys.argv[2]
+phases = {k: v["mean"] for k, v in r["phases"].items()}
+total, step = sum(phases.values()), r["step_time_s"]
+ok = r["status"] == "ok" and min(phases.values()) >= 0 and total <= 1.1 * step
+print(f"{what}: step {step:.4f} s, phases " + ", ".join(f"{k} {v:.4f}" for k, v in phases.items()) + (": ok" if ok else ": FAIL"))
+sys.exit(0 if ok else 1)
+PY
+}
+rm -rf "$O/phases"; mkdir -p "$O/phases"
+$MPI -np 2 "$B/tunepar-core-cuda" --model small --dp 2 --comm mpi-staged --steps 3 --warmup 1 -o "$O/phases/staged.json" -q 2> "$O/phases/staged.err"
+check_phases "$O/phases/staged.json" "staged DP = 2" || failed=1
+"$B/tunepar-core-cuda" --model small --comm nccl --steps 3 --warmup 1 -o "$O/phases/nccl.json" -q 2> "$O/phases/nccl.err"
+check_phases "$O/phases/nccl.json" "nccl one rank" || failed=1
+
+gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
+if [ "${gpus:-0}" -ge 2 ]; then
+  step "6. --comm nccl, one rank per GPU ($gpus GPUs)"
+  for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2" "--dp 2 --zero 1"; do
+    name=$(echo "$layout" | tr -d ' -')
+    [ -d "$O/one-$name" ] || run "$O/one-$name" 1 "$B/tunepar-core-cuda" --model tiny --comm nccl $(echo "$layout" | grep -o -- '--micro-batches [0-9]*')
+    run "$O/nccl-$name" 2 "$B/tunepar-core-cuda" --model tiny --comm nccl $layout
+    compare "$O/one-$name" "$O/nccl-$name" gradients.json 1e-5 "nccl $layout vs one rank" || failed=1
+    compare_losses "$O/one-$name" "$O/nccl-$name" 1e-6 "nccl $layout vs one rank" || failed=1
+  done
+  $MPI -np 2 "$B/tunepar-core-cuda" --model small --dp 2 --comm nccl --steps 3 --warmup 1 -o "$O/phases/nccl-dp2.json" -q 2> "$O/phases/nccl-dp2.err"
+  check_phases "$O/phases/nccl-dp2.json" "nccl DP = 2 (dp_comm: the exposed part)" || failed=1
+else
+  step "6. skipped: one GPU (--comm nccl with one rank per GPU needs two)"
+fi
 
 echo
 [ $failed = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILED (see above)"

@@ -13,6 +13,7 @@
 
 #include "runner/core/kernels.h"
 #include "runner/core/ops.h"
+#include "runner/core/parallel.h"
 
 namespace tunepar::core {
 namespace {
@@ -459,6 +460,67 @@ TEST_F(Ops, ElementwiseOpsAdamWAndReductions) {
     want_p[i] = a[i] - 1e-2 * ((mm / 0.1) / (std::sqrt(vv / 0.05) + 1e-8) + 0.1 * a[i]);
   }
   ExpectClose(p.Get(), want_p, 1e-6, "AdamWUpdate");
+}
+
+// Work enough that the device (or the host) takes measurable time over it.
+void BusyWork(real* p, int64_t n) {
+  for (int i = 0; i < 20; ++i) Scale(p, n, real(1.0001));
+}
+
+TEST_F(Ops, EventsMarkTheStreamsWorkAndTimeIt) {
+  const int64_t n = 1 << 22;
+  DeviceArray x(Filled(n, 1));
+  DeviceEvent never;
+  EXPECT_TRUE(never.Done());  // never recorded: nothing to wait for
+  DeviceEvent start, stop;
+  start.Record(Stream::kCompute);
+  BusyWork(x.get(), n);
+  stop.Record(Stream::kCompute);
+  stop.Await(Stream::kComm);  // the communication stream's later work waits for it
+  const double seconds = SecondsBetween(start, stop);
+  EXPECT_TRUE(stop.Done());
+  EXPECT_GT(seconds, 0);
+  EXPECT_NEAR(SecondsBetween(stop, start), -seconds, 1e-6);
+  EXPECT_NEAR(x.Get()[n - 1], std::pow(1.0001, 20), 1e-5);
+  // An event is recorded again for the next step.
+  start.Record(Stream::kCompute);
+  stop.Record(Stream::kCompute);
+  EXPECT_GE(SecondsBetween(start, stop), 0);
+  EXPECT_LT(SecondsBetween(start, stop), seconds);
+}
+
+TEST_F(Ops, PhaseClockAddsEachSpanToItsPhaseOnce) {
+  const int64_t n = 1 << 22;
+  DeviceArray x(Filled(n, 1));
+  PhaseClock clock;
+  {
+    TimedScope timed(clock, Phase::kTpComm);
+    BusyWork(x.get(), n);
+  }
+  BusyWork(x.get(), n);  // outside every span: compute, which the step works out as the rest
+  {
+    TimedScope timed(clock, Phase::kOptimizer);
+    BusyWork(x.get(), n);
+  }
+  Synchronize();
+  clock.Settle();
+  const double tp = clock.Get(Phase::kTpComm), optimizer = clock.Get(Phase::kOptimizer);
+  EXPECT_GT(tp, 0);
+  EXPECT_GT(optimizer, 0);
+  EXPECT_EQ(clock.Get(Phase::kDpComm), 0);
+  EXPECT_EQ(clock.Get(Phase::kCompute), 0);
+  clock.Settle();  // nothing new: nothing added twice
+  EXPECT_EQ(clock.Get(Phase::kTpComm), tp);
+  clock.Reset();
+  EXPECT_EQ(clock.Get(Phase::kTpComm), 0);
+  {
+    TimedScope timed(clock, Phase::kDpComm);
+    BusyWork(x.get(), n);
+  }
+  clock.Settle();
+  EXPECT_GT(clock.Get(Phase::kDpComm), 0);
+  EXPECT_EQ(clock.Get(Phase::kTpComm), 0);  // the reused span counts for its new phase only
+  EXPECT_EQ(clock.Get(Phase::kOptimizer), 0);
 }
 
 }  // namespace

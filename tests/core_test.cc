@@ -412,6 +412,36 @@ TEST(CoreComm, SmokeChecksOneAllReduceAndPrintsALinePerNode) {
   }
 }
 
+// The comm layer's nccl paths on CPU ranks, through tunepar-core-nccl-over-mpi (NCCL's semantics
+// moved by MPI: in-place collectives, the pipeline's sends issued with the next receive as one
+// group, the bucket sum on the communication stream, ZeRO's in-place all-gather): every layout
+// reproduces the single-rank run, and the smoke test passes over three ranks.
+TEST(CoreComm, NcclPathsReproduceTheSingleRankRunOnCpuRanks) {
+  const CoreRun& ref = Reference();
+  ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
+  const std::vector<LayoutCase> layouts = {{2, 2, 2, 1, 4, "none", "nccl"},
+                                           {2, 2, 2, 0, 2, "full", "nccl"},
+                                           {1, 4, 1, 0, 4, "selective", "nccl"},
+                                           {2, 1, 2, 0, 1, "none", "nccl"}};
+  for (const LayoutCase& c : layouts) {
+    SCOPED_TRACE(Name(c));
+    const CoreRun run = RunCore(c.tp * c.pp * c.dp,
+                                "--model tiny --tp " + std::to_string(c.tp) + " --pp " + std::to_string(c.pp) +
+                                    " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(c.zero) +
+                                    " --recompute " + c.recompute + " --micro-batches " +
+                                    std::to_string(c.micro_batches) + " --comm nccl",
+                                true, TUNEPAR_CORE_NCCL_OVER_MPI);
+    ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+    EXPECT_EQ(run.result["comm"], "nccl");
+    ExpectLossesMatch(ref, run, 1e-5);
+    ExpectGradientsMatch(ref.gradients, run.gradients, 1e-5);
+    ExpectWeightsMatch(ref.weights, run.weights, 1e-5, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
+  }
+  const CliRun smoke = RunCommand(MpiRun(3) + " " + TUNEPAR_CORE_NCCL_OVER_MPI + " --smoke --comm nccl");
+  EXPECT_EQ(smoke.exit_code, 0) << smoke.err;
+  EXPECT_EQ(smoke.out.rfind("tunepar-core: smoke ok: 3 ranks, comm nccl, node ", 0), 0u) << smoke.out;
+}
+
 // A failing device call (here injected) on one rank ends every rank: status crash, one line.
 TEST(CoreComm, ADeviceErrorEndsTheTrialAsACrash) {
   const CoreRun run = RunCore(2, "--model tiny --dp 2 --comm mpi-staged --fault device --fault-rank 1", false);

@@ -82,16 +82,15 @@ void MpiAllGather(real* data, int64_t count, MPI_Comm group) {
 }
 
 // Issues the queued NCCL sends, and the receive of n values from world rank `from` into `into`
-// when it is not null, as one group.
+// when it is not null, as one group on the compute stream (after the kernels that wrote the
+// sends, before those that read the receive).
 void IssueNcclGroup(real* into = nullptr, int64_t n = 0, int from = 0) {
   CommState& s = State();
   NcclGroup& world = NcclOf(s.world);
-  Synchronize();
   world.GroupStart();
   for (const QueuedSend& q : s.queued) world.Send(q.data, q.n, q.peer);
   if (into != nullptr) world.Recv(into, n, from);
   world.GroupEnd();
-  Synchronize();
   s.sends_issued = s.sends_queued;
   s.queued.clear();
 }
@@ -130,11 +129,6 @@ std::string MpiLibrary() {
   return name;
 }
 
-bool CommTimer::WaitForDevice() {
-  Synchronize();
-  return true;
-}
-
 std::string_view ToString(CommMode mode) {
   switch (mode) {
     case CommMode::kMpi: return "mpi";
@@ -158,8 +152,8 @@ CommMode DefaultCommMode(std::string_view backend) {
 
 Status CheckCommMode(CommMode mode, std::string_view backend) {
   const bool gpu = backend != "cpu";
-  if (!gpu && mode == CommMode::kNccl)
-    return InvalidArgument("--comm nccl: the cpu build has no NCCL (use mpi or mpi-staged)");
+  if (mode == CommMode::kNccl && NcclVersion().empty())
+    return InvalidArgument(fmt::format("--comm nccl: the {} build has no NCCL (use mpi or mpi-staged)", backend));
   if (!gpu && mode == CommMode::kMpiDirect)
     return InvalidArgument("--comm mpi-direct: the cpu build has no device memory (use mpi)");
   if (gpu && mode == CommMode::kMpi)
@@ -213,11 +207,7 @@ void DeviceAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm group) {
       Upload(data, host.data(), static_cast<size_t>(n) * sizeof(real));
       return;
     }
-    case CommMode::kNccl:
-      Synchronize();
-      NcclOf(group).AllReduce(data, n, op);
-      Synchronize();
-      return;
+    case CommMode::kNccl: NcclOf(group).AllReduce(data, n, op, Stream::kCompute); return;
   }
 }
 
@@ -236,11 +226,7 @@ void DeviceReduceScatter(const real* send, real* recv, int64_t count, MPI_Comm g
       Upload(recv, host_recv.data(), bytes);
       return;
     }
-    case CommMode::kNccl:
-      Synchronize();
-      NcclOf(group).ReduceScatter(send, recv, count);
-      Synchronize();
-      return;
+    case CommMode::kNccl: NcclOf(group).ReduceScatter(send, recv, count); return;
   }
 }
 
@@ -258,11 +244,7 @@ void DeviceAllGather(real* data, int64_t count, MPI_Comm group) {
       Upload(data, host.data(), bytes);
       return;
     }
-    case CommMode::kNccl:
-      Synchronize();
-      NcclOf(group).AllGather(data, count);
-      Synchronize();
-      return;
+    case CommMode::kNccl: NcclOf(group).AllGather(data, count); return;
   }
 }
 
@@ -305,6 +287,7 @@ void CommRequest::Finish() {
 }
 
 bool CommRequest::Test() {
+  if (on_comm_stream_) return done_.Done();
   if (nccl_send_ >= 0) {
     if (nccl_send_ >= State().sends_issued) return false;
     nccl_send_ = -1;
@@ -318,6 +301,11 @@ bool CommRequest::Test() {
 }
 
 void CommRequest::Wait() {
+  if (on_comm_stream_) {
+    done_.Await(Stream::kCompute);
+    on_comm_stream_ = false;
+    return;
+  }
   if (nccl_send_ >= 0) {
     if (nccl_send_ >= State().sends_issued) IssueNcclGroup();
     nccl_send_ = -1;
@@ -367,7 +355,14 @@ CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group) {
   CommRequest r;
   real* on = data;
   switch (State().mode) {
-    case CommMode::kNccl: DeviceAllReduce(data, n, ReduceOp::kSum, group); return r;
+    case CommMode::kNccl:
+      if (n == 0 || GroupSize(group) == 1) return r;
+      r.ready_.Record(Stream::kCompute);
+      r.ready_.Await(Stream::kComm);
+      NcclOf(group).AllReduce(data, n, ReduceOp::kSum, Stream::kComm);
+      r.done_.Record(Stream::kComm);
+      r.on_comm_stream_ = true;
+      return r;
     case CommMode::kMpiStaged:
       r.staging_ = HostStaging(static_cast<size_t>(n) * sizeof(real));
       Download(r.staging_.data(), data, static_cast<size_t>(n) * sizeof(real));

@@ -8,11 +8,14 @@
 //   mpi-direct  device pointers to a GPU-aware MPI (checked: MPIX_Query_cuda_support /
 //               MPIX_Query_rocm_support), after the device has finished writing them.
 //   nccl        NCCL/RCCL (GPU builds; their default): one communicator per TP, DP and
-//               embedding group and one over the world for the pipeline's point-to-point, every
-//               call on the compute stream.
+//               embedding group and one over the world for the pipeline's point-to-point. Calls
+//               are queued on the compute stream in order with the kernels (the host does not
+//               wait), except the bucketed data-parallel sum, which runs on the communication
+//               stream, overlapping the backward kernels queued after it (DeviceIallReduceSum).
 // The mode is process-wide, like the wait mode (waiting.h): set once, after the ranks are bound
-// to their devices. Every call returns with the device idle (the time of a collective is the
-// communication alone: the queued kernels finish first, charged to whatever ran them).
+// to their devices. The MPI modes wait for the device's queued work before MPI reads device
+// memory, and their calls return with the result in place; a caller times a call with a
+// TimedScope (parallel.h), whose span on the compute stream holds the communication alone.
 #pragma once
 
 #include <mpi.h>
@@ -24,6 +27,7 @@
 
 #include "base/status.h"
 #include "runner/core/comm_backend.h"
+#include "runner/core/ops.h"
 #include "runner/core/parallel.h"
 #include "runner/core/real.h"
 
@@ -47,18 +51,6 @@ Status CheckCommMode(CommMode mode, std::string_view backend);
 void SetUpComm(CommMode mode, const ProcessGrid& grid, bool world_group);
 void TearDownComm();
 CommMode CurrentCommMode();
-
-// Times a transfer into `phase` once the device has run its queued work (charged to whatever
-// queued it), so that the phase holds the communication alone.
-class CommTimer {
- public:
-  CommTimer(PhaseClock& clock, Phase phase) : idle_(WaitForDevice()), timed_(clock, phase) {}
-
- private:
-  static bool WaitForDevice();  // Synchronize()
-  bool idle_;
-  TimedScope timed_;
-};
 
 // In place over `group` (nothing when it has one rank or is MPI_COMM_NULL).
 void DeviceAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm group);
@@ -89,10 +81,11 @@ class CommRequest {
   CommRequest() = default;
   CommRequest(CommRequest&&) = default;
   CommRequest& operator=(CommRequest&&) = default;
-  // Progresses the transfer; true once it is complete (and its buffer may be reused).
+  // Progresses the transfer; true once it is complete and its buffer may be reused (a nccl send:
+  // once it is queued on the compute stream, so the buffer may be rewritten by work queued there).
   bool Test();
   void Wait();
-  bool active() const { return !mpi_.empty() || nccl_send_ >= 0; }
+  bool active() const { return !mpi_.empty() || nccl_send_ >= 0 || on_comm_stream_; }
 
  private:
   friend CommRequest DeviceSend(const real*, int64_t, int, int, MPI_Comm);
@@ -104,6 +97,10 @@ class CommRequest {
   real* result_to_ = nullptr;  // mpi-staged sum: where the result goes when it arrives
   int64_t count_ = 0;
   int64_t nccl_send_ = -1;  // nccl: the send's number, while it waits for the next receive
+  // nccl sum: on the communication stream, after `ready_` (the compute stream's work that wrote
+  // the data), finished at `done_`.
+  bool on_comm_stream_ = false;
+  DeviceEvent ready_, done_;
 };
 
 // To world rank `peer` (the world's communicator; `tag` orders MPI's messages). With nccl the
@@ -111,7 +108,10 @@ class CommRequest {
 // to each other before receiving would otherwise wait for each other forever.
 CommRequest DeviceSend(const real* data, int64_t n, int peer, int tag, MPI_Comm world);
 void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world);
-// The bucketed data-parallel sum: started now, in place when complete.
+// The bucketed data-parallel sum: started now, in place when complete. With nccl it runs on the
+// communication stream once the compute stream's queued work is done, and Wait makes the compute
+// stream's later work wait for it (the host does not wait); the buffer must not be written in
+// between (a bucket's gradients are final when it starts).
 CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group);
 
 }  // namespace tunepar::core

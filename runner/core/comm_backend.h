@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "runner/core/ops.h"
 #include "runner/core/real.h"
 
 namespace tunepar::core {
@@ -23,12 +24,12 @@ void* PinnedAllocate(size_t bytes);
 void PinnedFree(void* p);
 
 // One NCCL/RCCL communicator over the ranks of an MPI group (group rank = NCCL rank). Every call
-// is enqueued on the compute stream, after the kernels that wrote its input; errors throw
-// DeviceError with NCCL's message.
+// is enqueued on the compute stream, after the kernels that wrote its input (an all-reduce on
+// the stream it is given); errors throw DeviceError with NCCL's message.
 class NcclGroup {
  public:
   virtual ~NcclGroup() = default;
-  virtual void AllReduce(real* data, int64_t n, ReduceOp op) = 0;
+  virtual void AllReduce(real* data, int64_t n, ReduceOp op, Stream stream) = 0;
   // recv (count) = the sum over ranks of send[rank count, (rank + 1) count).
   virtual void ReduceScatter(const real* send, real* recv, int64_t count) = 0;
   // In place: rank r's block is data[r count, (r + 1) count).

@@ -63,10 +63,10 @@ class NcclCommunicator : public NcclGroup {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  void AllReduce(real* data, int64_t n, ReduceOp op) override {
+  void AllReduce(real* data, int64_t n, ReduceOp op, Stream stream) override {
     Settle(comm_,
            ncclAllReduce(data, data, static_cast<size_t>(n), NcclReal(), op == ReduceOp::kSum ? ncclSum : ncclMax,
-                         comm_, gpu::ComputeStream()),
+                         comm_, gpu::StreamOf(stream)),
            "ncclAllReduce");
   }
   void ReduceScatter(const real* send, real* recv, int64_t count) override {

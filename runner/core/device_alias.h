@@ -30,6 +30,8 @@
 #define hipStream_t cudaStream_t
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamCreateWithPriority cudaStreamCreateWithPriority
+#define hipDeviceGetStreamPriorityRange cudaDeviceGetStreamPriorityRange
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipEvent_t cudaEvent_t
@@ -40,6 +42,8 @@
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipEventDestroy cudaEventDestroy
+#define hipEventQuery cudaEventQuery
+#define hipErrorNotReady cudaErrorNotReady
 #define hipMemsetAsync cudaMemsetAsync
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipGetLastError cudaGetLastError

@@ -10,6 +10,7 @@
 #include "runner/core/gpu_runtime.h"
 #include "runner/core/gpu_vendor.h"
 #include "runner/core/kernels.h"
+#include "runner/core/memory.h"
 
 namespace tunepar::core {
 
@@ -18,6 +19,10 @@ static_assert(sizeof(real) == 4, "the GPU build computes in fp32");
 namespace {
 
 void CheckBlas(hipblasStatus_t status, const char* what) {
+  if (status == HIPBLAS_STATUS_ALLOC_FAILED) {
+    throw OutOfMemory(MemoryCategory::kWorkspace,
+                      fmt::format("out of memory on the device: {}: the BLAS library could not allocate", what));
+  }
   if (status != HIPBLAS_STATUS_SUCCESS) {
     throw DeviceError(fmt::format("{}: BLAS status {}", what, static_cast<int>(status)));
   }

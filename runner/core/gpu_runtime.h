@@ -1,5 +1,6 @@
 // What the GPU build's sources share (host side): checked runtime calls, the compute stream every
-// kernel and library call runs on, and reusable scratch. Included by device code only.
+// kernel and library call runs on (and the communication stream of nccl's data-parallel bucket
+// sums), and reusable scratch. Included by device code only.
 #pragma once
 
 #include <cstddef>
@@ -15,8 +16,11 @@ void Check(hipError_t error, const char* what);
 // After a kernel launch: a bad launch configuration shows here, not at the next sync.
 void CheckLaunch(const char* kernel);
 
-// The stream the core's kernels and GEMMs run on (created on first use, after UseDevice).
+// The stream the core's kernels and GEMMs run on (created on first use, after UseDevice), the
+// one the overlapping collectives run on, and ops.h's names for them.
 hipStream_t ComputeStream();
+hipStream_t CommStream();
+hipStream_t StreamOf(Stream stream);
 
 // Device scratch reused across calls, one slot per purpose (not tracked: workspace a real
 // framework keeps outside its tensors too, e.g. cuBLAS's). Grows, never shrinks.

@@ -19,6 +19,7 @@
 #define hipblasHandle_t cublasHandle_t
 #define hipblasStatus_t cublasStatus_t
 #define HIPBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
+#define HIPBLAS_STATUS_ALLOC_FAILED CUBLAS_STATUS_ALLOC_FAILED
 #define hipblasCreate cublasCreate
 #define hipblasDestroy cublasDestroy
 #define hipblasSetStream cublasSetStream

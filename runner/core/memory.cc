@@ -32,7 +32,12 @@ real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double
   const double bytes = static_cast<double>(values) * bytes_per_value;
   if (cap_ > 0 && in_use_ + bytes > cap_) throw OutOfMemory(category, bytes, in_use_, cap_);
   auto* p = static_cast<real*>(DeviceAllocate(values * sizeof(real), zeroed));
-  if (p == nullptr) throw OutOfMemory(category, bytes, in_use_, cap_);
+  if (p == nullptr) {
+    throw OutOfMemory(category, fmt::format("out of memory on the device: no room for {:.1f} MB more ({}) with {:.1f} MB "
+                                            "in use, {}",
+                                            bytes / 1e6, ToString(category), in_use_ / 1e6,
+                                            cap_ > 0 ? fmt::format("below the {:.1f} MB cap", cap_ / 1e6) : "no cap set"));
+  }
   const int c = static_cast<int>(category);
   in_use_ += bytes;
   by_category_[c] += bytes;

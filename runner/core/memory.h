@@ -22,7 +22,10 @@ std::string_view ToString(MemoryCategory c);
 
 class OutOfMemory : public std::runtime_error {
  public:
+  // Over the cap.
   OutOfMemory(MemoryCategory category, double requested, double in_use, double cap);
+  // The device itself had no room (below the cap, or a library's or scratch allocation).
+  OutOfMemory(MemoryCategory category, const std::string& message) : std::runtime_error(message), category_(category) {}
   MemoryCategory category() const { return category_; }
 
  private:

@@ -48,6 +48,34 @@ real* OpScratch(size_t values);
 // Threads per rank for the loops and GEMMs (the cores a rank owns; CPU backend).
 void SetThreads(int threads);
 
+// ---- Streams and events. Every kernel, GEMM, copy and stream-ordered collective runs on the
+// compute stream, in the order the host queues them; the communication stream runs what
+// overlaps them (the bucketed data-parallel all-reduce with nccl). An event marks a point in one
+// stream's queued work: another stream can wait for it without the host waiting, and the time
+// between two events is device time, which is what the step's phases are made of (parallel.h).
+// The CPU backend runs everything in order on the host: an event is the time it was recorded,
+// it is always done, and waiting for it is nothing.
+enum class Stream { kCompute, kComm };
+class DeviceEvent {
+ public:
+  DeviceEvent() = default;
+  ~DeviceEvent();
+  DeviceEvent(DeviceEvent&& other) noexcept;
+  DeviceEvent& operator=(DeviceEvent&& other) noexcept;
+  DeviceEvent(const DeviceEvent&) = delete;
+  DeviceEvent& operator=(const DeviceEvent&) = delete;
+
+  void Record(Stream stream);       // after the work queued on `stream` so far
+  bool Done() const;                // the stream has run past it (true when never recorded)
+  void Await(Stream stream) const;  // `stream`'s later work waits for it; the host does not
+  // Seconds from `from` to `to` (waits for both; negative when `to` came first).
+  friend double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to);
+
+ private:
+  void* event_ = nullptr;  // the GPU's event, made on first Record
+  [[maybe_unused]] double time_ = 0;  // the CPU backend's: when it was recorded
+};
+
 // ---- Element-wise.
 void Fill(real* p, int64_t n, real value);
 void Copy(real* dst, const real* src, int64_t n);

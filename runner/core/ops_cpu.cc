@@ -2,6 +2,7 @@
 // own threads, the same count). Loops whose result is a sum over rows run in a fixed number of
 // chunks added in a fixed order, so results do not depend on the thread count.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -51,6 +52,25 @@ void Download(void* host, const void* device, size_t bytes) {
   std::memcpy(host, device, bytes);
 }
 void Synchronize() {}
+
+// The host runs everything in order: an event is the time it was recorded.
+DeviceEvent::~DeviceEvent() = default;
+DeviceEvent::DeviceEvent(DeviceEvent&& other) noexcept : time_(other.time_) {}
+DeviceEvent& DeviceEvent::operator=(DeviceEvent&& other) noexcept {
+  time_ = other.time_;
+  return *this;
+}
+void DeviceEvent::Record(Stream) {
+  time_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+bool DeviceEvent::Done() const {
+  return true;
+}
+void DeviceEvent::Await(Stream) const {}
+double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to) {
+  return to.time_ - from.time_;
+}
+
 real* OpScratch(size_t values) {
   static std::vector<real> scratch;
   if (scratch.size() < values) scratch.resize(values);

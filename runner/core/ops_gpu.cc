@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runner/core/gpu_runtime.h"
 #include "runner/core/kernels.h"
+#include "runner/core/memory.h"
 
 namespace tunepar::core {
 
@@ -36,6 +38,23 @@ hipStream_t ComputeStream() {
     return s;
   }();
   return stream;
+}
+
+// At the device's highest priority, so a collective starts ahead of queued GEMMs (as PyTorch's
+// and Megatron's communication streams do).
+hipStream_t CommStream() {
+  static hipStream_t stream = [] {
+    int lowest = 0, highest = 0;
+    Check(hipDeviceGetStreamPriorityRange(&lowest, &highest), "hipDeviceGetStreamPriorityRange");
+    hipStream_t s;
+    Check(hipStreamCreateWithPriority(&s, hipStreamNonBlocking, highest), "hipStreamCreate (communication)");
+    return s;
+  }();
+  return stream;
+}
+
+hipStream_t StreamOf(Stream stream) {
+  return stream == Stream::kComm ? CommStream() : ComputeStream();
 }
 
 namespace {
@@ -104,7 +123,13 @@ void* Scratch(ScratchSlot slot, size_t bytes) {
       Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (scratch)");
       Check(hipFree(buffers[i]), "hipFree (scratch)");
     }
-    Check(hipMalloc(&buffers[i], bytes), "hipMalloc (scratch)");
+    if (hipMalloc(&buffers[i], bytes) != hipSuccess) {
+      (void)hipGetLastError();
+      buffers[i] = nullptr;
+      sizes[i] = 0;
+      throw OutOfMemory(MemoryCategory::kWorkspace,
+                        fmt::format("out of memory on the device: no room for {:.1f} MB of scratch", bytes / 1e6));
+    }
     sizes[i] = bytes;
   }
   return buffers[i];
@@ -432,8 +457,9 @@ int RowBlocks(int64_t rows) {
 }
 
 // Freed device blocks kept by size and handed out again (a framework's caching allocator), so
-// micro-batches after the first allocate nothing from the driver. All work runs on the compute
-// stream, so a block freed and reused is ordered after the work that used it.
+// micro-batches after the first allocate nothing from the driver. Every user of a freed block ran
+// on the compute stream (the communication stream only sums the gradients, which live as long as
+// the run), so a block freed and reused is ordered after the work that used it.
 class CachingAllocator {
  public:
   void* Allocate(size_t bytes) {
@@ -531,6 +557,53 @@ void Download(void* host, const void* device, size_t bytes) {
 }
 void Synchronize() {
   Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize");
+}
+
+namespace {
+hipEvent_t AsEvent(void* event) {
+  return static_cast<hipEvent_t>(event);
+}
+}  // namespace
+
+DeviceEvent::~DeviceEvent() {
+  if (event_ != nullptr) (void)hipEventDestroy(AsEvent(event_));
+}
+DeviceEvent::DeviceEvent(DeviceEvent&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+DeviceEvent& DeviceEvent::operator=(DeviceEvent&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) (void)hipEventDestroy(AsEvent(event_));
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+void DeviceEvent::Record(Stream stream) {
+  if (event_ == nullptr) {
+    hipEvent_t event;
+    Check(hipEventCreate(&event), "hipEventCreate");
+    event_ = event;
+  }
+  Check(hipEventRecord(AsEvent(event_), gpu::StreamOf(stream)), "hipEventRecord");
+}
+bool DeviceEvent::Done() const {
+  if (event_ == nullptr) return true;
+  const hipError_t state = hipEventQuery(AsEvent(event_));
+  if (state == hipErrorNotReady) {
+    (void)hipGetLastError();  // "not ready" is an answer, not the next launch's error
+    return false;
+  }
+  Check(state, "hipEventQuery");
+  return true;
+}
+void DeviceEvent::Await(Stream stream) const {
+  if (event_ != nullptr) Check(hipStreamWaitEvent(gpu::StreamOf(stream), AsEvent(event_), 0), "hipStreamWaitEvent");
+}
+double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to) {
+  if (from.event_ == nullptr || to.event_ == nullptr) return 0;
+  Check(hipEventSynchronize(AsEvent(to.event_)), "hipEventSynchronize");
+  Check(hipEventSynchronize(AsEvent(from.event_)), "hipEventSynchronize");
+  float ms = 0;
+  Check(hipEventElapsedTime(&ms, AsEvent(from.event_), AsEvent(to.event_)), "hipEventElapsedTime");
+  return ms / 1e3;
 }
 real* OpScratch(size_t values) {
   return static_cast<real*>(gpu::Scratch(gpu::ScratchSlot::kAttention, values * sizeof(real)));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runner/core/comm.h"
 
 namespace tunepar::core {
@@ -15,6 +17,30 @@ std::string_view ToString(Phase phase) {
     case Phase::kOptimizer: return "optimizer";
   }
   return "?";
+}
+
+void PhaseClock::Reset() {
+  times_ = PhaseTimes();
+  used_ = settled_ = 0;
+}
+
+size_t PhaseClock::Begin(Phase phase) {
+  if (used_ == spans_.size()) spans_.emplace_back();
+  Span& span = spans_[used_];
+  span.phase = phase;
+  span.start.Record(Stream::kCompute);
+  return used_++;
+}
+
+void PhaseClock::End(size_t span) {
+  spans_[span].stop.Record(Stream::kCompute);
+}
+
+void PhaseClock::Settle() {
+  for (; settled_ < used_; ++settled_) {
+    const Span& span = spans_[settled_];
+    times_.Add(span.phase, std::max(0.0, SecondsBetween(span.start, span.stop)));
+  }
 }
 
 Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp) {
@@ -57,7 +83,7 @@ void AllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm comm, PhaseClock& cl
   int size = 1;
   MPI_Comm_size(comm, &size);
   if (size == 1) return;
-  CommTimer timed(clock, phase);
+  TimedScope timed(clock, phase);
   DeviceAllReduce(data, n, op, comm);
 }
 

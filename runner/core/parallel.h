@@ -11,10 +11,13 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
+#include "runner/core/ops.h"
 #include "runner/core/real.h"
 
 namespace tunepar::core {
@@ -24,29 +27,62 @@ enum class Phase { kCompute, kTpComm, kPpWait, kDpComm, kOptimizer };
 inline constexpr int kNumPhases = 5;
 std::string_view ToString(Phase phase);  // "compute", "tp_comm", "pp_wait", "dp_comm", "optimizer"
 
-// Seconds per phase, accumulated by the timed collectives; compute is what is left of the step.
-class PhaseClock {
+// Seconds per phase of one step on one rank.
+class PhaseTimes {
  public:
   void Add(Phase phase, double seconds) { seconds_[static_cast<int>(phase)] += seconds; }
   double Get(Phase phase) const { return seconds_[static_cast<int>(phase)]; }
-  void Reset() { seconds_ = {}; }
 
  private:
   std::array<double, kNumPhases> seconds_{};
 };
 
-// Times a scope into a phase.
+// The phases of a step, as the device ran them: a span is two events on the compute stream (its
+// start runs once the work queued before it has, its stop once the work inside it has), so a
+// collective's span is the communication alone, an exposed wait for the communication stream is
+// the wait alone, and nothing queued asynchronously is charged to the call that happens to wait
+// for it. Spans are resolved by Settle, after the step's last device wait (the collectives do not
+// wait for the device; copies to and from the host still do); compute is what is left of the step. On the CPU backend the events are
+// host times, so a span is the host's time inside it.
+class PhaseClock {
+ public:
+  // Forgets the step's spans and times (their events are kept for the next step).
+  void Reset();
+  size_t Begin(Phase phase);  // records the start of a span; returns its number
+  void End(size_t span);      // records its stop
+  // Adds every span's device time to its phase (waits for their events).
+  void Settle();
+  const PhaseTimes& times() const { return times_; }
+  double Get(Phase phase) const { return times_.Get(phase); }
+
+ private:
+  struct Span {
+    Phase phase = Phase::kCompute;
+    DeviceEvent start, stop;
+  };
+  PhaseTimes times_;
+  std::vector<Span> spans_;
+  size_t used_ = 0, settled_ = 0;
+};
+
+// Times a scope into a phase (a span of the compute stream).
 class TimedScope {
  public:
-  TimedScope(PhaseClock& clock, Phase phase) : clock_(clock), phase_(phase), start_(MPI_Wtime()) {}
-  ~TimedScope() { clock_.Add(phase_, MPI_Wtime() - start_); }
+  TimedScope(PhaseClock& clock, Phase phase) : clock_(clock), span_(clock.Begin(phase)) {}
+  // A device error while the scope unwinds would fail the stop's record too: it surfaces at the
+  // next device call, and an exception escaping a destructor would end the process unreported.
+  ~TimedScope() {
+    try {
+      clock_.End(span_);
+    } catch (const std::exception&) {
+    }
+  }
   TimedScope(const TimedScope&) = delete;
   TimedScope& operator=(const TimedScope&) = delete;
 
  private:
   PhaseClock& clock_;
-  Phase phase_;
-  double start_;
+  size_t span_;
 };
 
 inline MPI_Datatype MpiReal() {

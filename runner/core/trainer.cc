@@ -30,7 +30,10 @@ struct Trainer::PendingSend {
 
 // Bucketed all-reduce of the gradients over data-parallel replicas. Buckets follow block
 // boundaries; the backward pass runs from the end of the buffer to its start, so a bucket is
-// launched (a non-blocking sum, comm.h) as soon as the last micro-batch's backward has passed its start.
+// launched (a non-blocking sum, comm.h) as soon as the last micro-batch's backward has passed its
+// start: with nccl on the communication stream, overlapping the backward kernels queued after it.
+// dp_comm holds what is not hidden: with nccl the compute stream's wait in Finish (the launches
+// take no device time); with MPI the staging copies and the host's waits.
 class Trainer::GradientSync {
  public:
   GradientSync(const ParameterLayout& p, int64_t bucket_values, int64_t hold_from, MPI_Comm comm)
@@ -55,7 +58,7 @@ class Trainer::GradientSync {
 
   // Gradients at offsets >= `offset` are final.
   void Ready(real* grads, int64_t offset, PhaseClock& clock) {
-    CommTimer timed(clock, Phase::kDpComm);
+    TimedScope timed(clock, Phase::kDpComm);
     for (size_t i = 0; i < buckets_.size(); ++i) {
       if (!launched_[i] && buckets_[i].lo >= offset && buckets_[i].hi <= hold_from_) Launch(grads, i);
     }
@@ -63,7 +66,7 @@ class Trainer::GradientSync {
   }
 
   void Finish(real* grads, PhaseClock& clock) {
-    CommTimer timed(clock, Phase::kDpComm);
+    TimedScope timed(clock, Phase::kDpComm);
     for (size_t i = 0; i < buckets_.size(); ++i) {
       if (!launched_[i]) Launch(grads, i);
     }
@@ -186,7 +189,7 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   if (s.has_embedding) {
     EmbeddingForward(ctx_, weights_.data(), params_, mb->tokens.as_ints(), mb->inputs[0].data());
   } else {
-    CommTimer timed(clock_, Phase::kPpWait);
+    TimedScope timed(clock_, Phase::kPpWait);
     DeviceRecv(mb->inputs[0].data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
   }
   for (int i = 0; i < s.num_layers; ++i) {
@@ -214,7 +217,7 @@ void Trainer::Backward(int j, bool sync_last) {
   if (s.has_head) {
     Copy(dx_.data(), mb.dout.data(), int64_t{N} * C);
   } else {
-    CommTimer timed(clock_, Phase::kPpWait);
+    TimedScope timed(clock_, Phase::kPpWait);
     DeviceRecv(dx_.data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
@@ -233,7 +236,7 @@ void Trainer::Backward(int j, bool sync_last) {
     SendActivation(dx_.data(), grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
   }
   if (mb.send.active()) {
-    CommTimer timed(clock_, Phase::kPpWait);
+    TimedScope timed(clock_, Phase::kPpWait);
     mb.send.Wait();
   }
   in_flight_.pop_front();
@@ -253,7 +256,7 @@ double Trainer::RunSchedule(int64_t step, bool sync) {
   }
   for (int j = M - warmup; j < M; ++j) Backward(j, sync && j == M - 1);
   {
-    CommTimer timed(clock_, Phase::kPpWait);
+    TimedScope timed(clock_, Phase::kPpWait);
     for (auto& s : sends_) s->request.Wait();
   }
   // Tied embeddings over several stages: the first and last stage add their gradients.
@@ -268,6 +271,7 @@ double Trainer::RunSchedule(int64_t step, bool sync) {
 }
 
 double Trainer::ComputeGradients(int64_t step) {
+  clock_.Reset();
   Fill(grads_.data(), padded_count_, 0);
   double loss = RunSchedule(step, false);
   const bool counts = grid_.last_stage() && grid_.tp_rank == 0;
@@ -289,7 +293,7 @@ StepStats Trainer::Step(int64_t step) {
   if (sync_ != nullptr) {
     sync_->Finish(grads_.data(), clock_);
   } else if (zero) {
-    CommTimer timed(clock_, Phase::kDpComm);
+    TimedScope timed(clock_, Phase::kDpComm);
     DeviceReduceScatter(grads_.data(), grad_shard_.data(), shard_end_ - shard_begin_, grid_.dp_comm);
   }
   stats.loss_scale = loss_scale_;
@@ -304,9 +308,10 @@ StepStats Trainer::Step(int64_t step) {
   }
   Synchronize();  // the step ends when the device's last kernel does
   stats.seconds = MPI_Wtime() - start;
+  clock_.Settle();
   double other = 0;
   for (Phase p : {Phase::kTpComm, Phase::kPpWait, Phase::kDpComm, Phase::kOptimizer}) other += clock_.Get(p);
-  stats.phases = clock_;
+  stats.phases = clock_.times();
   stats.phases.Add(Phase::kCompute, std::max(0.0, stats.seconds - other));
   return stats;
 }
@@ -367,7 +372,7 @@ void Trainer::Optimize(StepStats& stats) {
     }
   }
   if (zero) {
-    CommTimer gather(clock_, Phase::kDpComm);
+    TimedScope gather(clock_, Phase::kDpComm);
     DeviceAllGather(weights_.data(), hi - lo, grid_.dp_comm);
   }
   if (options_.precision == 1 && ++good_steps_ >= options_.loss_scale_window) {

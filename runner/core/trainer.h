@@ -48,7 +48,7 @@ struct StepStats {
   bool skipped = false;  // fp16: non-finite gradients, the update was skipped
   double loss_scale = 1;
   double seconds = 0;  // this rank, wall
-  PhaseClock phases;   // compute is filled in as seconds minus the rest
+  PhaseTimes phases;   // compute is filled in as seconds minus the rest
 };
 
 class Trainer {
