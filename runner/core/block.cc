@@ -13,6 +13,11 @@ Buffer StageContext::Activation(size_t values) const {
   return Buffer(*allocator, MemoryCategory::kActivations, values, StorageBytes(), false);
 }
 
+Buffer StageContext::Activation16(size_t values) const {
+  if (precision == 0) return Activation(values);
+  return Buffer::SixteenBit(*allocator, MemoryCategory::kActivations, values);
+}
+
 Buffer StageContext::Workspace(size_t values) const {
   return Buffer(*allocator, MemoryCategory::kWorkspace, values, StorageBytes(), false);
 }
@@ -29,18 +34,18 @@ BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_sco
   const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
   const Shard& s = ctx.shard;
   BlockActivations a;
-  a.ln1 = ctx.Activation(N * C);
+  a.ln1 = ctx.Activation16(N * C);
   a.ln1_mean = ctx.Activation(N);
   a.ln1_rstd = ctx.Activation(N);
-  a.qkv = ctx.Activation(N * 3 * s.Cl);
-  if (keep_scores) a.att = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
-  a.atty = ctx.Activation(N * s.Cl);
+  a.qkv = ctx.Activation16(N * 3 * s.Cl);
+  if (keep_scores) a.att = ctx.Activation16(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  a.atty = ctx.Activation16(N * s.Cl);
   a.res2 = ctx.Activation(N * C);
-  a.ln2 = ctx.Activation(N * C);
+  a.ln2 = ctx.Activation16(N * C);
   a.ln2_mean = ctx.Activation(N);
   a.ln2_rstd = ctx.Activation(N);
   a.fch = ctx.Activation(N * s.Fl);
-  a.fcg = ctx.Activation(N * s.Fl);
+  a.fcg = ctx.Activation16(N * s.Fl);
   return a;
 }
 
@@ -55,51 +60,113 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
   w.dqkv = ctx.Workspace(N * 3 * s.Cl);
   w.dfcg = ctx.Workspace(N * s.Fl);
   w.dfch = ctx.Workspace(N * s.Fl);
-  if (selective) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  if (selective) w.scores = ctx.Activation16(static_cast<size_t>(ctx.B) * s.NHl * T * T);
   return w;
 }
+
+namespace {
+
+// Where an op computes an Activation16: in place, or (16-bit storage) first in `scratch`, in fp32.
+real* ComputeInto(const StageContext& ctx, Buffer& activation, Buffer& scratch) {
+  return ctx.precision == 0 ? activation.data() : scratch.data();
+}
+
+// Stores what ComputeInto's buffer holds: as 16-bit numbers (exact: the op rounded it to the
+// storage grid) with 16-bit storage; in place already in fp32.
+void Keep16(const StageContext& ctx, Buffer& activation, const real* computed, int64_t n) {
+  if (ctx.precision != 0) To16Bit(activation.bits16(), computed, n, ctx.precision);
+}
+
+// Attention over the saved qkv (ops.h AttentionForward, or AttentionForward16 with 16-bit storage).
+void Attention(const StageContext& ctx, real* y, Buffer& att, const Buffer& qkv) {
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  if (ctx.precision == 0) {
+    AttentionForward(y, att.data(), qkv.data(), B, T, Cl, NHl);
+  } else {
+    AttentionForward16(y, att.bits16(), qkv.bits16(), B, T, Cl, NHl, ctx.precision);
+  }
+}
+
+void AttentionGradient(const StageContext& ctx, real* dqkv, const real* dy, const Buffer& qkv, const Buffer& att) {
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  if (ctx.precision == 0) {
+    AttentionBackward(dqkv, dy, qkv.data(), att.data(), B, T, Cl, NHl);
+  } else {
+    AttentionBackward16(dqkv, dy, qkv.bits16(), att.bits16(), B, T, Cl, NHl, ctx.precision);
+  }
+}
+
+// A linear layer over a GEMM input (ops.h MatmulForward / MatmulBackward on N rows).
+void LinearForward(const StageContext& ctx, real* out, const Buffer& inp, const real* w, const real* bias, int C,
+                   int OC, int round_to) {
+  if (ctx.precision == 0) {
+    MatmulForward(out, inp.data(), w, bias, ctx.N(), C, OC, 0, round_to);
+  } else {
+    MatmulForward16(out, inp.bits16(), w, bias, ctx.N(), C, OC, ctx.precision, round_to);
+  }
+}
+
+void LinearBackward(const StageContext& ctx, real* dinp, real* dw, real* dbias, const real* dout, const Buffer& inp,
+                    const real* w, int C, int OC, int round_dinp_to) {
+  if (ctx.precision == 0) {
+    MatmulBackward(dinp, dw, dbias, dout, inp.data(), w, ctx.N(), C, OC, 0, round_dinp_to);
+  } else {
+    MatmulBackward16(dinp, dw, dbias, dout, inp.bits16(), w, ctx.N(), C, OC, ctx.precision, round_dinp_to);
+  }
+}
+
+}  // namespace
 
 void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t, const real* x,
                   BlockActivations& a, BlockWorkspace& w, real* out) {
   real* partial = w.partial.data();
   Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
-  const int B = ctx.B, T = ctx.dims.T, C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl, P = ctx.precision;
+  const int C = ctx.dims.C, N = ctx.N();
+  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
   const bool adds_bias = ctx.shard.tp_rank == 0;
   const int64_t NC = int64_t{N} * C;
 
   // Every stored value is rounded to the storage precision P by the op that writes it; the
   // row-parallel partial sums only after their all-reduce (inside ResidualAdd), so that any TP
   // size rounds the same sums.
-  LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C, P);
-  MatmulForward(a.qkv.data(), a.ln1.data(), W + t.qkv_w, W + t.qkv_b, N, C, 3 * Cl, P, P);
-  AttentionForward(a.atty.data(), att.data(), a.qkv.data(), B, T, Cl, NHl, P);  // att rounded by the softmax
-  ctx.Store(a.atty.data(), int64_t{N} * Cl);
-  MatmulForward(partial, a.atty.data(), W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, N, Cl, C, P);
+  real* ln1 = ComputeInto(ctx, a.ln1, w.dln);
+  LayerNormForward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C, P);
+  Keep16(ctx, a.ln1, ln1, NC);
+  real* qkv = ComputeInto(ctx, a.qkv, w.dqkv);
+  LinearForward(ctx, qkv, a.ln1, W + t.qkv_w, W + t.qkv_b, C, 3 * Cl, P);
+  Keep16(ctx, a.qkv, qkv, int64_t{N} * 3 * Cl);
+  real* atty = ComputeInto(ctx, a.atty, w.datty);
+  Attention(ctx, atty, att, a.qkv);  // att rounded by the softmax
+  ctx.Store(atty, int64_t{N} * Cl);
+  Keep16(ctx, a.atty, atty, int64_t{N} * Cl);
+  LinearForward(ctx, partial, a.atty, W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, Cl, C, 0);
   ctx.TpAllReduce(partial, NC);
   ResidualAdd(a.res2.data(), x, partial, NC, P);
 
-  LayerNormForward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W + t.ln2_w,
-                   W + t.ln2_b, N, C, P);
-  MatmulForward(a.fch.data(), a.ln2.data(), W + t.fc_w, W + t.fc_b, N, C, Fl, P, P);
-  GeluForward(a.fcg.data(), a.fch.data(), int64_t{N} * Fl, P);
-  MatmulForward(partial, a.fcg.data(), W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, N, Fl, C, P);
+  real* ln2 = ComputeInto(ctx, a.ln2, w.dln);
+  LayerNormForward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W + t.ln2_w, W + t.ln2_b, N, C, P);
+  Keep16(ctx, a.ln2, ln2, NC);
+  LinearForward(ctx, a.fch.data(), a.ln2, W + t.fc_w, W + t.fc_b, C, Fl, P);
+  real* fcg = ComputeInto(ctx, a.fcg, w.dfcg);
+  GeluForward(fcg, a.fch.data(), int64_t{N} * Fl, P);
+  Keep16(ctx, a.fcg, fcg, int64_t{N} * Fl);
+  LinearForward(ctx, partial, a.fcg, W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, Fl, C, 0);
   ctx.TpAllReduce(partial, NC);
   ResidualAdd(out, a.res2.data(), partial, NC, P);
 }
 
 void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockTensors& t, const real* x,
                    const BlockActivations& a, BlockWorkspace& w, real* dx) {
-  const int B = ctx.B, T = ctx.dims.T, C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, Fl = ctx.shard.Fl, P = ctx.precision;
+  const int C = ctx.dims.C, N = ctx.N();
+  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
   const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
 
   // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc.
   // (As in the forward pass, each op rounds what it stores; the gradients of the column-parallel
   // layers' inputs only after their all-reduce.)
-  MatmulBackward(w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg.data(), W + t.fcproj_w, N, Fl, C, P, P);
+  LinearBackward(ctx, w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg, W + t.fcproj_w, Fl, C, P);
   GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF, P);
-  MatmulBackward(w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2.data(), W + t.fc_w, N, C, Fl, P);
+  LinearBackward(ctx, w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2, W + t.fc_w, C, Fl, 0);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(w.dres2.data(), dx, NC);
@@ -107,17 +174,16 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
                     a.ln2_mean.data(), a.ln2_rstd.data(), N, C, P);
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
-  const real* att = a.att.data();
-  if (att == nullptr) {  // selective recomputation (y is recomputed too, into scratch)
-    AttentionForward(w.datty.data(), w.scores.data(), a.qkv.data(), B, T, Cl, NHl, P);
-    att = w.scores.data();
+  const Buffer* att = &a.att;
+  if (a.att.data() == nullptr) {  // selective recomputation (y is recomputed too, into scratch)
+    Attention(ctx, w.datty.data(), w.scores, a.qkv);
+    att = &w.scores;
   }
-  MatmulBackward(w.datty.data(), G + t.attproj_w, G + t.attproj_b, w.dres2.data(), a.atty.data(),
-                 W + t.attproj_w, N, Cl, C, P, P);
-  AttentionBackward(w.dqkv.data(), w.datty.data(), a.qkv.data(), att, B, T, Cl, NHl, P);
+  LinearBackward(ctx, w.datty.data(), G + t.attproj_w, G + t.attproj_b, w.dres2.data(), a.atty, W + t.attproj_w,
+                 Cl, C, P);
+  AttentionGradient(ctx, w.dqkv.data(), w.datty.data(), a.qkv, *att);
   ctx.Store(w.dqkv.data(), int64_t{N} * 3 * Cl);
-  MatmulBackward(w.dln.data(), G + t.qkv_w, G + t.qkv_b, w.dqkv.data(), a.ln1.data(), W + t.qkv_w, N, C,
-                 3 * Cl, P);
+  LinearBackward(ctx, w.dln.data(), G + t.qkv_w, G + t.qkv_b, w.dqkv.data(), a.ln1, W + t.qkv_w, C, 3 * Cl, 0);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(dx, w.dres2.data(), NC);

@@ -34,12 +34,18 @@ struct StageContext {
   int N() const { return B * dims.T; }  // rows (tokens) per micro-batch
   double StorageBytes() const { return precision == 0 ? 4.0 : 2.0; }
   Buffer Activation(size_t values) const;  // counted in activations at storage width
+  // An activation kept for GEMMs and attention (linear layers' inputs, qkv, the probabilities):
+  // with 16-bit storage held as 16-bit numbers (two bytes on the device, as counted), else as
+  // reals, as Activation.
+  Buffer Activation16(size_t values) const;
   Buffer Workspace(size_t values) const;   // counted in workspace at storage width
   void Store(real* p, int64_t n) const;    // rounds to the storage precision
   void TpAllReduce(real* p, int64_t n) const;
 };
 
-// A block's saved activations for the backward pass (all but its input x).
+// A block's saved activations for the backward pass (all but its input x). ln1, qkv, att, atty,
+// ln2 and fcg are StageContext::Activation16 (16-bit numbers with 16-bit storage); the others,
+// read by the row kernels, are reals (on the 16-bit grid with 16-bit storage).
 struct BlockActivations {
   Buffer ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
   Buffer qkv;                      // (N, 3 Cl)
@@ -52,7 +58,9 @@ struct BlockActivations {
 // keep_scores false (selective recomputation): no `att`; the passes use a shared scratch.
 BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores);
 
-// Buffers a stage reuses across blocks and micro-batches during the backward pass.
+// Buffers a stage reuses across blocks and micro-batches during the backward pass (the forward
+// pass computes its 16-bit activations in dln, dqkv, datty and dfcg before storing them
+// converted). `scores` is an Activation16.
 struct BlockWorkspace {
   Buffer partial;     // (N, C): a row-parallel layer's partial sum, all-reduced in place
   Buffer dres2, dln;  // (N, C)

@@ -77,19 +77,22 @@ nlohmann::json MemoryOf(const TrackingAllocator& a) {
   }
   return {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
           {"peak_bytes", a.peak()},
+          {"held_peak_bytes", a.held_peak()},
           {"peak_by_category", by_category}};
 }
 
 nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a) {
-  std::vector<double> local(kNumMemoryCategories + 1), max(kNumMemoryCategories + 1);
+  std::vector<double> local(kNumMemoryCategories + 2), max(kNumMemoryCategories + 2);
   for (int c = 0; c < kNumMemoryCategories; ++c) local[c] = a.peak_by_category()[c];
   local[kNumMemoryCategories] = a.peak();
+  local[kNumMemoryCategories + 1] = a.held_peak();
   MPI_Reduce(local.data(), max.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0, grid.world);
   nlohmann::json by_category;
   for (int c = 0; c < kNumMemoryCategories; ++c)
     by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = max[c];
   return {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
           {"peak_bytes", max[kNumMemoryCategories]},
+          {"held_peak_bytes", max[kNumMemoryCategories + 1]},
           {"peak_by_category", by_category}};
 }
 

@@ -4,7 +4,7 @@
 //    "layout": KEY, "comm": "nccl" | "mpi-staged" | "mpi-direct" | "mpi", "world": N,
 //    "step_time_s": median, "tokens_per_s", "tflops_per_gpu", "loss": [...],
 //    "phases": {"compute": {"max", "mean"}, "tp_comm", "pp_wait", "dp_comm", "optimizer"},
-//    "memory": {"cap_bytes", "peak_bytes", "peak_by_category": {...}},
+//    "memory": {"cap_bytes", "peak_bytes", "held_peak_bytes", "peak_by_category": {...}},
 //    "placement": [{"rank", "host", "local_rank", "cpus", "device", "threads"}], "versions": {...}}
 #pragma once
 

@@ -11,10 +11,11 @@
 
 namespace tunepar::core {
 
-void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC,
-                   int precision, int round_to) {
-  // out^T (OC, N) = w (OC, C) inp^T (C, N); the stored w reads as w^T (C, OC), hence Op::kT.
-  Gemm(Op::kT, Op::kN, OC, N, C, real(1), w, C, inp, C, real(0), out, OC, {}, precision);
+namespace {
+
+uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int precision);
+
+void AddBiasAndRound(real* out, const real* bias, int N, int OC, int round_to) {
   if (bias != nullptr) {
     AddBias(out, bias, N, OC, round_to);
   } else {
@@ -22,15 +23,11 @@ void MatmulForward(real* out, const real* inp, const real* w, const real* bias, 
   }
 }
 
-namespace {
-
-uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int precision);
-
-// The two products of the backward pass on 16-bit operands, each operand converted once.
-void MatmulBackward16(real* dinp, real* dw, const real* dout, const real* inp, const real* w, int N, int C,
-                      int OC, int precision) {
+// The two products of the backward pass on 16-bit operands, each operand converted once (inp16
+// is 16-bit storage already).
+void MatmulBackwardProducts16(real* dinp, real* dw, const real* dout, const uint16_t* inp16, const real* w, int N,
+                              int C, int OC, int precision) {
   const uint16_t* dout16 = SixteenBitCopy(Scratch16::kOutputGrad, dout, int64_t{N} * OC, precision);
-  const uint16_t* inp16 = SixteenBitCopy(Scratch16::kInput, inp, int64_t{N} * C, precision);
   if (dinp != nullptr) {
     const uint16_t* w16 = SixteenBitCopy(Scratch16::kMatrix, w, int64_t{OC} * C, precision);
     Gemm16(Op::kN, Op::kN, C, N, OC, real(1), w16, C, dout16, OC, real(0), dinp, C, {}, precision);
@@ -38,20 +35,45 @@ void MatmulBackward16(real* dinp, real* dw, const real* dout, const real* inp, c
   Gemm16(Op::kN, Op::kT, C, OC, N, real(1), inp16, C, dout16, OC, real(1), dw, C, {}, precision);
 }
 
+void FinishMatmulBackward(real* dinp, real* dbias, const real* dout, int N, int C, int OC, int round_dinp_to) {
+  if (dinp != nullptr) RoundStorage(dinp, int64_t{N} * C, round_dinp_to);
+  if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
+}
+
 }  // namespace
+
+void MatmulForward(real* out, const real* inp, const real* w, const real* bias, int N, int C, int OC,
+                   int precision, int round_to) {
+  // out^T (OC, N) = w (OC, C) inp^T (C, N); the stored w reads as w^T (C, OC), hence Op::kT.
+  Gemm(Op::kT, Op::kN, OC, N, C, real(1), w, C, inp, C, real(0), out, OC, {}, precision);
+  AddBiasAndRound(out, bias, N, OC, round_to);
+}
+
+void MatmulForward16(real* out, const uint16_t* inp, const real* w, const real* bias, int N, int C, int OC,
+                     int precision, int round_to) {
+  const uint16_t* w16 = SixteenBitCopy(Scratch16::kMatrix, w, int64_t{OC} * C, precision);
+  Gemm16(Op::kT, Op::kN, OC, N, C, real(1), w16, C, inp, C, real(0), out, OC, {}, precision);
+  AddBiasAndRound(out, bias, N, OC, round_to);
+}
 
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
                     int N, int C, int OC, int precision, int round_dinp_to) {
   if (precision != 0) {
-    MatmulBackward16(dinp, dw, dout, inp, w, N, C, OC, precision);
+    const uint16_t* inp16 = SixteenBitCopy(Scratch16::kInput, inp, int64_t{N} * C, precision);
+    MatmulBackwardProducts16(dinp, dw, dout, inp16, w, N, C, OC, precision);
   } else {
     // dinp^T (C, N) = w^T (C, OC) dout^T (OC, N).
     if (dinp != nullptr) Gemm(Op::kN, Op::kN, C, N, OC, real(1), w, C, dout, OC, real(0), dinp, C);
     // dw^T (C, OC) += inp^T (C, N) dout (N, OC).
     Gemm(Op::kN, Op::kT, C, OC, N, real(1), inp, C, dout, OC, real(1), dw, C);
   }
-  if (dinp != nullptr) RoundStorage(dinp, int64_t{N} * C, round_dinp_to);
-  if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
+  FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);
+}
+
+void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const real* w,
+                      int N, int C, int OC, int precision, int round_dinp_to) {
+  MatmulBackwardProducts16(dinp, dw, dout, inp, w, N, C, OC, precision);
+  FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);
 }
 
 namespace {
@@ -72,46 +94,47 @@ SequenceHeads<Value> HeadsOf(const Value* qkv, int b, int T, int Cl) {
   return {base, base + Cl, base + 2 * Cl, 3 * Cl};
 }
 
-// With 16-bit storage the GEMMs read 16-bit operands (tensor cores): qkv and dy are converted
-// once per call, the probabilities and score gradients come out of the softmax kernels in 16 bits.
+// With 16-bit storage the GEMMs read 16-bit operands (tensor cores): qkv and the probabilities
+// as they are stored, dy converted once per call; the probabilities and score gradients come out
+// of the softmax kernels in 16 bits.
 uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int precision) {
   uint16_t* out = OpScratch16(slot, static_cast<size_t>(n));
   To16Bit(out, values, n, precision);
   return out;
 }
 
-void AttentionForward16(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
+}  // namespace
+
+void AttentionForward16(real* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl, int precision) {
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
-  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
-  uint16_t* p16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(NHl * TT));
+  real* scores = OpScratch(static_cast<size_t>(NHl * TT));  // one sequence's, in fp32
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads<uint16_t> s = HeadsOf(qkv16, b, T, Cl);
-    real* p = att + int64_t{b} * NHl * TT;
-    Gemm16(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q, s.ld, real(0), p, T, {NHl, hs, hs, TT}, precision);
-    CausalSoftmaxForward(p, int64_t{NHl} * T, T, precision, p16);
+    const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, Cl);
+    uint16_t* p16 = att + int64_t{b} * NHl * TT;
+    Gemm16(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q, s.ld, real(0), scores, T, {NHl, hs, hs, TT}, precision);
+    CausalSoftmaxForward(scores, int64_t{NHl} * T, T, precision, p16);
     Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p16, T, real(0), y + int64_t{b} * T * Cl, Cl,
            {NHl, hs, TT, hs}, precision);
   }
 }
 
-void AttentionBackward16(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
-                         int NHl, int precision) {
+void AttentionBackward16(real* dqkv, const real* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
+                         int Cl, int NHl, int precision) {
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   real* dp = OpScratch(static_cast<size_t>(NHl * TT));
-  const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
+  real* p = OpScratch(static_cast<size_t>(NHl * TT), 1);  // one sequence's probabilities, in fp32
   const uint16_t* dy16 = SixteenBitCopy(Scratch16::kOutputGrad, dy, int64_t{B} * T * Cl, precision);
-  uint16_t* p16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(NHl * TT));
   uint16_t* ds16 = OpScratch16(Scratch16::kScoreGrads, static_cast<size_t>(NHl * TT));
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads<uint16_t> s = HeadsOf(qkv16, b, T, Cl);
+    const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, Cl);
     real* dq = dqkv + int64_t{b} * T * 3 * Cl;
     const uint16_t* dyb = dy16 + int64_t{b} * T * Cl;
-    const real* p = att + int64_t{b} * NHl * TT;
-    To16Bit(p16, p, NHl * TT, precision);
+    const uint16_t* p16 = att + int64_t{b} * NHl * TT;
+    From16Bit(p, p16, NHl * TT, precision);
     Gemm16(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb, Cl, real(0), dp, T, {NHl, hs, hs, TT}, precision);
     CausalSoftmaxBackward(dp, p, int64_t{NHl} * T, T, scale, precision, ds16);
     Gemm16(Op::kN, Op::kT, hs, T, T, real(1), dyb, Cl, p16, T, real(0), dq + 2 * Cl, s.ld, {NHl, hs, TT, hs},
@@ -122,16 +145,17 @@ void AttentionBackward16(real* dqkv, const real* dy, const real* qkv, const real
   }
 }
 
-}  // namespace
-
 void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
-  if (precision != 0) {
-    AttentionForward16(y, att, qkv, B, T, Cl, NHl, precision);
+  const int64_t TT = int64_t{T} * T;
+  if (precision != 0) {  // through 16-bit storage, the probabilities handed back as reals
+    const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
+    uint16_t* att16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(B * NHl * TT));
+    AttentionForward16(y, att16, qkv16, B, T, Cl, NHl, precision);
+    From16Bit(att, att16, B * NHl * TT, precision);
     return;
   }
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
-  const int64_t TT = int64_t{T} * T;
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<real> s = HeadsOf(qkv, b, T, Cl);
     real* p = att + int64_t{b} * NHl * TT;
@@ -146,8 +170,10 @@ void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl,
 
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
                        int NHl, int precision) {
-  if (precision != 0) {
-    AttentionBackward16(dqkv, dy, qkv, att, B, T, Cl, NHl, precision);
+  if (precision != 0) {  // through 16-bit storage
+    const int64_t TT = int64_t{T} * T;
+    AttentionBackward16(dqkv, dy, SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision),
+                        SixteenBitCopy(Scratch16::kMatrix, att, B * NHl * TT, precision), B, T, Cl, NHl, precision);
     return;
   }
   const int hs = Cl / NHl;

@@ -28,10 +28,11 @@ OutOfMemory::OutOfMemory(MemoryCategory category, double requested, double in_us
                       requested / 1e6, ToString(category), in_use / 1e6, cap / 1e6)),
       category_(category) {}
 
-real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double bytes_per_value, bool zeroed) {
+real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double bytes_per_value, bool zeroed,
+                                  size_t held_bytes) {
   const double bytes = static_cast<double>(values) * bytes_per_value;
   if (cap_ > 0 && in_use_ + bytes > cap_) throw OutOfMemory(category, bytes, in_use_, cap_);
-  auto* p = static_cast<real*>(DeviceAllocate(values * sizeof(real), zeroed));
+  auto* p = static_cast<real*>(DeviceAllocate(values * held_bytes, zeroed));
   if (p == nullptr) {
     throw OutOfMemory(category, fmt::format("out of memory on the device: no room for {:.1f} MB more ({}) with {:.1f} MB "
                                             "in use, {}",
@@ -43,7 +44,10 @@ real* TrackingAllocator::Allocate(MemoryCategory category, size_t values, double
   by_category_[c] += bytes;
   peak_ = std::max(peak_, in_use_);
   peak_by_category_[c] = std::max(peak_by_category_[c], by_category_[c]);
-  blocks_.push_back({p, category, bytes});
+  const double held = static_cast<double>(values * held_bytes);
+  held_ += held;
+  held_peak_ = std::max(held_peak_, held_);
+  blocks_.push_back({p, category, bytes, held});
   return p;
 }
 
@@ -51,6 +55,7 @@ void TrackingAllocator::Free(real* p) {
   for (size_t i = blocks_.size(); i-- > 0;) {
     if (blocks_[i].p == p) {
       in_use_ -= blocks_[i].bytes;
+      held_ -= blocks_[i].held;
       by_category_[static_cast<int>(blocks_[i].category)] -= blocks_[i].bytes;
       DeviceFree(p);
       blocks_[i] = blocks_.back();

@@ -1,6 +1,7 @@
 // Every allocation of the core goes through the TrackingAllocator: it counts bytes per category
-// (as a GPU would hold them: 2 bytes per value in 16-bit storage, even though the emulating
-// buffer holds `real`s), keeps the peaks, and refuses an allocation that would exceed the device-memory cap
+// (as a framework's GPU holds them: 2 bytes per value in 16-bit storage; the GEMM inputs among
+// the activations are real 16-bit numbers, the other 16-bit values are still held in `real`s on
+// the 16-bit grid), keeps the peaks, and refuses an allocation that would exceed the device-memory cap
 // by throwing OutOfMemory: the trial then ends as `oom`, with the peaks, not as a crash.
 #pragma once
 
@@ -36,13 +37,18 @@ class TrackingAllocator {
  public:
   explicit TrackingAllocator(double cap_bytes) : cap_(cap_bytes) {}  // cap <= 0: unlimited
 
-  // `values` floats (fp32 on the host), counted as values x bytes_per_value in `category`;
-  // zeroed unless `zeroed` is false (ops.h's DeviceAllocate).
-  real* Allocate(MemoryCategory category, size_t values, double bytes_per_value, bool zeroed = true);
+  // `values` values of `held_bytes` each on the device (a real's, or 2 for 16-bit numbers),
+  // counted as values x bytes_per_value in `category`; zeroed unless `zeroed` is false (ops.h's
+  // DeviceAllocate).
+  real* Allocate(MemoryCategory category, size_t values, double bytes_per_value, bool zeroed = true,
+                 size_t held_bytes = sizeof(real));
   void Free(real* p);
 
   double in_use() const { return in_use_; }
   double peak() const { return peak_; }
+  // The bytes the device actually holds for the buffers (the count above, except where 16-bit
+  // values are still held in reals), and their peak.
+  double held_peak() const { return held_peak_; }
   double cap() const { return cap_; }
   void set_cap(double cap_bytes) { cap_ = cap_bytes; }
   const std::array<double, kNumMemoryCategories>& peak_by_category() const { return peak_by_category_; }
@@ -52,20 +58,29 @@ class TrackingAllocator {
   struct Block {
     real* p;
     MemoryCategory category;
-    double bytes;
+    double bytes, held;
   };
   double cap_;
-  double in_use_ = 0, peak_ = 0;
+  double in_use_ = 0, peak_ = 0, held_ = 0, held_peak_ = 0;
   std::array<double, kNumMemoryCategories> by_category_{}, peak_by_category_{};
   std::vector<Block> blocks_;
 };
 
-// An owned buffer of floats from a TrackingAllocator.
+// An owned buffer of reals (or of 16-bit numbers: SixteenBit) from a TrackingAllocator.
 class Buffer {
  public:
   Buffer() = default;
   Buffer(TrackingAllocator& a, MemoryCategory category, size_t values, double bytes_per_value, bool zeroed = true)
       : allocator_(&a), data_(a.Allocate(category, values, bytes_per_value, zeroed)), size_(values) {}
+  // `values` 16-bit numbers (fp16 or bf16 bits), two bytes each on the device as in the count;
+  // not zeroed. Read and written through bits16().
+  static Buffer SixteenBit(TrackingAllocator& a, MemoryCategory category, size_t values) {
+    Buffer b;
+    b.allocator_ = &a;
+    b.data_ = a.Allocate(category, values, 2.0, false, sizeof(uint16_t));
+    b.size_ = values;
+    return b;
+  }
   ~Buffer() { Reset(); }
   Buffer(Buffer&& o) noexcept : allocator_(o.allocator_), data_(o.data_), size_(o.size_) {
     o.data_ = nullptr;
@@ -88,6 +103,8 @@ class Buffer {
   real* data() { return data_; }
   const real* data() const { return data_; }
   size_t size() const { return size_; }
+  uint16_t* bits16() { return reinterpret_cast<uint16_t*>(data_); }
+  const uint16_t* bits16() const { return reinterpret_cast<const uint16_t*>(data_); }
   // Token ids share the allocator: a buffer of n reals holds n ints (sizeof(int) <= sizeof(real)).
   int* as_ints() { return reinterpret_cast<int*>(data_); }
   const int* as_ints() const { return reinterpret_cast<const int*>(data_); }

@@ -41,9 +41,10 @@ void DeviceFree(void* p);
 void Upload(void* device, const void* host, size_t bytes);
 void Download(void* host, const void* device, size_t bytes);
 void Synchronize();
-// Device scratch for one op's intermediate (attention's dP), valid until the next call; not
-// tracked, like a framework's library workspace (it was never part of the memory accounting).
-real* OpScratch(size_t values);
+// Device scratch for one op's intermediates (attention's scores and dP), one per slot (0 or 1),
+// valid until the next call for the slot; not tracked, like a framework's library workspace (it
+// was never part of the memory accounting).
+real* OpScratch(size_t values, int slot = 0);
 
 // Threads per rank for the loops and GEMMs (the cores a rank owns; CPU backend).
 void SetThreads(int threads);
@@ -112,6 +113,7 @@ inline int64_t OperandSpan(Op op, int rows, int cols, int ld, int count, int64_t
 // what tensor/matrix cores read. To16Bit is exact for such values; Gemm16 is Gemm with A and B
 // given so (the CPU reads them back to fp32, exactly). OpScratch16: device scratch per purpose.
 void To16Bit(uint16_t* out, const real* in, int64_t n, int precision);
+void From16Bit(real* out, const uint16_t* in, int64_t n, int precision);  // exact
 void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
             int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision);
 // Slots: a layer's input (or attention's qkv), the gradient of its output, its weights (or
@@ -142,6 +144,12 @@ void MatmulForward(real* out, const real* inp, const real* w, const real* bias, 
 // dbias (OC) += column sums of dout (accumulated over micro-batches). dinp, dbias may be null.
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
                     int N, int C, int OC, int precision = 0, int round_dinp_to = 0);
+// The same two with the layer's input held in 16-bit storage (precision 1 or 2), as 16-bit
+// activations are (block.h): the GEMMs read it as it is.
+void MatmulForward16(real* out, const uint16_t* inp, const real* w, const real* bias, int N, int C, int OC,
+                     int precision, int round_to);
+void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const real* w,
+                      int N, int C, int OC, int precision, int round_dinp_to = 0);
 
 // out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
 // (dinp holds the residual branch's gradient already).
@@ -159,6 +167,13 @@ void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl,
 // at a time in OpScratch (NHl T T values).
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
                        int NHl, int precision = 0);
+// The same with 16-bit storage (precision 1 or 2): qkv and the probabilities att are 16-bit
+// numbers, read by the GEMMs as they are (the two above, given 16-bit values held in reals, run
+// through these). A sequence's scores are computed in fp32 in OpScratch and the softmax writes
+// them to att in 16 bits; the backward widens a sequence's probabilities into OpScratch slot 1.
+void AttentionForward16(real* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl, int precision);
+void AttentionBackward16(real* dqkv, const real* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
+                         int Cl, int NHl, int precision);
 
 // Outputs rounded to `precision`.
 void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);

@@ -71,10 +71,11 @@ double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to) {
   return to.time_ - from.time_;
 }
 
-real* OpScratch(size_t values) {
-  static std::vector<real> scratch;
-  if (scratch.size() < values) scratch.resize(values);
-  return scratch.data();
+real* OpScratch(size_t values, int slot) {
+  static std::vector<real> scratch[2];
+  std::vector<real>& s = scratch[slot];
+  if (s.size() < values) s.resize(values);
+  return s.data();
 }
 
 void SetThreads(int threads) {
@@ -201,6 +202,11 @@ void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real sc
 void To16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) out[i] = To16BitValue(static_cast<float>(in[i]), precision);
+}
+
+void From16Bit(real* out, const uint16_t* in, int64_t n, int precision) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = From16BitValue(in[i], precision);
 }
 
 namespace {

@@ -364,6 +364,10 @@ __global__ void To16BitKernel(uint16_t* out, const real* in, int64_t n, int prec
   TP_FOR_EACH(i, n) out[i] = To16BitValue(in[i], precision);
 }
 
+__global__ void From16BitKernel(real* out, const uint16_t* in, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) out[i] = From16BitValue(in[i], precision);
+}
+
 __global__ void EncoderForwardKernel(real* out, const int* tokens, const real* wte, const real* wpe, int v0,
                                      int Vl, int64_t n, int T, int C) {
   TP_FOR_EACH(id, n) {
@@ -605,8 +609,9 @@ double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to) {
   Check(hipEventElapsedTime(&ms, AsEvent(from.event_), AsEvent(to.event_)), "hipEventElapsedTime");
   return ms / 1e3;
 }
-real* OpScratch(size_t values) {
-  return static_cast<real*>(gpu::Scratch(gpu::ScratchSlot::kAttention, values * sizeof(real)));
+real* OpScratch(size_t values, int slot) {
+  const gpu::ScratchSlot at = slot == 0 ? gpu::ScratchSlot::kAttention : gpu::ScratchSlot::kAttention2;
+  return static_cast<real*>(gpu::Scratch(at, values * sizeof(real)));
 }
 void SetThreads(int) {}
 
@@ -664,6 +669,10 @@ void CausalSoftmaxBackward(real* dp, const real* p, int64_t rows, int T, real sc
 
 void To16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(To16BitKernel, Blocks(n), kThreads, out, in, n, precision);
+}
+
+void From16Bit(real* out, const uint16_t* in, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(From16BitKernel, Blocks(n), kThreads, out, in, n, precision);
 }
 
 uint16_t* OpScratch16(Scratch16 slot, size_t values) {
