@@ -1,7 +1,8 @@
 // The core's GEMMs on the GPU against the vendor BLAS alone: the linear layers of a GPT step
-// through tunepar::core::MatmulForward / MatmulBackward (gemm_layers.cc: Gemm in BLAS terms,
-// gemm_gpu.cc: cublasGemmEx on the core's stream; with bf16 it first converts its fp32 inputs,
-// which lie on the bf16 grid, to 16-bit copies) against cublasGemmEx called directly with the
+// as the trainer runs them (gemm_layers.cc: Gemm in BLAS terms, gemm_gpu.cc: cublasGemmEx on the
+// core's stream): fp32 through MatmulForward / MatmulBackward; bf16 through MatmulForward16 /
+// MatmulBackward16, whose layer inputs and weights are 16-bit storage, read as they are (the
+// output gradient, held in fp32, is converted), against cublasGemmEx called directly with the
 // same shapes and types: fp32 inputs with CUBLAS_COMPUTE_32F (no TF32, on both sides), and for
 // bf16 inputs already stored in bf16, fp32 output and accumulation. Prints TFLOP/s per pass, the
 // ratio core/cuBLAS (of the rates), and the overall ratio over all passes' time; and checks that
@@ -159,11 +160,26 @@ class VendorGemm {
   cudaStream_t stream_ = nullptr;
 };
 
+const uint16_t* Bits16(const Operand& x) {
+  return static_cast<const uint16_t*>(x.bf16.get());
+}
+
 void CoreForward(LayerArrays& l, int precision) {
+  if (precision != 0) {
+    core::MatmulForward16(static_cast<real*>(l.y.get()), Bits16(l.inp), Bits16(l.w), nullptr, l.N, l.in, l.out,
+                          precision, 0);
+    return;
+  }
   core::MatmulForward(static_cast<real*>(l.y.get()), static_cast<const real*>(l.inp.fp32.get()),
                       static_cast<const real*>(l.w.fp32.get()), nullptr, l.N, l.in, l.out, precision);
 }
 void CoreBackward(LayerArrays& l, int precision) {
+  if (precision != 0) {
+    core::MatmulBackward16(static_cast<real*>(l.dinp.get()), static_cast<real*>(l.dw.get()), nullptr,
+                           static_cast<const real*>(l.dout.fp32.get()), Bits16(l.inp), Bits16(l.w), l.N, l.in,
+                           l.out, precision);
+    return;
+  }
   core::MatmulBackward(static_cast<real*>(l.dinp.get()), static_cast<real*>(l.dw.get()), nullptr,
                        static_cast<const real*>(l.dout.fp32.get()), static_cast<const real*>(l.inp.fp32.get()),
                        static_cast<const real*>(l.w.fp32.get()), l.N, l.in, l.out, precision);

@@ -367,31 +367,35 @@ TEST_F(Ops, LinearLayerForwardAndBackward) {
   ExpectClose(db.Get(), want_db, 1e-5, "MatmulBackward dbias");
 }
 
-// A linear layer whose input is held in 16-bit storage gives what the same layer gives on the
-// same values held as reals: outputs, input and weight gradients, rounded alike.
+// A linear layer whose input and weights are held in 16-bit storage gives what the same layer
+// gives on the same values held as reals: outputs, input and weight gradients, rounded alike.
 TEST_F(Ops, LinearLayerOnASixteenBitInputMatchesTheSameValuesAsReals) {
   const int N = 23, C = 40, OC = 56;
   for (int precision : {1, 2}) {
     SCOPED_TRACE(precision);
     const Values inp = Random(N * C, 1.0, precision), w = Random(OC * C, 1.0, precision), bias = Random(OC, 1.0, precision);
     const Values dout = Random(N * OC, 1.0, precision), dw0 = Random(OC * C);
-    std::vector<uint16_t> inp16(inp.size());
+    std::vector<uint16_t> inp16(inp.size()), w16(w.size());
     for (size_t k = 0; k < inp.size(); ++k) inp16[k] = To16BitValue(static_cast<float>(inp[k]), precision);
+    for (size_t k = 0; k < w.size(); ++k) w16[k] = To16BitValue(static_cast<float>(w[k]), precision);
     DeviceArray i(inp), wt(w), bs(bias), d(dout);
     DeviceArray out(Zeros(N * OC)), dinp(Zeros(N * C)), dw(dw0), db(Zeros(OC));
     DeviceArray out16(Zeros(N * OC)), dinp16(Zeros(N * C)), dw16(dw0), db16(Zeros(OC));
     auto* i16 = static_cast<uint16_t*>(DeviceAllocate(inp16.size() * sizeof(uint16_t)));
+    auto* wt16 = static_cast<uint16_t*>(DeviceAllocate(w16.size() * sizeof(uint16_t)));
     Upload(i16, inp16.data(), inp16.size() * sizeof(uint16_t));
+    Upload(wt16, w16.data(), w16.size() * sizeof(uint16_t));
     MatmulForward(out.get(), i.get(), wt.get(), bs.get(), N, C, OC, precision, precision);
-    MatmulForward16(out16.get(), i16, wt.get(), bs.get(), N, C, OC, precision, precision);
+    MatmulForward16(out16.get(), i16, wt16, bs.get(), N, C, OC, precision, precision);
     MatmulBackward(dinp.get(), dw.get(), db.get(), d.get(), i.get(), wt.get(), N, C, OC, precision, precision);
-    MatmulBackward16(dinp16.get(), dw16.get(), db16.get(), d.get(), i16, wt.get(), N, C, OC, precision, precision);
+    MatmulBackward16(dinp16.get(), dw16.get(), db16.get(), d.get(), i16, wt16, N, C, OC, precision, precision);
     const Values want_out = out.Get(), want_dinp = dinp.Get(), want_dw = dw.Get();
     ExpectClose(out16.Get(), std::vector<double>(want_out.begin(), want_out.end()), 0, "MatmulForward16");
     ExpectClose(dinp16.Get(), std::vector<double>(want_dinp.begin(), want_dinp.end()), 0, "MatmulBackward16 dinp");
     ExpectClose(dw16.Get(), std::vector<double>(want_dw.begin(), want_dw.end()), 0, "MatmulBackward16 dw");
     for (real v : out16.Get()) ASSERT_EQ(v, RoundTo(v, precision));  // rounded to the storage grid
     DeviceFree(i16);
+    DeviceFree(wt16);
   }
 }
 

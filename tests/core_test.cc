@@ -238,6 +238,23 @@ INSTANTIATE_TEST_SUITE_P(Storage, CorePrecision,
                            return info.param.precision;
                          });
 
+// ZeRO-1 all-gathers 16-bit weights as 16-bit numbers: with three replicas the larger stage of
+// two has an odd shard (118400 values / 3 -> 39467), so the gather moves an odd count per rank,
+// through MPI and through the NCCL stand-in's path; the weights after three steps are those of
+// one rank running the same global batch (3 sequences), to the storage rounding.
+TEST(CorePrecisionZero, SixteenBitWeightsAllGatherAnOddShard) {
+  const CoreRun one = RunCore(1, "--model tiny --micro-batch 1 --micro-batches 3 --precision bf16");
+  ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  for (const std::string comm : {"mpi", "nccl"}) {
+    SCOPED_TRACE(comm);
+    const CoreRun run = RunCore(6, "--model tiny --pp 2 --dp 3 --zero 1 --micro-batch 1 --micro-batches 1 --precision bf16 --comm " + comm,
+                                true, comm == "nccl" ? TUNEPAR_CORE_NCCL_OVER_MPI : TUNEPAR_CORE);
+    ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+    ExpectLossesMatch(one, run, 2e-3);
+    ExpectWeightsMatch(one.weights, run.weights, 1e-2, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
+  }
+}
+
 // ---- Gradients against finite differences (fp64 build).
 
 TEST(CoreGradients, MatchFiniteDifferencesInFp64) {

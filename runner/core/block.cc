@@ -18,6 +18,13 @@ Buffer StageContext::Activation16(size_t values) const {
   return Buffer::SixteenBit(*allocator, MemoryCategory::kActivations, values);
 }
 
+const real* StageWeights::Vector(int64_t offset, int64_t n, int slot) const {
+  if (bits16 == nullptr) return values + offset;
+  real* widened = OpScratch(static_cast<size_t>(n), slot);
+  From16Bit(widened, bits16 + offset, n, precision);
+  return widened;
+}
+
 Buffer StageContext::Workspace(size_t values) const {
   return Buffer(*allocator, MemoryCategory::kWorkspace, values, StorageBytes(), false);
 }
@@ -96,28 +103,32 @@ void AttentionGradient(const StageContext& ctx, real* dqkv, const real* dy, cons
   }
 }
 
-// A linear layer over a GEMM input (ops.h MatmulForward / MatmulBackward on N rows).
-void LinearForward(const StageContext& ctx, real* out, const Buffer& inp, const real* w, const real* bias, int C,
-                   int OC, int round_to) {
+// A linear layer over an Activation16 (ops.h MatmulForward / MatmulBackward on N rows).
+void LinearForward(const StageContext& ctx, real* out, const Buffer& inp, const StageWeights& W, LinearTensors t,
+                   int C, int OC, int round_to) {
+  const real* bias = t.bias >= 0 ? W.Vector(t.bias, OC, 2) : nullptr;
   if (ctx.precision == 0) {
-    MatmulForward(out, inp.data(), w, bias, ctx.N(), C, OC, 0, round_to);
+    MatmulForward(out, inp.data(), W.values + t.w, bias, ctx.N(), C, OC, 0, round_to);
   } else {
-    MatmulForward16(out, inp.bits16(), w, bias, ctx.N(), C, OC, ctx.precision, round_to);
+    MatmulForward16(out, inp.bits16(), W.bits16 + t.w, bias, ctx.N(), C, OC, ctx.precision, round_to);
   }
 }
 
-void LinearBackward(const StageContext& ctx, real* dinp, real* dw, real* dbias, const real* dout, const Buffer& inp,
-                    const real* w, int C, int OC, int round_dinp_to) {
+// dw, dbias at the same offsets in the gradients G.
+void LinearBackward(const StageContext& ctx, real* dinp, real* G, const real* dout, const Buffer& inp,
+                    const StageWeights& W, LinearTensors t, int C, int OC, int round_dinp_to) {
+  real* dbias = t.bias >= 0 ? G + t.bias : nullptr;
   if (ctx.precision == 0) {
-    MatmulBackward(dinp, dw, dbias, dout, inp.data(), w, ctx.N(), C, OC, 0, round_dinp_to);
+    MatmulBackward(dinp, G + t.w, dbias, dout, inp.data(), W.values + t.w, ctx.N(), C, OC, 0, round_dinp_to);
   } else {
-    MatmulBackward16(dinp, dw, dbias, dout, inp.bits16(), w, ctx.N(), C, OC, ctx.precision, round_dinp_to);
+    MatmulBackward16(dinp, G + t.w, dbias, dout, inp.bits16(), W.bits16 + t.w, ctx.N(), C, OC, ctx.precision,
+                     round_dinp_to);
   }
 }
 
 }  // namespace
 
-void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t, const real* x,
+void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, const real* x,
                   BlockActivations& a, BlockWorkspace& w, real* out) {
   real* partial = w.partial.data();
   Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
@@ -130,32 +141,34 @@ void BlockForward(const StageContext& ctx, const real* W, const BlockTensors& t,
   // row-parallel partial sums only after their all-reduce (inside ResidualAdd), so that any TP
   // size rounds the same sums.
   real* ln1 = ComputeInto(ctx, a.ln1, w.dln);
-  LayerNormForward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, W + t.ln1_w, W + t.ln1_b, N, C, P);
+  LayerNormForward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3), N,
+                   C, P);
   Keep16(ctx, a.ln1, ln1, NC);
   real* qkv = ComputeInto(ctx, a.qkv, w.dqkv);
-  LinearForward(ctx, qkv, a.ln1, W + t.qkv_w, W + t.qkv_b, C, 3 * Cl, P);
+  LinearForward(ctx, qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl, P);
   Keep16(ctx, a.qkv, qkv, int64_t{N} * 3 * Cl);
   real* atty = ComputeInto(ctx, a.atty, w.datty);
   Attention(ctx, atty, att, a.qkv);  // att rounded by the softmax
   ctx.Store(atty, int64_t{N} * Cl);
   Keep16(ctx, a.atty, atty, int64_t{N} * Cl);
-  LinearForward(ctx, partial, a.atty, W + t.attproj_w, adds_bias ? W + t.attproj_b : nullptr, Cl, C, 0);
+  LinearForward(ctx, partial, a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, Cl, C, 0);
   ctx.TpAllReduce(partial, NC);
   ResidualAdd(a.res2.data(), x, partial, NC, P);
 
   real* ln2 = ComputeInto(ctx, a.ln2, w.dln);
-  LayerNormForward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W + t.ln2_w, W + t.ln2_b, N, C, P);
+  LayerNormForward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W.Vector(t.ln2_w, C, 2),
+                   W.Vector(t.ln2_b, C, 3), N, C, P);
   Keep16(ctx, a.ln2, ln2, NC);
-  LinearForward(ctx, a.fch.data(), a.ln2, W + t.fc_w, W + t.fc_b, C, Fl, P);
+  LinearForward(ctx, a.fch.data(), a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, P);
   real* fcg = ComputeInto(ctx, a.fcg, w.dfcg);
   GeluForward(fcg, a.fch.data(), int64_t{N} * Fl, P);
   Keep16(ctx, a.fcg, fcg, int64_t{N} * Fl);
-  LinearForward(ctx, partial, a.fcg, W + t.fcproj_w, adds_bias ? W + t.fcproj_b : nullptr, Fl, C, 0);
+  LinearForward(ctx, partial, a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, Fl, C, 0);
   ctx.TpAllReduce(partial, NC);
   ResidualAdd(out, a.res2.data(), partial, NC, P);
 }
 
-void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockTensors& t, const real* x,
+void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t, const real* x,
                    const BlockActivations& a, BlockWorkspace& w, real* dx) {
   const int C = ctx.dims.C, N = ctx.N();
   const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
@@ -164,13 +177,13 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
   // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc.
   // (As in the forward pass, each op rounds what it stores; the gradients of the column-parallel
   // layers' inputs only after their all-reduce.)
-  LinearBackward(ctx, w.dfcg.data(), G + t.fcproj_w, G + t.fcproj_b, dx, a.fcg, W + t.fcproj_w, Fl, C, P);
+  LinearBackward(ctx, w.dfcg.data(), G, dx, a.fcg, W, {t.fcproj_w, t.fcproj_b}, Fl, C, P);
   GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF, P);
-  LinearBackward(ctx, w.dln.data(), G + t.fc_w, G + t.fc_b, w.dfch.data(), a.ln2, W + t.fc_w, C, Fl, 0);
+  LinearBackward(ctx, w.dln.data(), G, w.dfch.data(), a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, 0);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(w.dres2.data(), dx, NC);
-  LayerNormBackward(w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2.data(), W + t.ln2_w,
+  LayerNormBackward(w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2.data(), W.Vector(t.ln2_w, C, 2),
                     a.ln2_mean.data(), a.ln2_rstd.data(), N, C, P);
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
@@ -179,23 +192,27 @@ void BlockBackward(const StageContext& ctx, const real* W, real* G, const BlockT
     Attention(ctx, w.datty.data(), w.scores, a.qkv);
     att = &w.scores;
   }
-  LinearBackward(ctx, w.datty.data(), G + t.attproj_w, G + t.attproj_b, w.dres2.data(), a.atty, W + t.attproj_w,
-                 Cl, C, P);
+  LinearBackward(ctx, w.datty.data(), G, w.dres2.data(), a.atty, W, {t.attproj_w, t.attproj_b}, Cl, C, P);
   AttentionGradient(ctx, w.dqkv.data(), w.datty.data(), a.qkv, *att);
   ctx.Store(w.dqkv.data(), int64_t{N} * 3 * Cl);
-  LinearBackward(ctx, w.dln.data(), G + t.qkv_w, G + t.qkv_b, w.dqkv.data(), a.ln1, W + t.qkv_w, C, 3 * Cl, 0);
+  LinearBackward(ctx, w.dln.data(), G, w.dqkv.data(), a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl, 0);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(dx, w.dres2.data(), NC);
-  LayerNormBackward(dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W + t.ln1_w, a.ln1_mean.data(),
+  LayerNormBackward(dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W.Vector(t.ln1_w, C, 2), a.ln1_mean.data(),
                     a.ln1_rstd.data(), N, C, P);
 }
 
-void EmbeddingForward(const StageContext& ctx, const real* W, const ParameterLayout& p, const int* tokens,
+void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const ParameterLayout& p, const int* tokens,
                       real* x) {
   const Shard& s = ctx.shard;
-  EncoderForward(x, tokens, W + p.wte, s.tp_rank == 0 ? W + p.wpe : nullptr, s.v0, s.Vl, ctx.B, ctx.dims.T,
-                 ctx.dims.C);
+  const int T = ctx.dims.T, C = ctx.dims.C;
+  const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;
+  if (W.bits16 == nullptr) {
+    EncoderForward(x, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
+  } else {
+    EncoderForward16(x, tokens, W.bits16 + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C, W.precision);
+  }
   ctx.TpAllReduce(x, int64_t{ctx.N()} * ctx.dims.C);
   ctx.Store(x, int64_t{ctx.N()} * ctx.dims.C);
 }
@@ -206,11 +223,11 @@ void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& 
                   ctx.dims.C);
 }
 
-double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, const ParameterLayout& p,
+double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,
                            const real* x, const int* targets, double grad_scale, real* dx) {
   const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
   const int64_t NC = int64_t{N} * C;
-  Buffer lnf = ctx.Activation(NC), mean = ctx.Activation(N), rstd = ctx.Activation(N);
+  Buffer lnf = ctx.Activation16(NC), mean = ctx.Activation(N), rstd = ctx.Activation(N);
   // Logits in fp32 whatever the storage precision (the loss is computed in fp32).
   Buffer logits(*ctx.allocator, MemoryCategory::kActivations, static_cast<size_t>(N) * Vl, 4.0);
   Buffer stats(*ctx.allocator, MemoryCategory::kWorkspace, 3 * static_cast<size_t>(N), 4.0);
@@ -218,8 +235,11 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
   real* row_sum = row_max + N;  // row_sum and target_logit are adjacent: one all-reduce
   real* target_logit = row_sum + N;
 
-  LayerNormForward(lnf.data(), mean.data(), rstd.data(), x, W + p.lnf_w, W + p.lnf_b, N, C, ctx.precision);
-  MatmulForward(logits.data(), lnf.data(), W + p.lm_head, nullptr, N, C, Vl, ctx.precision, ctx.precision);
+  real* normed = ctx.precision == 0 ? lnf.data() : dx;  // dx is free until the backward below
+  LayerNormForward(normed, mean.data(), rstd.data(), x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3), N, C,
+                   ctx.precision);
+  Keep16(ctx, lnf, normed, NC);
+  LinearForward(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, ctx.precision);
 
   CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl);
   AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
@@ -239,13 +259,12 @@ double HeadForwardBackward(const StageContext& ctx, const real* W, real* G, cons
                        Vl, ctx.precision);
 
   Buffer dlnf = ctx.Workspace(NC);
-  MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W + p.lm_head, N, C, Vl,
-                 ctx.precision);
+  LinearBackward(ctx, dlnf.data(), G, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, 0);
   ctx.TpAllReduce(dlnf.data(), NC);
   ctx.Store(dlnf.data(), NC);
   Fill(dx, NC, 0);
-  LayerNormBackward(dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W + p.lnf_w, mean.data(), rstd.data(), N,
-                    C, ctx.precision);
+  LayerNormBackward(dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean.data(), rstd.data(),
+                    N, C, ctx.precision);
   return loss;
 }
 

@@ -43,6 +43,24 @@ struct StageContext {
   void TpAllReduce(real* p, int64_t n) const;
 };
 
+// The stage's weights as the layers read them, at ParameterLayout's flat offsets: reals (fp32
+// storage) or 16-bit numbers (16-bit storage: what the GEMMs read as they are).
+struct StageWeights {
+  const real* values = nullptr;      // fp32 storage
+  const uint16_t* bits16 = nullptr;  // 16-bit storage
+  int precision = 0;
+
+  // A vector the row kernels read in fp32 (layer-norm weights, biases, the position embedding):
+  // in place, or with 16-bit storage widened into op scratch `slot` (2 or 3; valid until that
+  // slot's next use).
+  const real* Vector(int64_t offset, int64_t n, int slot) const;
+};
+
+// A linear layer's weight and bias offsets (bias < 0: none, or not added on this rank).
+struct LinearTensors {
+  int64_t w, bias;
+};
+
 // A block's saved activations for the backward pass (all but its input x). ln1, qkv, att, atty,
 // ln2 and fcg are StageContext::Activation16 (16-bit numbers with 16-bit storage); the others,
 // read by the row kernels, are reals (on the 16-bit grid with 16-bit storage).
@@ -72,15 +90,15 @@ struct BlockWorkspace {
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 
 // Block `b` of this stage: weights/grads are the flat buffers, `t` the block's offsets.
-void BlockForward(const StageContext& ctx, const real* weights, const BlockTensors& t, const real* x,
+void BlockForward(const StageContext& ctx, const StageWeights& weights, const BlockTensors& t, const real* x,
                   BlockActivations& a, BlockWorkspace& w, real* out);
 // dx: in, the gradient of the block's output; out, the gradient of its input x. Without saved
 // scores (selective recomputation) the attention's forward runs again first.
-void BlockBackward(const StageContext& ctx, const real* weights, real* grads, const BlockTensors& t,
+void BlockBackward(const StageContext& ctx, const StageWeights& weights, real* grads, const BlockTensors& t,
                    const real* x, const BlockActivations& a, BlockWorkspace& w, real* dx);
 
 // x (N, C) = wte[tokens] + wpe (vocabulary-parallel lookup, all-reduced over TP).
-void EmbeddingForward(const StageContext& ctx, const real* weights, const ParameterLayout& p,
+void EmbeddingForward(const StageContext& ctx, const StageWeights& weights, const ParameterLayout& p,
                       const int* tokens, real* x);
 void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayout& p, const int* tokens,
                        const real* dx);
@@ -90,7 +108,7 @@ void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayo
 // last stage runs a micro-batch's backward right after its forward): accumulates the head's
 // weight gradients and writes dx (N, C). `grad_scale` multiplies dloss/dlogit (1 / tokens per
 // step, times the fp16 loss scale). Returns the sum of the micro-batch's token losses.
-double HeadForwardBackward(const StageContext& ctx, const real* weights, real* grads,
+double HeadForwardBackward(const StageContext& ctx, const StageWeights& weights, real* grads,
                            const ParameterLayout& p, const real* x, const int* targets, double grad_scale,
                            real* dx);
 

@@ -77,8 +77,30 @@ void MpiAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm group) {
   }
 }
 
-void MpiAllGather(real* data, int64_t count, MPI_Comm group) {
-  Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, MpiCount(count), MpiReal(), group);
+// In place over host-visible memory; `type`: the element (reals, or 16-bit numbers).
+void MpiAllGather(void* data, int64_t count, MPI_Datatype type, MPI_Comm group) {
+  Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, MpiCount(count), type, group);
+}
+
+// DeviceAllGather over `element_bytes`-byte elements (MPI `type`); `nccl` runs the NCCL call.
+template <typename NcclCall>
+void AllGatherElements(void* data, int64_t count, size_t element_bytes, MPI_Datatype type, MPI_Comm group,
+                       NcclCall nccl) {
+  const int size = GroupSize(group);
+  if (size == 1) return;
+  switch (State().mode) {
+    case CommMode::kMpiDirect: Synchronize(); [[fallthrough]];
+    case CommMode::kMpi: MpiAllGather(data, count, type, group); return;
+    case CommMode::kMpiStaged: {
+      const size_t bytes = static_cast<size_t>(count) * size * element_bytes;
+      HostStaging host(bytes);
+      Download(host.data(), data, bytes);
+      MpiAllGather(host.data(), count, type, group);
+      Upload(data, host.data(), bytes);
+      return;
+    }
+    case CommMode::kNccl: nccl(NcclOf(group)); return;
+  }
 }
 
 // Issues the queued NCCL sends, and the receive of n values from world rank `from` into `into`
@@ -231,21 +253,13 @@ void DeviceReduceScatter(const real* send, real* recv, int64_t count, MPI_Comm g
 }
 
 void DeviceAllGather(real* data, int64_t count, MPI_Comm group) {
-  const int size = GroupSize(group);
-  if (size == 1) return;
-  switch (State().mode) {
-    case CommMode::kMpiDirect: Synchronize(); [[fallthrough]];
-    case CommMode::kMpi: MpiAllGather(data, count, group); return;
-    case CommMode::kMpiStaged: {
-      const size_t bytes = static_cast<size_t>(count) * size * sizeof(real);
-      HostStaging host(bytes);
-      Download(host.data(), data, bytes);
-      MpiAllGather(host.data(), count, group);
-      Upload(data, host.data(), bytes);
-      return;
-    }
-    case CommMode::kNccl: NcclOf(group).AllGather(data, count); return;
-  }
+  AllGatherElements(data, count, sizeof(real), MpiReal(), group,
+                    [&](NcclGroup& nccl) { nccl.AllGather(data, count); });
+}
+
+void DeviceAllGather16(uint16_t* data, int64_t count, MPI_Comm group) {
+  AllGatherElements(data, count, sizeof(uint16_t), MPI_UINT16_T, group,
+                    [&](NcclGroup& nccl) { nccl.AllGather16(data, count); });
 }
 
 // ---- Page-locked staging memory, pooled by size (powers of two from 4 KiB).

@@ -58,6 +58,8 @@ void DeviceAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm group);
 void DeviceReduceScatter(const real* send, real* recv, int64_t count, MPI_Comm group);
 // In place: rank r's block is data[r count, (r + 1) count).
 void DeviceAllGather(real* data, int64_t count, MPI_Comm group);
+// The same for 16-bit numbers (16-bit weights), moved bit for bit.
+void DeviceAllGather16(uint16_t* data, int64_t count, MPI_Comm group);
 
 // Page-locked host memory for staging, from a pool (page-locking costs milliseconds a call).
 class HostStaging {

@@ -80,6 +80,12 @@ class NcclCommunicator : public NcclGroup {
                          gpu::ComputeStream()),
            "ncclAllGather");
   }
+  void AllGather16(uint16_t* data, int64_t count) override {
+    Settle(comm_,
+           ncclAllGather(data + rank_ * count, data, static_cast<size_t>(count) * 2, ncclInt8, comm_,
+                         gpu::ComputeStream()),
+           "ncclAllGather");
+  }
   void GroupStart() override { Settle(comm_, ncclGroupStart(), "ncclGroupStart"); }
   void GroupEnd() override { Settle(comm_, ncclGroupEnd(), "ncclGroupEnd"); }
   void Send(const real* data, int64_t n, int peer) override {

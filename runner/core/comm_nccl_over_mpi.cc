@@ -47,6 +47,9 @@ class MpiCommunicator : public NcclGroup {
   void AllGather(real* data, int64_t count) override {
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, Count(count), MpiReal(), comm_);
   }
+  void AllGather16(uint16_t* data, int64_t count) override {
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, Count(count), MPI_UINT16_T, comm_);
+  }
   void GroupStart() override { in_group_ = true; }
   void GroupEnd() override {
     in_group_ = false;

@@ -2,7 +2,8 @@
 // names are HIP's, gpu_vendor.h): GemmEx / GemmStridedBatchedEx with fp32 accumulation. fp32
 // inputs multiply in fp32 (CUBLAS_COMPUTE_32F: no TF32, as PyTorch's default for fp32). Inputs on
 // a 16-bit grid are converted to 16-bit copies (exact: they are 16-bit values) and multiply on
-// tensor/matrix cores, as a framework's bf16/fp16 GEMMs do.
+// tensor/matrix cores, as a framework's bf16/fp16 GEMMs do; Gemm16's operands are 16-bit numbers
+// already (16-bit storage) and go to the BLAS as they are.
 #include <fmt/format.h>
 
 #include <cstdint>

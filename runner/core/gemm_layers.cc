@@ -23,15 +23,11 @@ void AddBiasAndRound(real* out, const real* bias, int N, int OC, int round_to) {
   }
 }
 
-// The two products of the backward pass on 16-bit operands, each operand converted once (inp16
-// is 16-bit storage already).
-void MatmulBackwardProducts16(real* dinp, real* dw, const real* dout, const uint16_t* inp16, const real* w, int N,
-                              int C, int OC, int precision) {
+// The two products of the backward pass on 16-bit operands (dout converted once).
+void MatmulBackwardProducts16(real* dinp, real* dw, const real* dout, const uint16_t* inp16, const uint16_t* w16,
+                              int N, int C, int OC, int precision) {
   const uint16_t* dout16 = SixteenBitCopy(Scratch16::kOutputGrad, dout, int64_t{N} * OC, precision);
-  if (dinp != nullptr) {
-    const uint16_t* w16 = SixteenBitCopy(Scratch16::kMatrix, w, int64_t{OC} * C, precision);
-    Gemm16(Op::kN, Op::kN, C, N, OC, real(1), w16, C, dout16, OC, real(0), dinp, C, {}, precision);
-  }
+  if (dinp != nullptr) Gemm16(Op::kN, Op::kN, C, N, OC, real(1), w16, C, dout16, OC, real(0), dinp, C, {}, precision);
   Gemm16(Op::kN, Op::kT, C, OC, N, real(1), inp16, C, dout16, OC, real(1), dw, C, {}, precision);
 }
 
@@ -49,10 +45,9 @@ void MatmulForward(real* out, const real* inp, const real* w, const real* bias, 
   AddBiasAndRound(out, bias, N, OC, round_to);
 }
 
-void MatmulForward16(real* out, const uint16_t* inp, const real* w, const real* bias, int N, int C, int OC,
+void MatmulForward16(real* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
                      int precision, int round_to) {
-  const uint16_t* w16 = SixteenBitCopy(Scratch16::kMatrix, w, int64_t{OC} * C, precision);
-  Gemm16(Op::kT, Op::kN, OC, N, C, real(1), w16, C, inp, C, real(0), out, OC, {}, precision);
+  Gemm16(Op::kT, Op::kN, OC, N, C, real(1), w, C, inp, C, real(0), out, OC, {}, precision);
   AddBiasAndRound(out, bias, N, OC, round_to);
 }
 
@@ -60,7 +55,8 @@ void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const r
                     int N, int C, int OC, int precision, int round_dinp_to) {
   if (precision != 0) {
     const uint16_t* inp16 = SixteenBitCopy(Scratch16::kInput, inp, int64_t{N} * C, precision);
-    MatmulBackwardProducts16(dinp, dw, dout, inp16, w, N, C, OC, precision);
+    const uint16_t* w16 = SixteenBitCopy(Scratch16::kMatrix, w, int64_t{OC} * C, precision);
+    MatmulBackwardProducts16(dinp, dw, dout, inp16, w16, N, C, OC, precision);
   } else {
     // dinp^T (C, N) = w^T (C, OC) dout^T (OC, N).
     if (dinp != nullptr) Gemm(Op::kN, Op::kN, C, N, OC, real(1), w, C, dout, OC, real(0), dinp, C);
@@ -70,7 +66,7 @@ void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const r
   FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);
 }
 
-void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const real* w,
+void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const uint16_t* w,
                       int N, int C, int OC, int precision, int round_dinp_to) {
   MatmulBackwardProducts16(dinp, dw, dout, inp, w, N, C, OC, precision);
   FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);

@@ -24,9 +24,16 @@ hipStream_t StreamOf(Stream stream);
 
 // Device scratch reused across calls, one slot per purpose (not tracked: workspace a real
 // framework keeps outside its tensors too, e.g. cuBLAS's). Grows, never shrinks.
-// kAttention and kAttention2 are ops.h's OpScratch slots; kSixteenBit is the first of its
-// Scratch16 slots (OpScratch16).
-enum class ScratchSlot { kReduction, kGemmA, kGemmB, kAttention, kAttention2, kSixteenBit, kCount = kSixteenBit + 4 };
+// kOpScratch is the first of ops.h's OpScratch slots, kSixteenBit the first of its Scratch16
+// slots (OpScratch16).
+enum class ScratchSlot {
+  kReduction,
+  kGemmA,
+  kGemmB,
+  kOpScratch,
+  kSixteenBit = kOpScratch + kOpScratchSlots,
+  kCount = kSixteenBit + static_cast<int>(Scratch16::kCount)
+};
 void* Scratch(ScratchSlot slot, size_t bytes);
 
 // TUNEPAR_CORE_PROFILE=1: every kernel, GEMM and device copy is bracketed by events on the compute

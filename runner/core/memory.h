@@ -1,7 +1,7 @@
 // Every allocation of the core goes through the TrackingAllocator: it counts bytes per category
-// (as a framework's GPU holds them: 2 bytes per value in 16-bit storage; the GEMM inputs among
-// the activations are real 16-bit numbers, the other 16-bit values are still held in `real`s on
-// the 16-bit grid), keeps the peaks, and refuses an allocation that would exceed the device-memory cap
+// (as a framework's GPU holds them: 2 bytes per value in 16-bit storage; the weights and the
+// activations GEMMs and attention keep are real 16-bit numbers, the other 16-bit values are still
+// held in `real`s on the 16-bit grid: held_peak() tells), keeps the peaks, and refuses an allocation that would exceed the device-memory cap
 // by throwing OutOfMemory: the trial then ends as `oom`, with the peaks, not as a crash.
 #pragma once
 

@@ -41,9 +41,12 @@ void DeviceFree(void* p);
 void Upload(void* device, const void* host, size_t bytes);
 void Download(void* host, const void* device, size_t bytes);
 void Synchronize();
-// Device scratch for one op's intermediates (attention's scores and dP), one per slot (0 or 1),
-// valid until the next call for the slot; not tracked, like a framework's library workspace (it
-// was never part of the memory accounting).
+// Device scratch for one op's intermediates, by slot: 0 attention's scores (forward) and dP
+// (backward), 1 its widened probabilities (16-bit backward), 2 and 3 the 16-bit weight vectors
+// widened for the ops that read fp32 vectors (block.h StageWeights). Valid until the slot's next
+// use; not tracked, like a framework's library workspace (it was never part of the memory
+// accounting).
+inline constexpr int kOpScratchSlots = 4;
 real* OpScratch(size_t values, int slot = 0);
 
 // Threads per rank for the loops and GEMMs (the cores a rank owns; CPU backend).
@@ -114,6 +117,9 @@ inline int64_t OperandSpan(Op op, int rows, int cols, int ld, int count, int64_t
 // given so (the CPU reads them back to fp32, exactly). OpScratch16: device scratch per purpose.
 void To16Bit(uint16_t* out, const real* in, int64_t n, int precision);
 void From16Bit(real* out, const uint16_t* in, int64_t n, int precision);  // exact
+// To16Bit of values not on the grid yet: each rounded to nearest even first (fp32 master weights
+// to 16-bit storage).
+void Round16Bit(uint16_t* out, const real* in, int64_t n, int precision);
 void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
             int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision);
 // Slots: a layer's input (or attention's qkv), the gradient of its output, its weights (or
@@ -144,11 +150,11 @@ void MatmulForward(real* out, const real* inp, const real* w, const real* bias, 
 // dbias (OC) += column sums of dout (accumulated over micro-batches). dinp, dbias may be null.
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
                     int N, int C, int OC, int precision = 0, int round_dinp_to = 0);
-// The same two with the layer's input held in 16-bit storage (precision 1 or 2), as 16-bit
-// activations are (block.h): the GEMMs read it as it is.
-void MatmulForward16(real* out, const uint16_t* inp, const real* w, const real* bias, int N, int C, int OC,
+// The same two with the layer's input and weights in 16-bit storage (precision 1 or 2), as the
+// 16-bit activations and weights are (block.h): the GEMMs read them as they are.
+void MatmulForward16(real* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
                      int precision, int round_to);
-void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const real* w,
+void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const uint16_t* w,
                       int N, int C, int OC, int precision, int round_dinp_to = 0);
 
 // out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
@@ -186,6 +192,9 @@ void EncoderForward(real* out, const int* tokens, const real* wte, const real* w
                     int T, int C);
 void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,
                      int T, int C);
+// EncoderForward from a token-embedding table in 16-bit storage.
+void EncoderForward16(real* out, const int* tokens, const uint16_t* wte, const real* wpe, int v0, int Vl, int B,
+                      int T, int C, int precision);
 
 // Vocabulary-parallel cross-entropy, rows of Vl logits (kernels.h): row_max (N), row_sum (N)
 // of exp(logit - max), target_logit (N: the logit of the target when this rank holds it, else 0).

@@ -72,7 +72,7 @@ double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to) {
 }
 
 real* OpScratch(size_t values, int slot) {
-  static std::vector<real> scratch[2];
+  static std::vector<real> scratch[kOpScratchSlots];
   std::vector<real>& s = scratch[slot];
   if (s.size() < values) s.resize(values);
   return s.data();
@@ -209,6 +209,11 @@ void From16Bit(real* out, const uint16_t* in, int64_t n, int precision) {
   for (int64_t i = 0; i < n; ++i) out[i] = From16BitValue(in[i], precision);
 }
 
+void Round16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = To16BitValue(static_cast<float>(RoundTo(in[i], precision)), precision);
+}
+
 namespace {
 // The reals a strided 16-bit operand stands for (exact), spanning `span` values.
 std::vector<real> FromSixteenBits(const uint16_t* in, int64_t span, int precision) {
@@ -276,18 +281,35 @@ void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int 
   for (int64_t i = 0; i < n; ++i) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
 }
 
-void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,
-                    int T, int C) {
+namespace {
+// The token embedding of every (b, t): wte_at(row, i) for the rows held here.
+template <typename Entry>
+void EncoderForwardOf(real* out, const int* tokens, Entry wte_at, const real* wpe, int v0, int Vl, int B, int T,
+                      int C) {
 #pragma omp parallel for
   for (int bt = 0; bt < B * T; ++bt) {
     real* o = out + int64_t{bt} * C;
     const int row = tokens[bt] - v0;
     const real* p = wpe == nullptr ? nullptr : wpe + int64_t{bt % T} * C;
     for (int i = 0; i < C; ++i) {
-      const real e = (row >= 0 && row < Vl) ? wte[int64_t{row} * C + i] : real(0);
+      const real e = (row >= 0 && row < Vl) ? wte_at(row, i) : real(0);
       o[i] = e + (p == nullptr ? real(0) : p[i]);
     }
   }
+}
+}  // namespace
+
+void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,
+                    int T, int C) {
+  EncoderForwardOf(
+      out, tokens, [=](int row, int i) { return wte[int64_t{row} * C + i]; }, wpe, v0, Vl, B, T, C);
+}
+
+void EncoderForward16(real* out, const int* tokens, const uint16_t* wte, const real* wpe, int v0, int Vl, int B,
+                      int T, int C, int precision) {
+  EncoderForwardOf(
+      out, tokens, [=](int row, int i) { return static_cast<real>(From16BitValue(wte[int64_t{row} * C + i], precision)); },
+      wpe, v0, Vl, B, T, C);
 }
 
 void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,

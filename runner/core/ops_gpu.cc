@@ -368,6 +368,20 @@ __global__ void From16BitKernel(real* out, const uint16_t* in, int64_t n, int pr
   TP_FOR_EACH(i, n) out[i] = From16BitValue(in[i], precision);
 }
 
+__global__ void Round16BitKernel(uint16_t* out, const real* in, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) out[i] = To16BitValue(RoundTo(in[i], precision), precision);
+}
+
+__global__ void EncoderForward16Kernel(real* out, const int* tokens, const uint16_t* wte, const real* wpe, int v0,
+                                       int Vl, int64_t n, int T, int C, int precision) {
+  TP_FOR_EACH(id, n) {
+    const int64_t bt = id / C;
+    const int i = static_cast<int>(id % C), row = tokens[bt] - v0;
+    const real e = (row >= 0 && row < Vl) ? From16BitValue(wte[int64_t{row} * C + i], precision) : real(0);
+    out[id] = e + (wpe != nullptr ? wpe[(bt % T) * C + i] : real(0));
+  }
+}
+
 __global__ void EncoderForwardKernel(real* out, const int* tokens, const real* wte, const real* wpe, int v0,
                                      int Vl, int64_t n, int T, int C) {
   TP_FOR_EACH(id, n) {
@@ -610,7 +624,7 @@ double SecondsBetween(const DeviceEvent& from, const DeviceEvent& to) {
   return ms / 1e3;
 }
 real* OpScratch(size_t values, int slot) {
-  const gpu::ScratchSlot at = slot == 0 ? gpu::ScratchSlot::kAttention : gpu::ScratchSlot::kAttention2;
+  const auto at = static_cast<gpu::ScratchSlot>(static_cast<int>(gpu::ScratchSlot::kOpScratch) + slot);
   return static_cast<real*>(gpu::Scratch(at, values * sizeof(real)));
 }
 void SetThreads(int) {}
@@ -675,6 +689,10 @@ void From16Bit(real* out, const uint16_t* in, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(From16BitKernel, Blocks(n), kThreads, out, in, n, precision);
 }
 
+void Round16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(Round16BitKernel, Blocks(n), kThreads, out, in, n, precision);
+}
+
 uint16_t* OpScratch16(Scratch16 slot, size_t values) {
   const auto at = static_cast<gpu::ScratchSlot>(static_cast<int>(gpu::ScratchSlot::kSixteenBit) + static_cast<int>(slot));
   return static_cast<uint16_t*>(gpu::Scratch(at, values * sizeof(uint16_t)));
@@ -704,6 +722,14 @@ void EncoderForward(real* out, const int* tokens, const real* wte, const real* w
                     int T, int C) {
   const int64_t n = int64_t{B} * T * C;
   if (n > 0) TP_LAUNCH(EncoderForwardKernel, Blocks(n), kThreads, out, tokens, wte, wpe, v0, Vl, n, T, C);
+}
+
+void EncoderForward16(real* out, const int* tokens, const uint16_t* wte, const real* wpe, int v0, int Vl, int B,
+                      int T, int C, int precision) {
+  const int64_t n = int64_t{B} * T * C;
+  if (n > 0) {
+    TP_LAUNCH(EncoderForward16Kernel, Blocks(n), kThreads, out, tokens, wte, wpe, v0, Vl, n, T, C, precision);
+  }
 }
 
 void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,

@@ -1,6 +1,6 @@
 // The arithmetic type of the core: fp32 (float), or fp64 (double) in the gradient-check build
 // (-DTUNEPAR_CORE_FP64=1: tunepar-core-fp64, which compares the backward pass with finite
-// differences). 16-bit storage is emulated on top of either by rounding (kernels.h).
+// differences). 16-bit storage (kernels.h's rounding and 16-bit numbers) works with either.
 #pragma once
 
 #include <cmath>

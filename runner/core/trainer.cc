@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 
 #include "runner/core/comm.h"
+#include "runner/core/kernels.h"
 #include "runner/core/ops.h"
 #include "runner/core/waiting.h"
 
@@ -110,7 +112,8 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   shard_end_ = zero ? shard_begin_ + shard : params_.count;
   const size_t optimized = static_cast<size_t>(shard_end_ - shard_begin_);
 
-  weights_ = Buffer(allocator, MemoryCategory::kWeights, padded_count_, ctx_.StorageBytes());
+  weights_ = mixed ? Buffer::SixteenBit(allocator, MemoryCategory::kWeights, padded_count_)
+                   : Buffer(allocator, MemoryCategory::kWeights, padded_count_, 4.0);
   grads_ = Buffer(allocator, MemoryCategory::kGradients, padded_count_, 4.0);
   if (zero) grad_shard_ = Buffer(allocator, MemoryCategory::kGradients, optimized, 4.0);
   if (mixed) master_ = Buffer(allocator, MemoryCategory::kOptimizer, optimized, 4.0);
@@ -124,8 +127,7 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
     }
   }
   if (mixed) Upload(master_.data(), host.data() + shard_begin_, optimized * sizeof(real));
-  Upload(weights_.data(), host.data(), host.size() * sizeof(real));
-  RoundStorage(weights_.data(), padded_count_, options.precision);
+  StoreWeights(host);
 
   workspace_ = AllocateBlockWorkspace(ctx_, options.recompute == 1);
   dx_ = ctx_.Workspace(static_cast<size_t>(ctx_.N()) * dims.C);
@@ -141,6 +143,35 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
 }
 
 Trainer::~Trainer() = default;
+
+StageWeights Trainer::Weights() const {
+  if (options_.precision == 0) return {weights_.data(), nullptr, 0};
+  return {nullptr, weights_.bits16(), options_.precision};
+}
+
+void Trainer::StoreWeights(const std::vector<real>& host) {
+  const int P = options_.precision;
+  if (P == 0) {
+    Upload(weights_.data(), host.data(), host.size() * sizeof(real));
+    return;
+  }
+  std::vector<uint16_t> bits(host.size());
+  for (size_t i = 0; i < host.size(); ++i) bits[i] = To16BitValue(static_cast<float>(RoundTo(host[i], P)), P);
+  Upload(weights_.bits16(), bits.data(), bits.size() * sizeof(uint16_t));
+}
+
+std::vector<real> Trainer::LoadWeights() const {
+  std::vector<real> host(static_cast<size_t>(padded_count_));
+  const int P = options_.precision;
+  if (P == 0) {
+    Download(host.data(), weights_.data(), host.size() * sizeof(real));
+    return host;
+  }
+  std::vector<uint16_t> bits(host.size());
+  Download(bits.data(), weights_.bits16(), bits.size() * sizeof(uint16_t));
+  for (size_t i = 0; i < bits.size(); ++i) host[i] = From16BitValue(bits[i], P);
+  return host;
+}
 
 void Trainer::SendActivation(const real* data, int peer, int tag) {
   const int64_t n = int64_t{ctx_.N()} * dims_.C;
@@ -187,20 +218,20 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   }
 
   if (s.has_embedding) {
-    EmbeddingForward(ctx_, weights_.data(), params_, mb->tokens.as_ints(), mb->inputs[0].data());
+    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0].data());
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
     DeviceRecv(mb->inputs[0].data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
   }
   for (int i = 0; i < s.num_layers; ++i) {
     BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb->saved[i];
-    BlockForward(ctx_, weights_.data(), params_.blocks[i], mb->inputs[i].data(), a, workspace_,
+    BlockForward(ctx_, Weights(), params_.blocks[i], mb->inputs[i].data(), a, workspace_,
                  mb->inputs[i + 1].data());
   }
   if (s.has_head) {
     mb->dout = ctx_.Activation(static_cast<size_t>(N) * C);
     const double tokens_per_step = static_cast<double>(global_batch) * T;
-    loss_sum_ += HeadForwardBackward(ctx_, weights_.data(), grads_.data(), params_, mb->inputs.back().data(),
+    loss_sum_ += HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back().data(),
                                      mb->targets.as_ints(), loss_scale_ / tokens_per_step, mb->dout.data());
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
@@ -222,11 +253,11 @@ void Trainer::Backward(int j, bool sync_last) {
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
     if (options_.recompute == 2) {
-      BlockForward(ctx_, weights_.data(), params_.blocks[i], mb.inputs[i].data(), *recompute_, workspace_,
+      BlockForward(ctx_, Weights(), params_.blocks[i], mb.inputs[i].data(), *recompute_, workspace_,
                    recompute_out_.data());
     }
     const BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb.saved[i];
-    BlockBackward(ctx_, weights_.data(), grads_.data(), params_.blocks[i], mb.inputs[i].data(), a, workspace_,
+    BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i].data(), a, workspace_,
                   dx_.data());
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin[i], clock_);
   }
@@ -366,14 +397,15 @@ void Trainer::Optimize(StepStats& stats) {
                   static_cast<real>(options_.eps), static_cast<real>(t.decay ? options_.weight_decay : 0.0),
                   c1, c2);
     });
-    if (options_.precision != 0) {
-      Copy(weights_.data() + lo, master, hi - lo);
-      RoundStorage(weights_.data() + lo, hi - lo, options_.precision);
-    }
+    if (options_.precision != 0) Round16Bit(weights_.bits16() + lo, master, hi - lo, options_.precision);
   }
   if (zero) {
     TimedScope gather(clock_, Phase::kDpComm);
-    DeviceAllGather(weights_.data(), hi - lo, grid_.dp_comm);
+    if (options_.precision != 0) {
+      DeviceAllGather16(weights_.bits16(), hi - lo, grid_.dp_comm);
+    } else {
+      DeviceAllGather(weights_.data(), hi - lo, grid_.dp_comm);
+    }
   }
   if (options_.precision == 1 && ++good_steps_ >= options_.loss_scale_window) {
     loss_scale_ *= 2;
@@ -381,7 +413,7 @@ void Trainer::Optimize(StepStats& stats) {
   }
 }
 
-std::map<std::string, std::vector<double>> Trainer::Gather(const Buffer& values, bool gradients) const {
+std::map<std::string, std::vector<double>> Trainer::Gather(const std::vector<real>& local, bool gradients) const {
   const ModelDims& d = dims_;
   const ParameterLayout whole = LayoutParameters(d, ShardOf(d, 1, 0, 1, 0));
   std::map<std::string, int64_t> global_offset;
@@ -389,8 +421,6 @@ std::map<std::string, std::vector<double>> Trainer::Gather(const Buffer& values,
   std::vector<double> global(static_cast<size_t>(whole.count), 0.0);
   const bool replica_counts = gradients || grid_.dp_rank == 0;
   if (replica_counts) {
-    std::vector<real> local(static_cast<size_t>(params_.count));
-    Download(local.data(), values.data(), local.size() * sizeof(real));
     const double unscale = gradients ? 1.0 / loss_scale_ : 1.0;
     for (const TensorSpec& t : params_.tensors) {
       if (t.tp_replicated && grid_.tp_rank != 0) continue;
@@ -413,19 +443,23 @@ std::map<std::string, std::vector<double>> Trainer::Gather(const Buffer& values,
 }
 
 std::map<std::string, std::vector<double>> Trainer::GatherWeights() const {
-  return Gather(weights_, false);
+  return Gather(LoadWeights(), false);
 }
 std::map<std::string, std::vector<double>> Trainer::GatherGradients() const {
-  return Gather(grads_, true);
+  std::vector<real> grads(static_cast<size_t>(padded_count_));
+  Download(grads.data(), grads_.data(), grads.size() * sizeof(real));
+  return Gather(grads, true);
 }
 
 double Trainer::Parameter(int64_t offset) const {
+  if (options_.precision != 0) throw std::logic_error("Trainer::Parameter: gradient checks run in fp32 storage");
   real value;
   Download(&value, weights_.data() + offset, sizeof(real));
   return value;
 }
 
 void Trainer::SetParameter(int64_t offset, double value) {
+  if (options_.precision != 0) throw std::logic_error("Trainer::SetParameter: gradient checks run in fp32 storage");
   const real v = static_cast<real>(value);
   Upload(weights_.data() + offset, &v, sizeof(real));
 }

@@ -64,7 +64,7 @@ class Trainer {
   double ComputeGradients(int64_t step);
 
   // Global tensors assembled at world rank 0 (empty elsewhere), by name, in the unsliced
-  // model's order: the weights (fp32 master values) or the gradients of ComputeGradients
+  // model's order: the weights as stored (16-bit storage widened, exactly) or the gradients of ComputeGradients
   // (summed over replicas, loss scale removed).
   std::map<std::string, std::vector<double>> GatherWeights() const;
   std::map<std::string, std::vector<double>> GatherGradients() const;
@@ -85,7 +85,12 @@ class Trainer {
   void Backward(int j, bool sync_last);
   void SendActivation(const real* data, int peer, int tag);
   void Optimize(StepStats& stats);
-  std::map<std::string, std::vector<double>> Gather(const Buffer& values, bool gradients) const;
+  // `local`: this rank's values (weights or gradients) in its flat order, on the host.
+  std::map<std::string, std::vector<double>> Gather(const std::vector<real>& local, bool gradients) const;
+  // The weights as the layers read them (block.h), and their host copies (fp32 values) in and out.
+  StageWeights Weights() const;
+  void StoreWeights(const std::vector<real>& host);
+  std::vector<real> LoadWeights() const;
 
   ModelDims dims_;
   const ProcessGrid& grid_;
