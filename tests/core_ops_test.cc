@@ -399,6 +399,85 @@ TEST_F(Ops, LinearLayerOnASixteenBitInputMatchesTheSameValuesAsReals) {
   }
 }
 
+// 16-bit numbers on the device (the values of `grid`, which lie on the precision's grid), and
+// their values read back.
+class DeviceSixteenBit {
+ public:
+  DeviceSixteenBit(const Values& grid, int precision) : size_(grid.size()), precision_(precision) {
+    std::vector<uint16_t> bits(size_);
+    for (size_t k = 0; k < size_; ++k) bits[k] = To16BitValue(static_cast<float>(grid[k]), precision);
+    p_ = static_cast<uint16_t*>(DeviceAllocate(size_ * sizeof(uint16_t)));
+    Upload(p_, bits.data(), size_ * sizeof(uint16_t));
+  }
+  ~DeviceSixteenBit() { DeviceFree(p_); }
+  DeviceSixteenBit(const DeviceSixteenBit&) = delete;
+  DeviceSixteenBit& operator=(const DeviceSixteenBit&) = delete;
+  uint16_t* get() { return p_; }
+  std::vector<double> Get() const {
+    Synchronize();
+    std::vector<uint16_t> bits(size_);
+    Download(bits.data(), p_, size_ * sizeof(uint16_t));
+    std::vector<double> values(size_);
+    for (size_t k = 0; k < size_; ++k) values[k] = From16BitValue(bits[k], precision_);
+    return values;
+  }
+
+ private:
+  size_t size_;
+  int precision_;
+  uint16_t* p_ = nullptr;
+};
+
+std::vector<double> AsDoubles(const Values& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+Values AsValues(const std::vector<double>& v) {
+  return Values(v.begin(), v.end());
+}
+
+// The residual stream and the GeLU input held as 16-bit numbers (block.cc with 16-bit storage):
+// each row op reading them gives exactly what it gives on the same values held in reals.
+TEST_F(Ops, RowOpsOnTheSixteenBitResidualStreamMatchTheSameValuesAsReals) {
+  const int N = 17, C = 96;
+  const int64_t n = int64_t{N} * C;
+  for (int precision : {1, 2}) {
+    SCOPED_TRACE(precision);
+    const Values x = Random(n, 3.0, precision), branch = Random(n, 0.5), w = Random(C, 1.0, precision);
+    const Values b = Random(C, 1.0, precision), dout = Random(n, 1.0, precision), dx0 = Random(n, 1.0, precision);
+    DeviceArray xr(x), br(branch), wr(w), bb(b), d(dout);
+    DeviceSixteenBit x16(x, precision);
+
+    DeviceArray sum(Zeros(n));
+    DeviceSixteenBit sum16(Zeros(n), precision);
+    ResidualAdd(sum.get(), xr.get(), br.get(), n, precision);
+    ResidualAdd16(sum16.get(), x16.get(), br.get(), n, precision);
+    ExpectClose(AsValues(sum16.Get()), AsDoubles(sum.Get()), 0, "ResidualAdd16");
+
+    DeviceArray out(Zeros(n)), mean(Zeros(N)), rstd(Zeros(N));
+    DeviceArray out16(Zeros(n)), mean16(Zeros(N)), rstd16(Zeros(N));
+    LayerNormForward(out.get(), mean.get(), rstd.get(), xr.get(), wr.get(), bb.get(), N, C, precision);
+    LayerNormForward16(out16.get(), mean16.get(), rstd16.get(), x16.get(), wr.get(), bb.get(), N, C, precision);
+    ExpectClose(out16.Get(), AsDoubles(out.Get()), 0, "LayerNormForward16");
+    ExpectClose(mean16.Get(), AsDoubles(mean.Get()), 0, "LayerNormForward16 mean");
+    ExpectClose(rstd16.Get(), AsDoubles(rstd.Get()), 0, "LayerNormForward16 rstd");
+
+    DeviceArray dx(dx0), dw(Zeros(C)), db(Zeros(C)), dx16(dx0), dw16(Zeros(C)), db16(Zeros(C));
+    LayerNormBackward(dx.get(), dw.get(), db.get(), d.get(), xr.get(), wr.get(), mean.get(), rstd.get(), N, C,
+                      precision);
+    LayerNormBackward16(dx16.get(), dw16.get(), db16.get(), d.get(), x16.get(), wr.get(), mean.get(), rstd.get(), N,
+                        C, precision);
+    ExpectClose(dx16.Get(), AsDoubles(dx.Get()), 0, "LayerNormBackward16 dx");
+    ExpectClose(dw16.Get(), AsDoubles(dw.Get()), 0, "LayerNormBackward16 dw");
+    ExpectClose(db16.Get(), AsDoubles(db.Get()), 0, "LayerNormBackward16 db");
+
+    DeviceArray dgelu(Zeros(n)), dgelu16(Zeros(n));
+    GeluBackward(dgelu.get(), xr.get(), d.get(), n, precision);
+    GeluBackward16(dgelu16.get(), x16.get(), d.get(), n, precision);
+    ExpectClose(dgelu16.Get(), AsDoubles(dgelu.Get()), 0, "GeluBackward16");
+    for (real v : dgelu16.Get()) ASSERT_EQ(v, RoundTo(v, precision));
+  }
+}
+
 TEST_F(Ops, EmbeddingForwardAndBackwardOfTheTokensHeldHere) {
   const int B = 3, T = 9, C = 20, v0 = 4, Vl = 6;
   std::vector<int> tokens(B * T);

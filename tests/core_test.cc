@@ -333,9 +333,10 @@ TEST(CoreMemory, PipelineStagesHoldOnlyTheMicroBatchesInFlight) {
 }
 
 // What the buffers hold on the device against what is counted: in fp32 the same; with 16-bit
-// storage the linear layers' inputs are real 16-bit numbers, so a bf16 run holds less than the
-// fp32 run (when every 16-bit value was held in a real, the two held the same), though still more
-// than it counts (the rest of its 16-bit values are held in reals).
+// storage the weights, every saved activation and the residual stream are real 16-bit numbers,
+// so a bf16 run holds less than the fp32 run. It still holds more than it counts, by no more than
+// the backward pass's workspace and the row-parallel partial sums, which are fp32 on the 16-bit
+// grid, counted at 2 bytes (any activation held in reals again breaks that bound).
 TEST(CoreMemory, SixteenBitStorageHoldsLessThanFp32) {
   auto memory = [](const std::string& precision) {
     const CoreRun run = RunCore(1, "--model tiny --micro-batches 1 --precision " + precision, false);
@@ -345,7 +346,10 @@ TEST(CoreMemory, SixteenBitStorageHoldsLessThanFp32) {
   const nlohmann::json fp32 = memory("fp32"), bf16 = memory("bf16");
   EXPECT_EQ(fp32["held_peak_bytes"], fp32["peak_bytes"]);
   EXPECT_LT(bf16["held_peak_bytes"].get<double>(), fp32["held_peak_bytes"].get<double>());
-  EXPECT_GT(bf16["held_peak_bytes"].get<double>(), bf16["peak_bytes"].get<double>());
+  const double held_wider = bf16["held_peak_bytes"].get<double>() - bf16["peak_bytes"].get<double>();
+  const nlohmann::json& counted = bf16["peak_by_category"];
+  EXPECT_GT(held_wider, 0);
+  EXPECT_LE(held_wider, counted["workspace"].get<double>() + counted["comm_buffers"].get<double>());
 }
 
 TEST(CoreFaults, CrashHangAndOomAreWhatTheySay) {

@@ -10,12 +10,12 @@ namespace tunepar::core {
 // Activations and workspace are written before they are read: not zeroed (on the CPU they start
 // as NaN, so a read before the first write would show in every test).
 Buffer StageContext::Activation(size_t values) const {
-  return Buffer(*allocator, MemoryCategory::kActivations, values, StorageBytes(), false);
+  if (precision == 0) return Buffer(*allocator, MemoryCategory::kActivations, values, 4.0, false);
+  return Buffer::SixteenBit(*allocator, MemoryCategory::kActivations, values);
 }
 
-Buffer StageContext::Activation16(size_t values) const {
-  if (precision == 0) return Activation(values);
-  return Buffer::SixteenBit(*allocator, MemoryCategory::kActivations, values);
+Buffer StageContext::Statistics(size_t values) const {
+  return Buffer(*allocator, MemoryCategory::kActivations, values, 4.0, false);
 }
 
 const real* StageWeights::Vector(int64_t offset, int64_t n, int slot) const {
@@ -41,18 +41,18 @@ BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_sco
   const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
   const Shard& s = ctx.shard;
   BlockActivations a;
-  a.ln1 = ctx.Activation16(N * C);
-  a.ln1_mean = ctx.Activation(N);
-  a.ln1_rstd = ctx.Activation(N);
-  a.qkv = ctx.Activation16(N * 3 * s.Cl);
-  if (keep_scores) a.att = ctx.Activation16(static_cast<size_t>(ctx.B) * s.NHl * T * T);
-  a.atty = ctx.Activation16(N * s.Cl);
+  a.ln1 = ctx.Activation(N * C);
+  a.ln1_mean = ctx.Statistics(N);
+  a.ln1_rstd = ctx.Statistics(N);
+  a.qkv = ctx.Activation(N * 3 * s.Cl);
+  if (keep_scores) a.att = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  a.atty = ctx.Activation(N * s.Cl);
   a.res2 = ctx.Activation(N * C);
-  a.ln2 = ctx.Activation16(N * C);
-  a.ln2_mean = ctx.Activation(N);
-  a.ln2_rstd = ctx.Activation(N);
+  a.ln2 = ctx.Activation(N * C);
+  a.ln2_mean = ctx.Statistics(N);
+  a.ln2_rstd = ctx.Statistics(N);
   a.fch = ctx.Activation(N * s.Fl);
-  a.fcg = ctx.Activation16(N * s.Fl);
+  a.fcg = ctx.Activation(N * s.Fl);
   return a;
 }
 
@@ -67,15 +67,18 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
   w.dqkv = ctx.Workspace(N * 3 * s.Cl);
   w.dfcg = ctx.Workspace(N * s.Fl);
   w.dfch = ctx.Workspace(N * s.Fl);
-  if (selective) w.scores = ctx.Activation16(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  if (selective) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
   return w;
 }
 
 namespace {
 
-// Where an op computes an Activation16: in place, or (16-bit storage) first in `scratch`, in fp32.
+// Where an op computes an Activation: in place, or (16-bit storage) first in `scratch`, in fp32.
+real* ComputeInto(const StageContext& ctx, Buffer& activation, real* scratch) {
+  return ctx.precision == 0 ? activation.data() : scratch;
+}
 real* ComputeInto(const StageContext& ctx, Buffer& activation, Buffer& scratch) {
-  return ctx.precision == 0 ? activation.data() : scratch.data();
+  return ComputeInto(ctx, activation, scratch.data());
 }
 
 // Stores what ComputeInto's buffer holds: as 16-bit numbers (exact: the op rounded it to the
@@ -103,7 +106,38 @@ void AttentionGradient(const StageContext& ctx, real* dqkv, const real* dy, cons
   }
 }
 
-// A linear layer over an Activation16 (ops.h MatmulForward / MatmulBackward on N rows).
+// The residual stream's ops over an Activation (ops.h LayerNormForward/Backward and
+// ResidualAdd, or their 16-bit-input forms with 16-bit storage).
+void Normalize(const StageContext& ctx, real* out, Buffer& mean, Buffer& rstd, const Buffer& inp, const real* w,
+               const real* b) {
+  if (ctx.precision == 0) {
+    LayerNormForward(out, mean.data(), rstd.data(), inp.data(), w, b, ctx.N(), ctx.dims.C, 0);
+  } else {
+    LayerNormForward16(out, mean.data(), rstd.data(), inp.bits16(), w, b, ctx.N(), ctx.dims.C, ctx.precision);
+  }
+}
+
+void NormalizeGradient(const StageContext& ctx, real* dinp, real* dw, real* db, const real* dout, const Buffer& inp,
+                       const real* w, const Buffer& mean, const Buffer& rstd) {
+  if (ctx.precision == 0) {
+    LayerNormBackward(dinp, dw, db, dout, inp.data(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C, 0);
+  } else {
+    LayerNormBackward16(dinp, dw, db, dout, inp.bits16(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C,
+                        ctx.precision);
+  }
+}
+
+// out = x + branch (branch rounded first, as ResidualAdd), N C values.
+void Residual(const StageContext& ctx, Buffer& out, const Buffer& x, const real* branch) {
+  const int64_t NC = int64_t{ctx.N()} * ctx.dims.C;
+  if (ctx.precision == 0) {
+    ResidualAdd(out.data(), x.data(), branch, NC, 0);
+  } else {
+    ResidualAdd16(out.bits16(), x.bits16(), branch, NC, ctx.precision);
+  }
+}
+
+// A linear layer over an Activation (ops.h MatmulForward / MatmulBackward on N rows).
 void LinearForward(const StageContext& ctx, real* out, const Buffer& inp, const StageWeights& W, LinearTensors t,
                    int C, int OC, int round_to) {
   const real* bias = t.bias >= 0 ? W.Vector(t.bias, OC, 2) : nullptr;
@@ -128,21 +162,20 @@ void LinearBackward(const StageContext& ctx, real* dinp, real* G, const real* do
 
 }  // namespace
 
-void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, const real* x,
-                  BlockActivations& a, BlockWorkspace& w, real* out) {
+void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, const Buffer& x,
+                  BlockActivations& a, BlockWorkspace& w, Buffer& out) {
   real* partial = w.partial.data();
   Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
   const int C = ctx.dims.C, N = ctx.N();
   const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
   const bool adds_bias = ctx.shard.tp_rank == 0;
-  const int64_t NC = int64_t{N} * C;
+  const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
 
   // Every stored value is rounded to the storage precision P by the op that writes it; the
-  // row-parallel partial sums only after their all-reduce (inside ResidualAdd), so that any TP
-  // size rounds the same sums.
+  // row-parallel partial sums only after their all-reduce (inside the residual add), so that any
+  // TP size rounds the same sums.
   real* ln1 = ComputeInto(ctx, a.ln1, w.dln);
-  LayerNormForward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3), N,
-                   C, P);
+  Normalize(ctx, ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
   Keep16(ctx, a.ln1, ln1, NC);
   real* qkv = ComputeInto(ctx, a.qkv, w.dqkv);
   LinearForward(ctx, qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl, P);
@@ -153,22 +186,23 @@ void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTen
   Keep16(ctx, a.atty, atty, int64_t{N} * Cl);
   LinearForward(ctx, partial, a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, Cl, C, 0);
   ctx.TpAllReduce(partial, NC);
-  ResidualAdd(a.res2.data(), x, partial, NC, P);
+  Residual(ctx, a.res2, x, partial);
 
   real* ln2 = ComputeInto(ctx, a.ln2, w.dln);
-  LayerNormForward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), W.Vector(t.ln2_w, C, 2),
-                   W.Vector(t.ln2_b, C, 3), N, C, P);
+  Normalize(ctx, ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.Vector(t.ln2_w, C, 2), W.Vector(t.ln2_b, C, 3));
   Keep16(ctx, a.ln2, ln2, NC);
-  LinearForward(ctx, a.fch.data(), a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, P);
+  real* fch = ComputeInto(ctx, a.fch, w.dfch);
+  LinearForward(ctx, fch, a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, P);
+  Keep16(ctx, a.fch, fch, NF);
   real* fcg = ComputeInto(ctx, a.fcg, w.dfcg);
-  GeluForward(fcg, a.fch.data(), int64_t{N} * Fl, P);
-  Keep16(ctx, a.fcg, fcg, int64_t{N} * Fl);
+  GeluForward(fcg, fch, NF, P);
+  Keep16(ctx, a.fcg, fcg, NF);
   LinearForward(ctx, partial, a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, Fl, C, 0);
   ctx.TpAllReduce(partial, NC);
-  ResidualAdd(out, a.res2.data(), partial, NC, P);
+  Residual(ctx, out, a.res2, partial);
 }
 
-void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t, const real* x,
+void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t, const Buffer& x,
                    const BlockActivations& a, BlockWorkspace& w, real* dx) {
   const int C = ctx.dims.C, N = ctx.N();
   const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
@@ -178,13 +212,17 @@ void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, cons
   // (As in the forward pass, each op rounds what it stores; the gradients of the column-parallel
   // layers' inputs only after their all-reduce.)
   LinearBackward(ctx, w.dfcg.data(), G, dx, a.fcg, W, {t.fcproj_w, t.fcproj_b}, Fl, C, P);
-  GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF, P);
+  if (P == 0) {
+    GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF, 0);
+  } else {
+    GeluBackward16(w.dfch.data(), a.fch.bits16(), w.dfcg.data(), NF, P);
+  }
   LinearBackward(ctx, w.dln.data(), G, w.dfch.data(), a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, 0);
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(w.dres2.data(), dx, NC);
-  LayerNormBackward(w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2.data(), W.Vector(t.ln2_w, C, 2),
-                    a.ln2_mean.data(), a.ln2_rstd.data(), N, C, P);
+  NormalizeGradient(ctx, w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2, W.Vector(t.ln2_w, C, 2),
+                    a.ln2_mean, a.ln2_rstd);
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
   const Buffer* att = &a.att;
@@ -199,22 +237,25 @@ void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, cons
   ctx.TpAllReduce(w.dln.data(), NC);
   ctx.Store(w.dln.data(), NC);
   Copy(dx, w.dres2.data(), NC);
-  LayerNormBackward(dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W.Vector(t.ln1_w, C, 2), a.ln1_mean.data(),
-                    a.ln1_rstd.data(), N, C, P);
+  NormalizeGradient(ctx, dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W.Vector(t.ln1_w, C, 2), a.ln1_mean,
+                    a.ln1_rstd);
 }
 
 void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const ParameterLayout& p, const int* tokens,
-                      real* x) {
+                      Buffer& x, real* scratch) {
   const Shard& s = ctx.shard;
   const int T = ctx.dims.T, C = ctx.dims.C;
+  const int64_t NC = int64_t{ctx.N()} * C;
   const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;
+  real* sum = ComputeInto(ctx, x, scratch);
   if (W.bits16 == nullptr) {
-    EncoderForward(x, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
+    EncoderForward(sum, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
   } else {
-    EncoderForward16(x, tokens, W.bits16 + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C, W.precision);
+    EncoderForward16(sum, tokens, W.bits16 + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C, W.precision);
   }
-  ctx.TpAllReduce(x, int64_t{ctx.N()} * ctx.dims.C);
-  ctx.Store(x, int64_t{ctx.N()} * ctx.dims.C);
+  ctx.TpAllReduce(sum, NC);
+  ctx.Store(sum, NC);
+  Keep16(ctx, x, sum, NC);
 }
 
 void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& p, const int* tokens,
@@ -224,10 +265,10 @@ void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& 
 }
 
 double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,
-                           const real* x, const int* targets, double grad_scale, real* dx) {
+                           const Buffer& x, const int* targets, double grad_scale, real* dx) {
   const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
   const int64_t NC = int64_t{N} * C;
-  Buffer lnf = ctx.Activation16(NC), mean = ctx.Activation(N), rstd = ctx.Activation(N);
+  Buffer lnf = ctx.Activation(NC), mean = ctx.Statistics(N), rstd = ctx.Statistics(N);
   // Logits in fp32 whatever the storage precision (the loss is computed in fp32).
   Buffer logits(*ctx.allocator, MemoryCategory::kActivations, static_cast<size_t>(N) * Vl, 4.0);
   Buffer stats(*ctx.allocator, MemoryCategory::kWorkspace, 3 * static_cast<size_t>(N), 4.0);
@@ -235,9 +276,8 @@ double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real*
   real* row_sum = row_max + N;  // row_sum and target_logit are adjacent: one all-reduce
   real* target_logit = row_sum + N;
 
-  real* normed = ctx.precision == 0 ? lnf.data() : dx;  // dx is free until the backward below
-  LayerNormForward(normed, mean.data(), rstd.data(), x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3), N, C,
-                   ctx.precision);
+  real* normed = ComputeInto(ctx, lnf, dx);  // dx is free until the backward below
+  Normalize(ctx, normed, mean, rstd, x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3));
   Keep16(ctx, lnf, normed, NC);
   LinearForward(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, ctx.precision);
 
@@ -263,8 +303,7 @@ double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real*
   ctx.TpAllReduce(dlnf.data(), NC);
   ctx.Store(dlnf.data(), NC);
   Fill(dx, NC, 0);
-  LayerNormBackward(dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean.data(), rstd.data(),
-                    N, C, ctx.precision);
+  NormalizeGradient(ctx, dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean, rstd);
   return loss;
 }
 

@@ -33,11 +33,13 @@ struct StageContext {
 
   int N() const { return B * dims.T; }  // rows (tokens) per micro-batch
   double StorageBytes() const { return precision == 0 ? 4.0 : 2.0; }
-  Buffer Activation(size_t values) const;  // counted in activations at storage width
-  // An activation kept for GEMMs and attention (linear layers' inputs, qkv, the probabilities):
-  // with 16-bit storage held as 16-bit numbers (two bytes on the device, as counted), else as
-  // reals, as Activation.
-  Buffer Activation16(size_t values) const;
+  // An activation kept for the backward pass or sent down the pipeline, counted in activations:
+  // with 16-bit storage held as 16-bit numbers (two bytes on the device, as counted; read and
+  // written through bits16()), else as reals.
+  Buffer Activation(size_t values) const;
+  // Layer-norm mean and rstd: fp32 values whatever the storage, as a framework keeps them
+  // (counted in activations at 4 bytes).
+  Buffer Statistics(size_t values) const;
   Buffer Workspace(size_t values) const;   // counted in workspace at storage width
   void Store(real* p, int64_t n) const;    // rounds to the storage precision
   void TpAllReduce(real* p, int64_t n) const;
@@ -61,15 +63,16 @@ struct LinearTensors {
   int64_t w, bias;
 };
 
-// A block's saved activations for the backward pass (all but its input x). ln1, qkv, att, atty,
-// ln2 and fcg are StageContext::Activation16 (16-bit numbers with 16-bit storage); the others,
-// read by the row kernels, are reals (on the 16-bit grid with 16-bit storage).
+// A block's saved activations for the backward pass (all but its input x): StageContext::
+// Activation (16-bit numbers with 16-bit storage, read as they are by the GEMMs, attention and
+// the row ops' 16-bit-input forms), but for the layer norms' mean and rstd
+// (StageContext::Statistics, fp32).
 struct BlockActivations {
   Buffer ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
   Buffer qkv;                      // (N, 3 Cl)
   Buffer att;                      // (B, NHl, T, T)
   Buffer atty;                     // (N, Cl)
-  Buffer res2;                     // (N, C)
+  Buffer res2;                     // (N, C): the residual stream between attention and MLP
   Buffer ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
   Buffer fch, fcg;                 // (N, Fl) before and after GeLU
 };
@@ -77,8 +80,8 @@ struct BlockActivations {
 BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores);
 
 // Buffers a stage reuses across blocks and micro-batches during the backward pass (the forward
-// pass computes its 16-bit activations in dln, dqkv, datty and dfcg before storing them
-// converted). `scores` is an Activation16.
+// pass computes its 16-bit activations in dln, dqkv, datty, dfch and dfcg before storing them
+// converted). `scores` is an Activation.
 struct BlockWorkspace {
   Buffer partial;     // (N, C): a row-parallel layer's partial sum, all-reduced in place
   Buffer dres2, dln;  // (N, C)
@@ -89,17 +92,21 @@ struct BlockWorkspace {
 };
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 
+// The residual stream (the embedding's output, each block's input and output, the stage's
+// output) is made of Activation buffers (N, C): 16-bit numbers with 16-bit storage.
 // Block `b` of this stage: weights/grads are the flat buffers, `t` the block's offsets.
-void BlockForward(const StageContext& ctx, const StageWeights& weights, const BlockTensors& t, const real* x,
-                  BlockActivations& a, BlockWorkspace& w, real* out);
-// dx: in, the gradient of the block's output; out, the gradient of its input x. Without saved
-// scores (selective recomputation) the attention's forward runs again first.
+void BlockForward(const StageContext& ctx, const StageWeights& weights, const BlockTensors& t, const Buffer& x,
+                  BlockActivations& a, BlockWorkspace& w, Buffer& out);
+// dx: in, the gradient of the block's output; out, the gradient of its input x (reals on the
+// storage grid). Without saved scores (selective recomputation) the attention's forward runs
+// again first.
 void BlockBackward(const StageContext& ctx, const StageWeights& weights, real* grads, const BlockTensors& t,
-                   const real* x, const BlockActivations& a, BlockWorkspace& w, real* dx);
+                   const Buffer& x, const BlockActivations& a, BlockWorkspace& w, real* dx);
 
-// x (N, C) = wte[tokens] + wpe (vocabulary-parallel lookup, all-reduced over TP).
+// x (N, C) = wte[tokens] + wpe (vocabulary-parallel lookup, all-reduced over TP). With 16-bit
+// storage the sum is made in `scratch` (N C reals, free during the forward pass) in fp32 first.
 void EmbeddingForward(const StageContext& ctx, const StageWeights& weights, const ParameterLayout& p,
-                      const int* tokens, real* x);
+                      const int* tokens, Buffer& x, real* scratch);
 void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayout& p, const int* tokens,
                        const real* dx);
 
@@ -109,7 +116,7 @@ void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayo
 // weight gradients and writes dx (N, C). `grad_scale` multiplies dloss/dlogit (1 / tokens per
 // step, times the fp16 loss scale). Returns the sum of the micro-batch's token losses.
 double HeadForwardBackward(const StageContext& ctx, const StageWeights& weights, real* grads,
-                           const ParameterLayout& p, const real* x, const int* targets, double grad_scale,
+                           const ParameterLayout& p, const Buffer& x, const int* targets, double grad_scale,
                            real* dx);
 
 }  // namespace tunepar::core

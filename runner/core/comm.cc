@@ -23,8 +23,8 @@ constexpr int64_t kMaxCount = int64_t{1} << 30;  // MPI counts are ints
 constexpr double kNcclInitTimeoutSeconds = 300;
 
 struct QueuedSend {
-  const real* data;
-  int64_t n;
+  const void* data;
+  size_t bytes;
   int peer;
 };
 
@@ -103,15 +103,15 @@ void AllGatherElements(void* data, int64_t count, size_t element_bytes, MPI_Data
   }
 }
 
-// Issues the queued NCCL sends, and the receive of n values from world rank `from` into `into`
+// Issues the queued NCCL sends, and the receive of `bytes` from world rank `from` into `into`
 // when it is not null, as one group on the compute stream (after the kernels that wrote the
 // sends, before those that read the receive).
-void IssueNcclGroup(real* into = nullptr, int64_t n = 0, int from = 0) {
+void IssueNcclGroup(void* into = nullptr, size_t bytes = 0, int from = 0) {
   CommState& s = State();
   NcclGroup& world = NcclOf(s.world);
   world.GroupStart();
-  for (const QueuedSend& q : s.queued) world.Send(q.data, q.n, q.peer);
-  if (into != nullptr) world.Recv(into, n, from);
+  for (const QueuedSend& q : s.queued) world.Send(q.data, q.bytes, q.peer);
+  if (into != nullptr) world.Recv(into, bytes, from);
   world.GroupEnd();
   s.sends_issued = s.sends_queued;
   s.queued.clear();
@@ -330,39 +330,64 @@ void CommRequest::Wait() {
   Finish();
 }
 
-CommRequest DeviceSend(const real* data, int64_t n, int peer, int tag, MPI_Comm world) {
+CommRequest CommRequest::Send(const void* data, int64_t n, size_t element_bytes, MPI_Datatype type, int peer,
+                              int tag, MPI_Comm world) {
   CommRequest r;
-  const real* from = data;
+  const void* from = data;
+  const size_t bytes = static_cast<size_t>(n) * element_bytes;
   switch (State().mode) {
     case CommMode::kNccl:
-      State().queued.push_back({data, n, peer});
+      State().queued.push_back({data, bytes, peer});
       r.nccl_send_ = State().sends_queued++;
       return r;
     case CommMode::kMpiStaged:
-      r.staging_ = HostStaging(static_cast<size_t>(n) * sizeof(real));
-      Download(r.staging_.data(), data, static_cast<size_t>(n) * sizeof(real));
+      r.staging_ = HostStaging(bytes);
+      Download(r.staging_.data(), data, bytes);
       from = r.staging_.data();
       break;
     case CommMode::kMpiDirect: Synchronize(); break;
     case CommMode::kMpi: break;
   }
   r.mpi_.emplace_back();
-  MPI_Isend(from, MpiCount(n), MpiReal(), peer, tag, world, &r.mpi_.back());
+  MPI_Isend(from, MpiCount(n), type, peer, tag, world, &r.mpi_.back());
   return r;
 }
 
-void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world) {
+CommRequest DeviceSend(const real* data, int64_t n, int peer, int tag, MPI_Comm world) {
+  return CommRequest::Send(data, n, sizeof(real), MpiReal(), peer, tag, world);
+}
+
+CommRequest DeviceSend(const uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world) {
+  return CommRequest::Send(data, n, sizeof(uint16_t), MPI_UINT16_T, peer, tag, world);
+}
+
+namespace {
+
+// A receive of n elements of `element_bytes` (MPI `type`) into device memory.
+void RecvElements(void* data, int64_t n, size_t element_bytes, MPI_Datatype type, int peer, int tag,
+                  MPI_Comm world) {
+  const size_t bytes = static_cast<size_t>(n) * element_bytes;
   switch (State().mode) {
-    case CommMode::kNccl: IssueNcclGroup(data, n, peer); return;
+    case CommMode::kNccl: IssueNcclGroup(data, bytes, peer); return;
     case CommMode::kMpiStaged: {
-      HostStaging host(static_cast<size_t>(n) * sizeof(real));
-      Recv(host.data(), MpiCount(n), MpiReal(), peer, tag, world);
-      Upload(data, host.data(), static_cast<size_t>(n) * sizeof(real));
+      HostStaging host(bytes);
+      Recv(host.data(), MpiCount(n), type, peer, tag, world);
+      Upload(data, host.data(), bytes);
       return;
     }
     case CommMode::kMpiDirect: Synchronize(); [[fallthrough]];
-    case CommMode::kMpi: Recv(data, MpiCount(n), MpiReal(), peer, tag, world); return;
+    case CommMode::kMpi: Recv(data, MpiCount(n), type, peer, tag, world); return;
   }
+}
+
+}  // namespace
+
+void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world) {
+  RecvElements(data, n, sizeof(real), MpiReal(), peer, tag, world);
+}
+
+void DeviceRecv(uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world) {
+  RecvElements(data, n, sizeof(uint16_t), MPI_UINT16_T, peer, tag, world);
 }
 
 CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group) {

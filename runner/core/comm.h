@@ -91,7 +91,11 @@ class CommRequest {
 
  private:
   friend CommRequest DeviceSend(const real*, int64_t, int, int, MPI_Comm);
+  friend CommRequest DeviceSend(const uint16_t*, int64_t, int, int, MPI_Comm);
   friend CommRequest DeviceIallReduceSum(real*, int64_t, MPI_Comm);
+  // A send of n elements of `element_bytes` (MPI `type`).
+  static CommRequest Send(const void* data, int64_t n, size_t element_bytes, MPI_Datatype type, int peer, int tag,
+                          MPI_Comm world);
   void Finish();
 
   std::vector<MPI_Request> mpi_;
@@ -110,6 +114,10 @@ class CommRequest {
 // to each other before receiving would otherwise wait for each other forever.
 CommRequest DeviceSend(const real* data, int64_t n, int peer, int tag, MPI_Comm world);
 void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world);
+// The same for 16-bit numbers (with 16-bit storage, the pipeline's activations and their
+// gradients), moved bit for bit.
+CommRequest DeviceSend(const uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world);
+void DeviceRecv(uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world);
 // The bucketed data-parallel sum: started now, in place when complete. With nccl it runs on the
 // communication stream once the compute stream's queued work is done, and Wait makes the compute
 // stream's later work wait for it (the host does not wait); the buffer must not be written in

@@ -38,8 +38,9 @@ class NcclGroup {
   // Sends and receives between GroupStart and GroupEnd progress together (no rendezvous order).
   virtual void GroupStart() = 0;
   virtual void GroupEnd() = 0;
-  virtual void Send(const real* data, int64_t n, int peer) = 0;
-  virtual void Recv(real* data, int64_t n, int peer) = 0;
+  // Point-to-point moves bytes (reals or 16-bit numbers, bit for bit).
+  virtual void Send(const void* data, size_t bytes, int peer) = 0;
+  virtual void Recv(void* data, size_t bytes, int peer) = 0;
 };
 
 // Collective over `group`: its rank 0 makes the unique id and MPI broadcasts it; the

@@ -88,11 +88,11 @@ class NcclCommunicator : public NcclGroup {
   }
   void GroupStart() override { Settle(comm_, ncclGroupStart(), "ncclGroupStart"); }
   void GroupEnd() override { Settle(comm_, ncclGroupEnd(), "ncclGroupEnd"); }
-  void Send(const real* data, int64_t n, int peer) override {
-    Settle(comm_, ncclSend(data, static_cast<size_t>(n), NcclReal(), peer, comm_, gpu::ComputeStream()), "ncclSend");
+  void Send(const void* data, size_t bytes, int peer) override {
+    Settle(comm_, ncclSend(data, bytes, ncclInt8, peer, comm_, gpu::ComputeStream()), "ncclSend");
   }
-  void Recv(real* data, int64_t n, int peer) override {
-    Settle(comm_, ncclRecv(data, static_cast<size_t>(n), NcclReal(), peer, comm_, gpu::ComputeStream()), "ncclRecv");
+  void Recv(void* data, size_t bytes, int peer) override {
+    Settle(comm_, ncclRecv(data, bytes, ncclInt8, peer, comm_, gpu::ComputeStream()), "ncclRecv");
   }
 
  private:

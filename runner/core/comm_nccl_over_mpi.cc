@@ -5,6 +5,7 @@
 // machine without GPUs cannot otherwise do. Linked only into tunepar-core-nccl-over-mpi (tests).
 #include <mpi.h>
 
+#include <climits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +21,11 @@ namespace {
 int Count(int64_t n) {
   if (n > (int64_t{1} << 30)) throw DeviceError(fmt::format("{} values: more than the stand-in sends at once", n));
   return static_cast<int>(n);
+}
+
+int ByteCount(size_t bytes) {
+  if (bytes > static_cast<size_t>(INT_MAX)) throw DeviceError(fmt::format("{} bytes: more than the stand-in sends at once", bytes));
+  return static_cast<int>(bytes);
 }
 
 // NCCL's semantics on MPI: collectives in place as NCCL's are; sends and receives between
@@ -56,14 +62,14 @@ class MpiCommunicator : public NcclGroup {
     MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
     pending_.clear();
   }
-  void Send(const real* data, int64_t n, int peer) override {
+  void Send(const void* data, size_t bytes, int peer) override {
     pending_.emplace_back();
-    MPI_Isend(data, Count(n), MpiReal(), peer, 0, comm_, &pending_.back());
+    MPI_Isend(data, ByteCount(bytes), MPI_BYTE, peer, 0, comm_, &pending_.back());
     if (!in_group_) GroupEnd();
   }
-  void Recv(real* data, int64_t n, int peer) override {
+  void Recv(void* data, size_t bytes, int peer) override {
     pending_.emplace_back();
-    MPI_Irecv(data, Count(n), MpiReal(), peer, 0, comm_, &pending_.back());
+    MPI_Irecv(data, ByteCount(bytes), MPI_BYTE, peer, 0, comm_, &pending_.back());
     if (!in_group_) GroupEnd();
   }
 

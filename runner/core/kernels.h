@@ -109,9 +109,20 @@ TP_HOST_DEVICE inline real GeluGrad(real x) {
          real(0.5) * x * sech2 * kGeluScale * (real(1.0) + real(3.0) * real(0.044715) * x * x);
 }
 
+// ---- A stored activation as the row kernels read it: reals (a `const real*`, as they are) or,
+// with 16-bit storage, 16-bit numbers widened exactly. Both index and offset alike, so a row
+// kernel written over `Values` reads either.
+struct SixteenBitValues {
+  const uint16_t* bits;
+  int precision;
+  TP_HOST_DEVICE real operator[](int64_t i) const { return From16BitValue(bits[i], precision); }
+  TP_HOST_DEVICE SixteenBitValues operator+(int64_t offset) const { return {bits + offset, precision}; }
+};
+
 // ---- Layer norm of one row of C: out = (x - mean) rstd w + b.
-TP_HOST_DEVICE inline void LayerNormRow(const real* x, const real* w, const real* b, real* out,
-                                        real* mean_out, real* rstd_out, int C) {
+template <typename Values>
+TP_HOST_DEVICE inline void LayerNormRow(Values x, const real* w, const real* b, real* out, real* mean_out,
+                                        real* rstd_out, int C) {
   real mean = real(0.0);
   for (int i = 0; i < C; ++i) mean += x[i];
   mean /= C;
@@ -126,8 +137,9 @@ TP_HOST_DEVICE inline void LayerNormRow(const real* x, const real* w, const real
 
 // Backward of LayerNormRow: dx += ..., and the row's contributions to dw, db (accumulated by
 // the caller to keep the row function free of races).
-TP_HOST_DEVICE inline void LayerNormRowBackward(const real* x, const real* w, real mean, real rstd,
-                                                const real* dout, real* dx, real* dw, real* db, int C) {
+template <typename Values>
+TP_HOST_DEVICE inline void LayerNormRowBackward(Values x, const real* w, real mean, real rstd, const real* dout,
+                                                real* dx, real* dw, real* db, int C) {
   real dnorm_mean = real(0.0), dnorm_norm_mean = real(0.0);
   for (int i = 0; i < C; ++i) {
     const real norm = (x[i] - mean) * rstd;

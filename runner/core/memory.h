@@ -1,8 +1,10 @@
 // Every allocation of the core goes through the TrackingAllocator: it counts bytes per category
-// (as a framework's GPU holds them: 2 bytes per value in 16-bit storage; the weights and the
-// activations GEMMs and attention keep are real 16-bit numbers, the other 16-bit values are still
-// held in `real`s on the 16-bit grid: held_peak() tells), keeps the peaks, and refuses an allocation that would exceed the device-memory cap
-// by throwing OutOfMemory: the trial then ends as `oom`, with the peaks, not as a crash.
+// (as a framework's GPU holds them: 2 bytes per value in 16-bit storage; the weights, the saved
+// activations, the residual stream and the pipeline's transfers are real 16-bit numbers, while
+// the backward pass's workspace and the row-parallel partial sums are fp32 on the 16-bit grid:
+// held_peak() tells), keeps the peaks, and refuses an allocation that would exceed the
+// device-memory cap by throwing OutOfMemory: the trial then ends as `oom`, with the peaks, not as
+// a crash.
 #pragma once
 
 #include <array>

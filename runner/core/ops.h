@@ -185,6 +185,16 @@ void AttentionBackward16(real* dqkv, const real* dy, const uint16_t* qkv, const 
 void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision = 0);  // gelu'(inp) dout
 
+// ---- The residual stream and the GeLU input in 16-bit storage (precision 1 or 2): the row ops
+// above with their stored input as 16-bit numbers, read as they are (kernels.h SixteenBitValues),
+// so a block's input, res2 and fch need no fp32 copy. ResidualAdd16 writes its sum as 16 bits.
+void ResidualAdd16(uint16_t* out, const uint16_t* x, const real* branch, int64_t n, int precision);
+void LayerNormForward16(real* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b, int N,
+                        int C, int precision);
+void LayerNormBackward16(real* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
+                         const real* mean, const real* rstd, int N, int C, int precision);
+void GeluBackward16(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision);
+
 // Vocabulary-parallel token embedding: out (B, T, C) = wte[token - v0] for tokens held here
 // (v0 <= token < v0 + Vl), zero otherwise, + wpe[t] when wpe is not null. The TP all-reduce
 // that completes the lookup is the caller's.

@@ -107,6 +107,14 @@ void ResidualAdd(real* out, const real* x, const real* branch, int64_t n, int pr
   for (int64_t i = 0; i < n; ++i) out[i] = RoundTo(x[i] + RoundTo(branch[i], precision), precision);
 }
 
+void ResidualAdd16(uint16_t* out, const uint16_t* x, const real* branch, int64_t n, int precision) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    const real sum = From16BitValue(x[i], precision) + RoundTo(branch[i], precision);
+    out[i] = To16BitValue(static_cast<float>(RoundTo(sum, precision)), precision);
+  }
+}
+
 void Accumulate(real* a, const real* b, int64_t n) {
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
@@ -240,8 +248,11 @@ uint16_t* OpScratch16(Scratch16 slot, size_t values) {
   return s.data();
 }
 
-void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
-                      int C, int precision) {
+namespace {
+
+template <typename Values>
+void LayerNormForwardRows(real* out, real* mean, real* rstd, Values inp, const real* w, const real* b, int N, int C,
+                          int precision) {
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     real* o = out + int64_t{n} * C;
@@ -250,8 +261,9 @@ void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const 
   }
 }
 
-void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
-                       const real* mean, const real* rstd, int N, int C, int precision) {
+template <typename Values>
+void LayerNormBackwardRows(real* dinp, real* dw, real* db, const real* dout, Values inp, const real* w,
+                           const real* mean, const real* rstd, int N, int C, int precision) {
   std::vector<real> partial(static_cast<size_t>(kChunks) * 2 * C, real(0));
 #pragma omp parallel for
   for (int c = 0; c < kChunks; ++c) {
@@ -271,6 +283,28 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
   }
 }
 
+}  // namespace
+
+void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
+                      int C, int precision) {
+  LayerNormForwardRows(out, mean, rstd, inp, w, b, N, C, precision);
+}
+
+void LayerNormForward16(real* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b, int N,
+                        int C, int precision) {
+  LayerNormForwardRows(out, mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C, precision);
+}
+
+void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
+                       const real* mean, const real* rstd, int N, int C, int precision) {
+  LayerNormBackwardRows(dinp, dw, db, dout, inp, w, mean, rstd, N, C, precision);
+}
+
+void LayerNormBackward16(real* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
+                         const real* mean, const real* rstd, int N, int C, int precision) {
+  LayerNormBackwardRows(dinp, dw, db, dout, SixteenBitValues{inp, precision}, w, mean, rstd, N, C, precision);
+}
+
 void GeluForward(real* out, const real* inp, int64_t n, int precision) {
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) out[i] = RoundTo(Gelu(inp[i]), precision);
@@ -279,6 +313,11 @@ void GeluForward(real* out, const real* inp, int64_t n, int precision) {
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
+}
+
+void GeluBackward16(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) dinp[i] = RoundTo(GeluGrad(From16BitValue(inp[i], precision)) * dout[i], precision);
 }
 
 namespace {

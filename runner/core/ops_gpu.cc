@@ -210,11 +210,20 @@ __global__ void RoundKernel(real* p, int64_t n, int precision) {
 __global__ void ResidualAddKernel(real* out, const real* x, const real* branch, int64_t n, int precision) {
   TP_FOR_EACH(i, n) out[i] = RoundTo(x[i] + RoundTo(branch[i], precision), precision);
 }
+__global__ void ResidualAdd16Kernel(uint16_t* out, const uint16_t* x, const real* branch, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) {
+    const real sum = From16BitValue(x[i], precision) + RoundTo(branch[i], precision);
+    out[i] = To16BitValue(RoundTo(sum, precision), precision);
+  }
+}
 __global__ void GeluForwardKernel(real* out, const real* inp, int64_t n, int precision) {
   TP_FOR_EACH(i, n) out[i] = RoundTo(Gelu(inp[i]), precision);
 }
 __global__ void GeluBackwardKernel(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
   TP_FOR_EACH(i, n) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
+}
+__global__ void GeluBackward16Kernel(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision) {
+  TP_FOR_EACH(i, n) dinp[i] = RoundTo(GeluGrad(From16BitValue(inp[i], precision)) * dout[i], precision);
 }
 __global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC, int precision) {
   TP_FOR_EACH(i, n) out[i] = RoundTo(out[i] + bias[i % OC], precision);
@@ -267,12 +276,13 @@ struct Element {
   __device__ real operator()(int n, int j) const { return p[int64_t{n} * ld + j]; }
 };
 
-// Layer norm: one warp per row.
-__global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, const real* inp, const real* w,
-                                       const real* b, int N, int C, int precision) {
+// Layer norm: one warp per row; the input reals or 16-bit numbers (kernels.h SixteenBitValues).
+template <typename Values>
+__global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, Values inp, const real* w, const real* b,
+                                       int N, int C, int precision) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
-  const real* x = inp + int64_t{n} * C;
+  const Values x = inp + int64_t{n} * C;
   real s = 0;
   for (int i = lane; i < C; i += kWarp) s += x[i];
   const real m = WarpSum(s) / C;
@@ -288,11 +298,12 @@ __global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, const 
 }
 
 // dx += the row's gradient (LayerNormRowBackward's, one warp per row).
-__global__ void LayerNormInputGradKernel(real* dinp, const real* dout, const real* inp, const real* w,
-                                         const real* mean, const real* rstd, int N, int C, int precision) {
+template <typename Values>
+__global__ void LayerNormInputGradKernel(real* dinp, const real* dout, Values inp, const real* w, const real* mean,
+                                         const real* rstd, int N, int C, int precision) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
-  const real* x = inp + int64_t{n} * C;
+  const Values x = inp + int64_t{n} * C;
   const real* d = dout + int64_t{n} * C;
   const real m = mean[n], r = rstd[n];
   real dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -310,8 +321,9 @@ __global__ void LayerNormInputGradKernel(real* dinp, const real* dout, const rea
   }
 }
 
+template <typename Values>
 struct NormTimesGrad {
-  const real* x;
+  Values x;
   const real* dout;
   const real* mean;
   const real* rstd;
@@ -654,6 +666,9 @@ void Add(real* out, const real* a, const real* b, int64_t n) {
 void ResidualAdd(real* out, const real* x, const real* branch, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(ResidualAddKernel, Blocks(n), kThreads, out, x, branch, n, precision);
 }
+void ResidualAdd16(uint16_t* out, const uint16_t* x, const real* branch, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(ResidualAdd16Kernel, Blocks(n), kThreads, out, x, branch, n, precision);
+}
 void Accumulate(real* a, const real* b, int64_t n) {
   if (n > 0) TP_LAUNCH(AccumulateKernel, Blocks(n), kThreads, a, b, n);
 }
@@ -698,17 +713,46 @@ uint16_t* OpScratch16(Scratch16 slot, size_t values) {
   return static_cast<uint16_t*>(gpu::Scratch(at, values * sizeof(uint16_t)));
 }
 
+namespace {
+
+template <typename Values>
+void LayerNormForwardRows(real* out, real* mean, real* rstd, Values inp, const real* w, const real* b, int N, int C,
+                          int precision) {
+  if (N > 0) {
+    TP_LAUNCH(LayerNormForwardKernel<Values>, RowBlocks(N), kThreads, out, mean, rstd, inp, w, b, N, C, precision);
+  }
+}
+
+template <typename Values>
+void LayerNormBackwardRows(real* dinp, real* dw, real* db, const real* dout, Values inp, const real* w,
+                           const real* mean, const real* rstd, int N, int C, int precision) {
+  if (N == 0) return;
+  TP_LAUNCH(LayerNormInputGradKernel<Values>, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C,
+            precision);
+  AddColumnSums("ColumnSums (layer norm dw)", dw, N, C, NormTimesGrad<Values>{inp, dout, mean, rstd, C});
+  AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
+}
+
+}  // namespace
+
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
                       int C, int precision) {
-  if (N > 0) TP_LAUNCH(LayerNormForwardKernel, RowBlocks(N), kThreads, out, mean, rstd, inp, w, b, N, C, precision);
+  LayerNormForwardRows(out, mean, rstd, inp, w, b, N, C, precision);
+}
+
+void LayerNormForward16(real* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b, int N,
+                        int C, int precision) {
+  LayerNormForwardRows(out, mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C, precision);
 }
 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                        const real* mean, const real* rstd, int N, int C, int precision) {
-  if (N == 0) return;
-  TP_LAUNCH(LayerNormInputGradKernel, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C, precision);
-  AddColumnSums("ColumnSums (layer norm dw)", dw, N, C, NormTimesGrad{inp, dout, mean, rstd, C});
-  AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
+  LayerNormBackwardRows(dinp, dw, db, dout, inp, w, mean, rstd, N, C, precision);
+}
+
+void LayerNormBackward16(real* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
+                         const real* mean, const real* rstd, int N, int C, int precision) {
+  LayerNormBackwardRows(dinp, dw, db, dout, SixteenBitValues{inp, precision}, w, mean, rstd, N, C, precision);
 }
 
 void GeluForward(real* out, const real* inp, int64_t n, int precision) {
@@ -716,6 +760,9 @@ void GeluForward(real* out, const real* inp, int64_t n, int precision) {
 }
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(GeluBackwardKernel, Blocks(n), kThreads, dinp, inp, dout, n, precision);
+}
+void GeluBackward16(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(GeluBackward16Kernel, Blocks(n), kThreads, dinp, inp, dout, n, precision);
 }
 
 void EncoderForward(real* out, const int* tokens, const real* wte, const real* wpe, int v0, int Vl, int B,

@@ -14,6 +14,37 @@ namespace tunepar::core {
 
 namespace {
 constexpr int64_t kMaxCount = int64_t{1} << 30;  // MPI counts are ints
+
+// The residual stream's buffers (StageContext::Activation) between stages and into the backward
+// pass: moved as they are held (16-bit numbers with 16-bit storage), and converted from and to
+// the reals the backward pass works in (exact: those reals are on the storage grid).
+CommRequest SendStream(const Buffer& b, int64_t n, int precision, int peer, int tag, MPI_Comm world) {
+  return precision == 0 ? DeviceSend(b.data(), n, peer, tag, world) : DeviceSend(b.bits16(), n, peer, tag, world);
+}
+
+void RecvStream(Buffer& b, int64_t n, int precision, int peer, int tag, MPI_Comm world) {
+  if (precision == 0) {
+    DeviceRecv(b.data(), n, peer, tag, world);
+  } else {
+    DeviceRecv(b.bits16(), n, peer, tag, world);
+  }
+}
+
+void StoreStream(Buffer& to, const real* from, int64_t n, int precision) {
+  if (precision == 0) {
+    Copy(to.data(), from, n);
+  } else {
+    To16Bit(to.bits16(), from, n, precision);
+  }
+}
+
+void LoadStream(real* to, const Buffer& from, int64_t n, int precision) {
+  if (precision == 0) {
+    Copy(to, from.data(), n);
+  } else {
+    From16Bit(to, from.bits16(), n, precision);
+  }
+}
 }  // namespace
 
 // A micro-batch between its forward and its backward pass on this stage.
@@ -21,12 +52,12 @@ struct Trainer::MicroBatch {
   Buffer tokens, targets;               // (N) ints: first stage, last stage
   std::vector<Buffer> inputs;           // each block's input (N, C), and the stage output
   std::vector<BlockActivations> saved;  // each block's activations (without recomputation)
-  Buffer dout;       // last stage: the gradient of the stage output
+  Buffer dout;       // last stage: the gradient of the stage output (an Activation)
   CommRequest send;  // the stage output on its way to the next stage
 };
 
 struct Trainer::PendingSend {
-  Buffer buffer;
+  Buffer buffer;  // an Activation (16-bit numbers with 16-bit storage), counted in comm buffers
   CommRequest request;
 };
 
@@ -131,6 +162,9 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
 
   workspace_ = AllocateBlockWorkspace(ctx_, options.recompute == 1);
   dx_ = ctx_.Workspace(static_cast<size_t>(ctx_.N()) * dims.C);
+  if (!grid.last_stage() && options.precision != 0) {
+    gradient_in_ = Buffer::SixteenBit(allocator, MemoryCategory::kCommBuffers, static_cast<size_t>(ctx_.N()) * dims.C);
+  }
   if (options.recompute == 2) {
     recompute_ = std::make_unique<BlockActivations>(AllocateBlockActivations(ctx_, true));
     recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.N()) * dims.C);
@@ -173,7 +207,7 @@ std::vector<real> Trainer::LoadWeights() const {
   return host;
 }
 
-void Trainer::SendActivation(const real* data, int peer, int tag) {
+void Trainer::SendGradient(const real* data, int peer, int tag) {
   const int64_t n = int64_t{ctx_.N()} * dims_.C;
   PendingSend* free = nullptr;
   for (auto& s : sends_) {
@@ -184,16 +218,18 @@ void Trainer::SendActivation(const real* data, int peer, int tag) {
   }
   if (free == nullptr) {
     sends_.push_back(std::make_unique<PendingSend>());
-    sends_.back()->buffer =
-        Buffer(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(n), ctx_.StorageBytes());
+    sends_.back()->buffer = options_.precision == 0
+                                ? Buffer(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(n), 4.0)
+                                : Buffer::SixteenBit(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(n));
     free = sends_.back().get();
   }
-  Copy(free->buffer.data(), data, n);
-  free->request = DeviceSend(free->buffer.data(), n, peer, tag, grid_.world);
+  StoreStream(free->buffer, data, n, options_.precision);
+  free->request = SendStream(free->buffer, n, options_.precision, peer, tag, grid_.world);
 }
 
 void Trainer::Forward(int64_t step, int j, bool sync_last) {
-  const int B = ctx_.B, T = dims_.T, C = dims_.C, N = ctx_.N();
+  const int B = ctx_.B, T = dims_.T, C = dims_.C, N = ctx_.N(), P = options_.precision;
+  const int64_t NC = int64_t{N} * C;
   const Shard& s = ctx_.shard;
   auto mb = std::make_unique<MicroBatch>();
   std::vector<int> sample(static_cast<size_t>(T) + 1), tokens(N), targets(N);
@@ -211,60 +247,63 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     mb->targets = Buffer(allocator_, MemoryCategory::kWorkspace, N, 4.0);
     Upload(mb->targets.data(), targets.data(), N * sizeof(int));
   }
-  for (int i = 0; i <= s.num_layers; ++i) mb->inputs.push_back(ctx_.Activation(static_cast<size_t>(N) * C));
+  for (int i = 0; i <= s.num_layers; ++i) mb->inputs.push_back(ctx_.Activation(static_cast<size_t>(NC)));
   if (options_.recompute != 2) {
     for (int i = 0; i < s.num_layers; ++i)
       mb->saved.push_back(AllocateBlockActivations(ctx_, options_.recompute == 0));
   }
 
   if (s.has_embedding) {
-    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0].data());
+    // dx_ is free outside Backward: the lookup's fp32 sum goes there.
+    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], dx_.data());
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
-    DeviceRecv(mb->inputs[0].data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
+    RecvStream(mb->inputs[0], NC, P, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
   }
   for (int i = 0; i < s.num_layers; ++i) {
     BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb->saved[i];
-    BlockForward(ctx_, Weights(), params_.blocks[i], mb->inputs[i].data(), a, workspace_,
-                 mb->inputs[i + 1].data());
+    BlockForward(ctx_, Weights(), params_.blocks[i], mb->inputs[i], a, workspace_, mb->inputs[i + 1]);
   }
   if (s.has_head) {
-    mb->dout = ctx_.Activation(static_cast<size_t>(N) * C);
+    mb->dout = ctx_.Activation(static_cast<size_t>(NC));
     const double tokens_per_step = static_cast<double>(global_batch) * T;
-    loss_sum_ += HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back().data(),
-                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, mb->dout.data());
+    // In fp32 straight into dout; with 16-bit storage in dx_ (free outside Backward), kept in 16 bits.
+    real* dx = P == 0 ? mb->dout.data() : dx_.data();
+    loss_sum_ += HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(),
+                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, dx);
+    if (P != 0) StoreStream(mb->dout, dx, NC, P);
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
-    mb->send = DeviceSend(mb->inputs.back().data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank + 1), 2 * j,
-                          grid_.world);
+    mb->send = SendStream(mb->inputs.back(), NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j, grid_.world);
   }
   in_flight_.push_back(std::move(mb));
 }
 
 void Trainer::Backward(int j, bool sync_last) {
-  const int N = ctx_.N(), C = dims_.C;
+  const int64_t NC = int64_t{ctx_.N()} * dims_.C;
+  const int P = options_.precision;
   const Shard& s = ctx_.shard;
   MicroBatch& mb = *in_flight_.front();
   if (s.has_head) {
-    Copy(dx_.data(), mb.dout.data(), int64_t{N} * C);
+    LoadStream(dx_.data(), mb.dout, NC, P);
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
-    DeviceRecv(dx_.data(), int64_t{N} * C, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
+    Buffer& received = P == 0 ? dx_ : gradient_in_;  // 16-bit storage: widened into dx_
+    RecvStream(received, NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
+    if (P != 0) LoadStream(dx_.data(), received, NC, P);
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
     if (options_.recompute == 2) {
-      BlockForward(ctx_, Weights(), params_.blocks[i], mb.inputs[i].data(), *recompute_, workspace_,
-                   recompute_out_.data());
+      BlockForward(ctx_, Weights(), params_.blocks[i], mb.inputs[i], *recompute_, workspace_, recompute_out_);
     }
     const BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb.saved[i];
-    BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i].data(), a, workspace_,
-                  dx_.data());
+    BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i], a, workspace_, dx_.data());
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin[i], clock_);
   }
   if (s.has_embedding) {
     EmbeddingBackward(ctx_, grads_.data(), params_, mb.tokens.as_ints(), dx_.data());
   } else {
-    SendActivation(dx_.data(), grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
+    SendGradient(dx_.data(), grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
   }
   if (mb.send.active()) {
     TimedScope timed(clock_, Phase::kPpWait);
