@@ -52,7 +52,6 @@ struct Trainer::MicroBatch {
   Buffer tokens, targets;               // (N) ints: first stage, last stage
   std::vector<Buffer> inputs;           // each block's input (N, C), and the stage output
   std::vector<BlockActivations> saved;  // each block's activations (without recomputation)
-  Buffer dout;       // last stage: the gradient of the stage output (an Activation)
   CommRequest send;  // the stage output on its way to the next stage
 };
 
@@ -265,13 +264,11 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     BlockForward(ctx_, Weights(), params_.blocks[i], mb->inputs[i], a, workspace_, mb->inputs[i + 1]);
   }
   if (s.has_head) {
-    mb->dout = ctx_.Activation(static_cast<size_t>(NC));
     const double tokens_per_step = static_cast<double>(global_batch) * T;
-    // In fp32 straight into dout; with 16-bit storage in dx_ (free outside Backward), kept in 16 bits.
-    real* dx = P == 0 ? mb->dout.data() : dx_.data();
+    // The gradient of the stage output goes to dx_, where this micro-batch's backward pass, next
+    // on the last stage, takes it.
     loss_sum_ += HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(),
-                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, dx);
-    if (P != 0) StoreStream(mb->dout, dx, NC, P);
+                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, dx_.data());
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
     mb->send = SendStream(mb->inputs.back(), NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j, grid_.world);
@@ -285,7 +282,9 @@ void Trainer::Backward(int j, bool sync_last) {
   const Shard& s = ctx_.shard;
   MicroBatch& mb = *in_flight_.front();
   if (s.has_head) {
-    LoadStream(dx_.data(), mb.dout, NC, P);
+    // 1F1B has no warm-up on the last stage: each micro-batch's backward follows its forward, so
+    // dx_ still holds the gradient the head wrote.
+    if (in_flight_.size() != 1) throw std::logic_error("the last stage runs a backward pass right after its forward");
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
     Buffer& received = P == 0 ? dx_ : gradient_in_;  // 16-bit storage: widened into dx_
