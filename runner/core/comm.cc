@@ -390,6 +390,10 @@ void DeviceRecv(uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world) {
   RecvElements(data, n, sizeof(uint16_t), MPI_UINT16_T, peer, tag, world);
 }
 
+void IssueQueuedSends() {
+  if (State().mode == CommMode::kNccl && !State().queued.empty()) IssueNcclGroup();
+}
+
 CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group) {
   CommRequest r;
   real* on = data;

@@ -118,6 +118,12 @@ void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world);
 // gradients), moved bit for bit.
 CommRequest DeviceSend(const uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world);
 void DeviceRecv(uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world);
+// With nccl, issues the sends queued so far now, as a group of their own, instead of with this
+// rank's next receive: for a pipeline stage's warm-up forward passes, which no receive of this
+// rank follows until its first backward pass (on the first stage), so the next stage would wait
+// for all of them. Safe from the crossing DeviceSend avoids: during a stage's warm-up the stage
+// it sends to sends nothing back. Nothing to do in the MPI modes (their sends are under way).
+void IssueQueuedSends();
 // The bucketed data-parallel sum: started now, in place when complete. With nccl it runs on the
 // communication stream once the compute stream's queued work is done, and Wait makes the compute
 // stream's later work wait for it (the host does not wait); the buffer must not be written in

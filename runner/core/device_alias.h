@@ -33,6 +33,7 @@
 #define hipStreamCreateWithPriority cudaStreamCreateWithPriority
 #define hipDeviceGetStreamPriorityRange cudaDeviceGetStreamPriorityRange
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamQuery cudaStreamQuery
 #define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipEvent_t cudaEvent_t
 #define hipEventCreate cudaEventCreate

@@ -23,7 +23,8 @@ hipStream_t CommStream();
 hipStream_t StreamOf(Stream stream);
 
 // Device scratch reused across calls, one slot per purpose (not tracked: workspace a real
-// framework keeps outside its tensors too, e.g. cuBLAS's). Grows, never shrinks.
+// framework keeps outside its tensors too, e.g. cuBLAS's). Grows, never shrinks; no device-wide
+// wait mid-step when it grows.
 // kOpScratch is the first of ops.h's OpScratch slots, kSixteenBit the first of its Scratch16
 // slots (OpScratch16).
 enum class ScratchSlot {
@@ -35,6 +36,10 @@ enum class ScratchSlot {
   kCount = kSixteenBit + static_cast<int>(Scratch16::kCount)
 };
 void* Scratch(ScratchSlot slot, size_t bytes);
+// An outgrown slot's old buffer is freed once neither stream has work queued (hipFree waits for
+// the whole device, a collective on the communication stream maybe for peers): here, when both
+// are idle (Synchronize calls it).
+void FreeRetiredScratchWhenIdle();
 
 // TUNEPAR_CORE_PROFILE=1: every kernel, GEMM and device copy is bracketed by events on the compute
 // stream, and at exit a table of GPU milliseconds per name goes to stderr (largest first). Off,

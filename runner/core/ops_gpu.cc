@@ -114,15 +114,43 @@ ProfiledRegion::~ProfiledRegion() {
   Regions().push_back({name_, start_, stop});
 }
 
+namespace {
+
+// Outgrown scratch buffers, until FreeRetiredScratchWhenIdle (gpu_runtime.h) finds both streams
+// idle: at the latest at the step's closing Synchronize, after which the compute stream has
+// awaited the communication stream's sums.
+std::vector<void*>& RetiredScratch() {
+  static std::vector<void*> retired;
+  return retired;
+}
+
+bool StreamIdle(hipStream_t stream) {
+  const hipError_t state = hipStreamQuery(stream);
+  if (state == hipErrorNotReady) {
+    (void)hipGetLastError();  // "not ready" is an answer, not the next launch's error
+    return false;
+  }
+  Check(state, "hipStreamQuery");
+  return true;
+}
+
+}  // namespace
+
+void FreeRetiredScratchWhenIdle() {
+  std::vector<void*>& retired = RetiredScratch();
+  if (retired.empty() || !StreamIdle(ComputeStream()) || !StreamIdle(CommStream())) return;
+  for (void* p : retired) Check(hipFree(p), "hipFree (scratch)");
+  retired.clear();
+}
+
 void* Scratch(ScratchSlot slot, size_t bytes) {
   static void* buffers[static_cast<int>(ScratchSlot::kCount)] = {};
   static size_t sizes[static_cast<int>(ScratchSlot::kCount)] = {};
   const int i = static_cast<int>(slot);
   if (bytes > sizes[i]) {
-    if (buffers[i] != nullptr) {
-      Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (scratch)");
-      Check(hipFree(buffers[i]), "hipFree (scratch)");
-    }
+    // Work queued on the compute stream may still read the old buffer: it is retired, not freed.
+    if (buffers[i] != nullptr) RetiredScratch().push_back(buffers[i]);
+    FreeRetiredScratchWhenIdle();
     if (hipMalloc(&buffers[i], bytes) != hipSuccess) {
       (void)hipGetLastError();
       buffers[i] = nullptr;
@@ -587,6 +615,7 @@ void Download(void* host, const void* device, size_t bytes) {
 }
 void Synchronize() {
   Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize");
+  gpu::FreeRetiredScratchWhenIdle();
 }
 
 namespace {

@@ -318,7 +318,10 @@ double Trainer::RunSchedule(int64_t step, bool sync) {
   const int warmup = std::min(grid_.pp - grid_.pp_rank - 1, M);
   loss_sum_ = 0;
   if (sync) sync_->Begin();
-  for (int j = 0; j < warmup; ++j) Forward(step, j, sync && j == M - 1);
+  for (int j = 0; j < warmup; ++j) {
+    Forward(step, j, sync && j == M - 1);
+    IssueQueuedSends();  // the next stage starts on micro-batch j now, not at this stage's first backward
+  }
   for (int j = 0; j < M - warmup; ++j) {
     Forward(step, warmup + j, sync && warmup + j == M - 1);
     Backward(j, sync && j == M - 1);
