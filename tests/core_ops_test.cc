@@ -340,6 +340,8 @@ TEST_F(Ops, AttentionOnSixteenBitStorage) {
   ExpectClose(y.Get(), want_y, 2e-2, "AttentionForward bf16");
   ExpectClose(dqkv.Get(), want_dqkv, 2e-2, "AttentionBackward bf16");
   for (real p : att.Get()) ASSERT_EQ(p, RoundBf16(p));  // stored probabilities on the bf16 grid
+  for (real v : y.Get()) ASSERT_EQ(v, RoundBf16(v));    // and y, dqkv (written as 16-bit numbers)
+  for (real v : dqkv.Get()) ASSERT_EQ(v, RoundBf16(v));
 }
 
 TEST_F(Ops, LinearLayerForwardAndBackward) {
@@ -365,38 +367,6 @@ TEST_F(Ops, LinearLayerForwardAndBackward) {
   ExpectClose(dinp.Get(), want_dinp, 1e-5, "MatmulBackward dinp");
   ExpectClose(dw.Get(), want_dw, 1e-5, "MatmulBackward dw");
   ExpectClose(db.Get(), want_db, 1e-5, "MatmulBackward dbias");
-}
-
-// A linear layer whose input and weights are held in 16-bit storage gives what the same layer
-// gives on the same values held as reals: outputs, input and weight gradients, rounded alike.
-TEST_F(Ops, LinearLayerOnASixteenBitInputMatchesTheSameValuesAsReals) {
-  const int N = 23, C = 40, OC = 56;
-  for (int precision : {1, 2}) {
-    SCOPED_TRACE(precision);
-    const Values inp = Random(N * C, 1.0, precision), w = Random(OC * C, 1.0, precision), bias = Random(OC, 1.0, precision);
-    const Values dout = Random(N * OC, 1.0, precision), dw0 = Random(OC * C);
-    std::vector<uint16_t> inp16(inp.size()), w16(w.size());
-    for (size_t k = 0; k < inp.size(); ++k) inp16[k] = To16BitValue(static_cast<float>(inp[k]), precision);
-    for (size_t k = 0; k < w.size(); ++k) w16[k] = To16BitValue(static_cast<float>(w[k]), precision);
-    DeviceArray i(inp), wt(w), bs(bias), d(dout);
-    DeviceArray out(Zeros(N * OC)), dinp(Zeros(N * C)), dw(dw0), db(Zeros(OC));
-    DeviceArray out16(Zeros(N * OC)), dinp16(Zeros(N * C)), dw16(dw0), db16(Zeros(OC));
-    auto* i16 = static_cast<uint16_t*>(DeviceAllocate(inp16.size() * sizeof(uint16_t)));
-    auto* wt16 = static_cast<uint16_t*>(DeviceAllocate(w16.size() * sizeof(uint16_t)));
-    Upload(i16, inp16.data(), inp16.size() * sizeof(uint16_t));
-    Upload(wt16, w16.data(), w16.size() * sizeof(uint16_t));
-    MatmulForward(out.get(), i.get(), wt.get(), bs.get(), N, C, OC, precision, precision);
-    MatmulForward16(out16.get(), i16, wt16, bs.get(), N, C, OC, precision, precision);
-    MatmulBackward(dinp.get(), dw.get(), db.get(), d.get(), i.get(), wt.get(), N, C, OC, precision, precision);
-    MatmulBackward16(dinp16.get(), dw16.get(), db16.get(), d.get(), i16, wt16, N, C, OC, precision, precision);
-    const Values want_out = out.Get(), want_dinp = dinp.Get(), want_dw = dw.Get();
-    ExpectClose(out16.Get(), std::vector<double>(want_out.begin(), want_out.end()), 0, "MatmulForward16");
-    ExpectClose(dinp16.Get(), std::vector<double>(want_dinp.begin(), want_dinp.end()), 0, "MatmulBackward16 dinp");
-    ExpectClose(dw16.Get(), std::vector<double>(want_dw.begin(), want_dw.end()), 0, "MatmulBackward16 dw");
-    for (real v : out16.Get()) ASSERT_EQ(v, RoundTo(v, precision));  // rounded to the storage grid
-    DeviceFree(i16);
-    DeviceFree(wt16);
-  }
 }
 
 // 16-bit numbers on the device (the values of `grid`, which lie on the precision's grid), and
@@ -435,6 +405,79 @@ Values AsValues(const std::vector<double>& v) {
   return Values(v.begin(), v.end());
 }
 
+// One step of the 16-bit grid at |x| (the spacing of values of its magnitude).
+double GridStep(double x, int precision) {
+  const int mantissa_bits = precision == 2 ? 7 : 10;
+  const double magnitude = std::max(std::abs(x), precision == 2 ? 1e-38 : 6.103515625e-05);
+  return std::ldexp(1.0, std::ilogb(magnitude) - mantissa_bits);
+}
+
+// got == want on the CPU backend (which rounds its own fp32 sums, in the order the real-held op
+// sums them); within one grid step on a GPU, whose BLAS rounds a 16-bit output from a sum it may
+// order differently than for an fp32 output.
+void ExpectSameRounding(const std::vector<double>& got, const std::vector<double>& want, int precision,
+                        const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const bool exact = BackendName() == "cpu";
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (exact) {
+      ASSERT_EQ(got[i], want[i]) << what << " at " << i;
+    } else {
+      ASSERT_LE(std::abs(got[i] - want[i]), GridStep(want[i], precision)) << what << " at " << i;
+    }
+  }
+}
+
+// A linear layer whose input and weights are held in 16-bit storage gives what the same layer
+// gives on the same values held as reals: outputs, input and weight gradients, rounded alike.
+TEST_F(Ops, LinearLayerOnASixteenBitInputMatchesTheSameValuesAsReals) {
+  const int N = 23, C = 40, OC = 56;
+  for (int precision : {1, 2}) {
+    SCOPED_TRACE(precision);
+    const Values inp = Random(N * C, 1.0, precision), w = Random(OC * C, 1.0, precision), bias = Random(OC, 1.0, precision);
+    const Values dout = Random(N * OC, 1.0, precision), dw0 = Random(OC * C);
+    std::vector<uint16_t> inp16(inp.size()), w16(w.size());
+    for (size_t k = 0; k < inp.size(); ++k) inp16[k] = To16BitValue(static_cast<float>(inp[k]), precision);
+    for (size_t k = 0; k < w.size(); ++k) w16[k] = To16BitValue(static_cast<float>(w[k]), precision);
+    DeviceArray i(inp), wt(w), bs(bias), d(dout);
+    DeviceArray out(Zeros(N * OC)), dinp(Zeros(N * C)), dw(dw0), db(Zeros(OC));
+    DeviceArray out16(Zeros(N * OC)), dinp16(Zeros(N * C)), dw16(dw0), db16(Zeros(OC));
+    auto* i16 = static_cast<uint16_t*>(DeviceAllocate(inp16.size() * sizeof(uint16_t)));
+    auto* wt16 = static_cast<uint16_t*>(DeviceAllocate(w16.size() * sizeof(uint16_t)));
+    Upload(i16, inp16.data(), inp16.size() * sizeof(uint16_t));
+    Upload(wt16, w16.data(), w16.size() * sizeof(uint16_t));
+    MatmulForward(out.get(), i.get(), wt.get(), bs.get(), N, C, OC, precision, precision);
+    MatmulForward16(out16.get(), i16, wt16, bs.get(), N, C, OC, precision, precision);
+    MatmulBackward(dinp.get(), dw.get(), db.get(), d.get(), i.get(), wt.get(), N, C, OC, precision, precision);
+    MatmulBackward16(dinp16.get(), dw16.get(), db16.get(), d.get(), i16, wt16, N, C, OC, precision, precision);
+    const Values want_out = out.Get(), want_dinp = dinp.Get(), want_dw = dw.Get();
+    ExpectClose(out16.Get(), std::vector<double>(want_out.begin(), want_out.end()), 0, "MatmulForward16");
+    ExpectClose(dinp16.Get(), std::vector<double>(want_dinp.begin(), want_dinp.end()), 0, "MatmulBackward16 dinp");
+    ExpectClose(dw16.Get(), std::vector<double>(want_dw.begin(), want_dw.end()), 0, "MatmulBackward16 dw");
+    for (real v : out16.Get()) ASSERT_EQ(v, RoundTo(v, precision));  // rounded to the storage grid
+
+    // With 16-bit storage throughout (block.cc): the output and the input gradient written as
+    // 16-bit numbers, the output gradient read as one; a column-parallel layer's partial sum
+    // (real dinp) left unrounded.
+    DeviceSixteenBit y16(Zeros(N * OC), precision), d16(dout, precision), dx16(Zeros(N * C), precision);
+    DeviceArray dw_all16(dw0), db_all16(Zeros(OC)), partial(Zeros(N * C)), dw_partial(dw0);
+    DeviceArray dinp_unrounded(Zeros(N * C)), dw_unrounded(dw0);
+    MatmulForward16(y16.get(), i16, wt16, bs.get(), N, C, OC, precision);
+    MatmulBackward16(dx16.get(), dw_all16.get(), db_all16.get(), d16.get(), i16, wt16, N, C, OC, precision);
+    MatmulBackward16(partial.get(), dw_partial.get(), nullptr, d16.get(), i16, wt16, N, C, OC, precision);
+    MatmulBackward(dinp_unrounded.get(), dw_unrounded.get(), nullptr, d.get(), i.get(), wt.get(), N, C, OC,
+                   precision, 0);
+    ExpectSameRounding(y16.Get(), AsDoubles(want_out), precision, "MatmulForward16 (16-bit output)");
+    ExpectSameRounding(dx16.Get(), AsDoubles(want_dinp), precision, "MatmulBackward16 (16-bit dinp)");
+    ExpectClose(dw_all16.Get(), AsDoubles(want_dw), 0, "MatmulBackward16 (16-bit dout) dw");
+    ExpectClose(db_all16.Get(), AsDoubles(db.Get()), 0, "MatmulBackward16 (16-bit dout) dbias");
+    ExpectClose(partial.Get(), AsDoubles(dinp_unrounded.Get()), 0, "MatmulBackward16 (partial sum)");
+    ExpectClose(dw_partial.Get(), AsDoubles(want_dw), 0, "MatmulBackward16 (partial sum) dw");
+    DeviceFree(i16);
+    DeviceFree(wt16);
+  }
+}
+
 // The residual stream and the GeLU input held as 16-bit numbers (block.cc with 16-bit storage):
 // each row op reading them gives exactly what it gives on the same values held in reals.
 TEST_F(Ops, RowOpsOnTheSixteenBitResidualStreamMatchTheSameValuesAsReals) {
@@ -453,28 +496,90 @@ TEST_F(Ops, RowOpsOnTheSixteenBitResidualStreamMatchTheSameValuesAsReals) {
     ResidualAdd16(sum16.get(), x16.get(), br.get(), n, precision);
     ExpectClose(AsValues(sum16.Get()), AsDoubles(sum.Get()), 0, "ResidualAdd16");
 
-    DeviceArray out(Zeros(n)), mean(Zeros(N)), rstd(Zeros(N));
-    DeviceArray out16(Zeros(n)), mean16(Zeros(N)), rstd16(Zeros(N));
+    DeviceArray out(Zeros(n)), mean(Zeros(N)), rstd(Zeros(N)), mean16(Zeros(N)), rstd16(Zeros(N));
+    DeviceSixteenBit out16(Zeros(n), precision);
     LayerNormForward(out.get(), mean.get(), rstd.get(), xr.get(), wr.get(), bb.get(), N, C, precision);
     LayerNormForward16(out16.get(), mean16.get(), rstd16.get(), x16.get(), wr.get(), bb.get(), N, C, precision);
-    ExpectClose(out16.Get(), AsDoubles(out.Get()), 0, "LayerNormForward16");
+    ExpectClose(AsValues(out16.Get()), AsDoubles(out.Get()), 0, "LayerNormForward16");
     ExpectClose(mean16.Get(), AsDoubles(mean.Get()), 0, "LayerNormForward16 mean");
     ExpectClose(rstd16.Get(), AsDoubles(rstd.Get()), 0, "LayerNormForward16 rstd");
 
-    DeviceArray dx(dx0), dw(Zeros(C)), db(Zeros(C)), dx16(dx0), dw16(Zeros(C)), db16(Zeros(C));
+    DeviceArray dx(dx0), dw(Zeros(C)), db(Zeros(C)), dw16(Zeros(C)), db16(Zeros(C));
+    DeviceSixteenBit dx16(dx0, precision);  // accumulated into: read, added to, rounded
     LayerNormBackward(dx.get(), dw.get(), db.get(), d.get(), xr.get(), wr.get(), mean.get(), rstd.get(), N, C,
                       precision);
     LayerNormBackward16(dx16.get(), dw16.get(), db16.get(), d.get(), x16.get(), wr.get(), mean.get(), rstd.get(), N,
                         C, precision);
-    ExpectClose(dx16.Get(), AsDoubles(dx.Get()), 0, "LayerNormBackward16 dx");
+    ExpectClose(AsValues(dx16.Get()), AsDoubles(dx.Get()), 0, "LayerNormBackward16 dx");
     ExpectClose(dw16.Get(), AsDoubles(dw.Get()), 0, "LayerNormBackward16 dw");
     ExpectClose(db16.Get(), AsDoubles(db.Get()), 0, "LayerNormBackward16 db");
 
-    DeviceArray dgelu(Zeros(n)), dgelu16(Zeros(n));
+    DeviceArray gelu(Zeros(n)), dgelu(Zeros(n));
+    DeviceSixteenBit gelu16(Zeros(n), precision), dgelu16(Zeros(n), precision), d16(dout, precision);
+    GeluForward(gelu.get(), xr.get(), n, precision);
+    GeluForward16(gelu16.get(), x16.get(), n, precision);
+    ExpectClose(AsValues(gelu16.Get()), AsDoubles(gelu.Get()), 0, "GeluForward16");
     GeluBackward(dgelu.get(), xr.get(), d.get(), n, precision);
-    GeluBackward16(dgelu16.get(), x16.get(), d.get(), n, precision);
-    ExpectClose(dgelu16.Get(), AsDoubles(dgelu.Get()), 0, "GeluBackward16");
-    for (real v : dgelu16.Get()) ASSERT_EQ(v, RoundTo(v, precision));
+    GeluBackward16(dgelu16.get(), x16.get(), d16.get(), n, precision);
+    ExpectClose(AsValues(dgelu16.Get()), AsDoubles(dgelu.Get()), 0, "GeluBackward16");
+
+    // Bias and embedding gradients from a 16-bit output gradient (N rows of C here).
+    DeviceArray dbias(Zeros(C)), dbias16(Zeros(C));
+    BiasBackward(dbias.get(), d.get(), N, C);
+    BiasBackward16(dbias16.get(), d16.get(), N, C, precision);
+    ExpectClose(dbias16.Get(), AsDoubles(dbias.Get()), 0, "BiasBackward16");
+    const int T = N, Vl = 5, v0 = 3;
+    std::vector<int> tokens(N);
+    for (int k = 0; k < N; ++k) tokens[k] = (k * 5) % 11;  // some not held here, repeats
+    DeviceArray tk(tokens), dwte(Zeros(Vl * C)), dwpe(Zeros(T * C)), dwte16(Zeros(Vl * C)), dwpe16(Zeros(T * C));
+    EncoderBackward(dwte.get(), dwpe.get(), d.get(), tk.ints(), v0, Vl, 1, T, C);
+    EncoderBackward16(dwte16.get(), dwpe16.get(), d16.get(), tk.ints(), v0, Vl, 1, T, C, precision);
+    ExpectClose(dwte16.Get(), AsDoubles(dwte.Get()), 1e-6, "EncoderBackward16 dwte");  // GPU: atomics' order
+    ExpectClose(dwpe16.Get(), AsDoubles(dwpe.Get()), 0, "EncoderBackward16 dwpe");
+
+    // Moves of 16-bit numbers.
+    DeviceSixteenBit copy(Zeros(n), precision), rows(Filled(n, real(5)), precision);
+    Copy16(copy.get(), x16.get(), n);
+    EXPECT_EQ(copy.Get(), x16.Get());
+    Zero16(copy.get(), n);
+    EXPECT_EQ(copy.Get(), std::vector<double>(n, 0.0));
+    FillRows16(rows.get(), bb.get(), N, C, precision);
+    const std::vector<double> filled = rows.Get();
+    for (int64_t k = 0; k < n; ++k) ASSERT_EQ(filled[k], b[k % C]) << "FillRows16 at " << k;
+  }
+}
+
+// Gemm16 writing 16-bit outputs: each C value the fp32 sum rounded once (within one grid step
+// of the exact sum rounded: the fp32 sum may itself round across a step boundary), beta reading
+// C, and the entries outside the matrices (padding, gaps between problems) untouched.
+TEST_F(Ops, GemmWithSixteenBitOutputsRoundsEachSumOnce) {
+  for (int precision : {1, 2}) {
+    for (double beta : {0.0, 1.0}) {
+      SCOPED_TRACE(::testing::Message() << "precision " << precision << " beta " << beta);
+      const int m = 24, n = 13, k = 57, lda = k + 2, ldb = k + 1, ldc = m + 3, count = 3;
+      const GemmBatch batch{count, int64_t{lda} * m + 3, int64_t{ldb} * n + 5, int64_t{ldc} * n + 7};
+      const Values A = Random(batch.stride_a * count, 1.0, precision), B = Random(batch.stride_b * count, 1.0, precision);
+      const Values C = Random(batch.stride_c * count, 1.0, precision);
+      DeviceSixteenBit a(A, precision), b(B, precision), c(C, precision);
+      Gemm16(Op::kT, Op::kN, m, n, k, real(1), a.get(), lda, b.get(), ldb, static_cast<real>(beta), c.get(), ldc, batch,
+             precision);
+      const std::vector<double> got = c.Get();
+      const std::vector<double> exact = ReferenceGemm(Op::kT, Op::kN, m, n, k, 1.0, A, lda, B, ldb, beta, C, ldc, batch);
+      std::vector<bool> inside(C.size(), false);
+      for (int i = 0; i < count; ++i) {
+        for (int col = 0; col < n; ++col) {
+          for (int row = 0; row < m; ++row) inside[i * batch.stride_c + int64_t{col} * ldc + row] = true;
+        }
+      }
+      for (size_t i = 0; i < C.size(); ++i) {
+        if (!inside[i]) {
+          ASSERT_EQ(got[i], C[i]) << "Gemm16 wrote outside C at " << i;
+          continue;
+        }
+        ASSERT_EQ(got[i], RoundTo(static_cast<real>(got[i]), precision)) << "not on the grid at " << i;
+        ASSERT_LE(std::abs(got[i] - exact[i]), GridStep(exact[i], precision)) << "at " << i;
+      }
+    }
   }
 }
 

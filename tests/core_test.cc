@@ -333,10 +333,11 @@ TEST(CoreMemory, PipelineStagesHoldOnlyTheMicroBatchesInFlight) {
 }
 
 // What the buffers hold on the device against what is counted: in fp32 the same; with 16-bit
-// storage the weights, every saved activation and the residual stream are real 16-bit numbers,
-// so a bf16 run holds less than the fp32 run. It still holds more than it counts, by no more than
-// the backward pass's workspace and the row-parallel partial sums, which are fp32 on the 16-bit
-// grid, counted at 2 bytes (any activation held in reals again breaks that bound).
+// storage the weights, every saved activation, the residual stream and every activation gradient
+// are real 16-bit numbers, so a bf16 run holds less than the fp32 run. It still holds more than it
+// counts, by no more than the TP partial sums (comm buffers on one rank), which are fp32 counted
+// at 2 bytes (any activation or activation gradient held in reals again breaks that bound: with
+// fp32 activation gradients the excess was 17 times the comm buffers).
 TEST(CoreMemory, SixteenBitStorageHoldsLessThanFp32) {
   auto memory = [](const std::string& precision) {
     const CoreRun run = RunCore(1, "--model tiny --micro-batches 1 --precision " + precision, false);
@@ -349,7 +350,7 @@ TEST(CoreMemory, SixteenBitStorageHoldsLessThanFp32) {
   const double held_wider = bf16["held_peak_bytes"].get<double>() - bf16["peak_bytes"].get<double>();
   const nlohmann::json& counted = bf16["peak_by_category"];
   EXPECT_GT(held_wider, 0);
-  EXPECT_LE(held_wider, counted["workspace"].get<double>() + counted["comm_buffers"].get<double>());
+  EXPECT_LE(held_wider, counted["comm_buffers"].get<double>());
 }
 
 TEST(CoreFaults, CrashHangAndOomAreWhatTheySay) {

@@ -25,8 +25,13 @@ const real* StageWeights::Vector(int64_t offset, int64_t n, int slot) const {
   return widened;
 }
 
-Buffer StageContext::Workspace(size_t values) const {
-  return Buffer(*allocator, MemoryCategory::kWorkspace, values, StorageBytes(), false);
+Buffer StageContext::ActivationGradient(size_t values) const {
+  if (precision == 0) return Buffer(*allocator, MemoryCategory::kWorkspace, values, 4.0, false);
+  return Buffer::SixteenBit(*allocator, MemoryCategory::kWorkspace, values);
+}
+
+Buffer StageContext::PartialSum(size_t values) const {
+  return Buffer(*allocator, MemoryCategory::kCommBuffers, values, StorageBytes(), false);
 }
 
 void StageContext::Store(real* p, int64_t n) const {
@@ -60,69 +65,41 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
   const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
   const Shard& s = ctx.shard;
   BlockWorkspace w;
-  w.partial = Buffer(*ctx.allocator, MemoryCategory::kCommBuffers, N * C, ctx.StorageBytes());
-  w.dres2 = ctx.Workspace(N * C);
-  w.dln = ctx.Workspace(N * C);
-  w.datty = ctx.Workspace(N * s.Cl);
-  w.dqkv = ctx.Workspace(N * 3 * s.Cl);
-  w.dfcg = ctx.Workspace(N * s.Fl);
-  w.dfch = ctx.Workspace(N * s.Fl);
+  w.partial = ctx.PartialSum(N * C);
+  w.dres2 = ctx.ActivationGradient(N * C);
+  w.datty = ctx.ActivationGradient(N * s.Cl);
+  w.dqkv = ctx.ActivationGradient(N * 3 * s.Cl);
+  w.dfcg = ctx.ActivationGradient(N * s.Fl);
+  w.dfch = ctx.ActivationGradient(N * s.Fl);
   if (selective) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
   return w;
 }
 
 namespace {
 
-// Where an op computes an Activation: in place, or (16-bit storage) first in `scratch`, in fp32.
-real* ComputeInto(const StageContext& ctx, Buffer& activation, real* scratch) {
-  return ctx.precision == 0 ? activation.data() : scratch;
-}
-real* ComputeInto(const StageContext& ctx, Buffer& activation, Buffer& scratch) {
-  return ComputeInto(ctx, activation, scratch.data());
-}
+// The block's ops on Buffers as StageContext allocates them: the real op (fp32 storage) or its
+// 16-bit form (16-bit storage: ops.h, reading and writing the 16-bit numbers as they are). Every
+// stored output is rounded to the storage grid by the op that writes it.
 
-// Stores what ComputeInto's buffer holds: as 16-bit numbers (exact: the op rounded it to the
-// storage grid) with 16-bit storage; in place already in fp32.
-void Keep16(const StageContext& ctx, Buffer& activation, const real* computed, int64_t n) {
-  if (ctx.precision != 0) To16Bit(activation.bits16(), computed, n, ctx.precision);
-}
-
-// Attention over the saved qkv (ops.h AttentionForward, or AttentionForward16 with 16-bit storage).
-void Attention(const StageContext& ctx, real* y, Buffer& att, const Buffer& qkv) {
-  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
-  if (ctx.precision == 0) {
-    AttentionForward(y, att.data(), qkv.data(), B, T, Cl, NHl);
-  } else {
-    AttentionForward16(y, att.bits16(), qkv.bits16(), B, T, Cl, NHl, ctx.precision);
-  }
-}
-
-void AttentionGradient(const StageContext& ctx, real* dqkv, const real* dy, const Buffer& qkv, const Buffer& att) {
-  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
-  if (ctx.precision == 0) {
-    AttentionBackward(dqkv, dy, qkv.data(), att.data(), B, T, Cl, NHl);
-  } else {
-    AttentionBackward16(dqkv, dy, qkv.bits16(), att.bits16(), B, T, Cl, NHl, ctx.precision);
-  }
-}
-
-// The residual stream's ops over an Activation (ops.h LayerNormForward/Backward and
-// ResidualAdd, or their 16-bit-input forms with 16-bit storage).
-void Normalize(const StageContext& ctx, real* out, Buffer& mean, Buffer& rstd, const Buffer& inp, const real* w,
+// out = layernorm(inp), its mean and rstd saved.
+void Normalize(const StageContext& ctx, Buffer& out, Buffer& mean, Buffer& rstd, const Buffer& inp, const real* w,
                const real* b) {
   if (ctx.precision == 0) {
-    LayerNormForward(out, mean.data(), rstd.data(), inp.data(), w, b, ctx.N(), ctx.dims.C, 0);
+    LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), w, b, ctx.N(), ctx.dims.C, 0);
   } else {
-    LayerNormForward16(out, mean.data(), rstd.data(), inp.bits16(), w, b, ctx.N(), ctx.dims.C, ctx.precision);
+    LayerNormForward16(out.bits16(), mean.data(), rstd.data(), inp.bits16(), w, b, ctx.N(), ctx.dims.C,
+                       ctx.precision);
   }
 }
 
-void NormalizeGradient(const StageContext& ctx, real* dinp, real* dw, real* db, const real* dout, const Buffer& inp,
+// dinp += the layer norm's input gradient, from dout: reals on the storage grid (an all-reduced
+// partial sum).
+void NormalizeGradient(const StageContext& ctx, Buffer& dinp, real* dw, real* db, const real* dout, const Buffer& inp,
                        const real* w, const Buffer& mean, const Buffer& rstd) {
   if (ctx.precision == 0) {
-    LayerNormBackward(dinp, dw, db, dout, inp.data(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C, 0);
+    LayerNormBackward(dinp.data(), dw, db, dout, inp.data(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C, 0);
   } else {
-    LayerNormBackward16(dinp, dw, db, dout, inp.bits16(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C,
+    LayerNormBackward16(dinp.bits16(), dw, db, dout, inp.bits16(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C,
                         ctx.precision);
   }
 }
@@ -137,26 +114,95 @@ void Residual(const StageContext& ctx, Buffer& out, const Buffer& x, const real*
   }
 }
 
-// A linear layer over an Activation (ops.h MatmulForward / MatmulBackward on N rows).
-void LinearForward(const StageContext& ctx, real* out, const Buffer& inp, const StageWeights& W, LinearTensors t,
-                   int C, int OC, int round_to) {
-  const real* bias = t.bias >= 0 ? W.Vector(t.bias, OC, 2) : nullptr;
+void CopyValues(const StageContext& ctx, Buffer& to, const Buffer& from, int64_t n) {
   if (ctx.precision == 0) {
-    MatmulForward(out, inp.data(), W.values + t.w, bias, ctx.N(), C, OC, 0, round_to);
+    Copy(to.data(), from.data(), n);
   } else {
-    MatmulForward16(out, inp.bits16(), W.bits16 + t.w, bias, ctx.N(), C, OC, ctx.precision, round_to);
+    Copy16(to.bits16(), from.bits16(), n);
   }
 }
 
-// dw, dbias at the same offsets in the gradients G.
-void LinearBackward(const StageContext& ctx, real* dinp, real* G, const real* dout, const Buffer& inp,
-                    const StageWeights& W, LinearTensors t, int C, int OC, int round_dinp_to) {
+// Attention over the saved qkv: y and the probabilities att.
+void Attention(const StageContext& ctx, Buffer& y, Buffer& att, const Buffer& qkv) {
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  if (ctx.precision == 0) {
+    AttentionForward(y.data(), att.data(), qkv.data(), B, T, Cl, NHl);
+  } else {
+    AttentionForward16(y.bits16(), att.bits16(), qkv.bits16(), B, T, Cl, NHl, ctx.precision);
+  }
+}
+
+void AttentionGradient(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv, const Buffer& att) {
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  if (ctx.precision == 0) {
+    AttentionBackward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, Cl, NHl);
+  } else {
+    AttentionBackward16(dqkv.bits16(), dy.bits16(), qkv.bits16(), att.bits16(), B, T, Cl, NHl, ctx.precision);
+  }
+}
+
+void Gelu(const StageContext& ctx, Buffer& out, const Buffer& inp, int64_t n) {
+  if (ctx.precision == 0) {
+    GeluForward(out.data(), inp.data(), n, 0);
+  } else {
+    GeluForward16(out.bits16(), inp.bits16(), n, ctx.precision);
+  }
+}
+
+void GeluGradient(const StageContext& ctx, Buffer& dinp, const Buffer& inp, const Buffer& dout, int64_t n) {
+  if (ctx.precision == 0) {
+    GeluBackward(dinp.data(), inp.data(), dout.data(), n, 0);
+  } else {
+    GeluBackward16(dinp.bits16(), inp.bits16(), dout.bits16(), n, ctx.precision);
+  }
+}
+
+const real* BiasOf(const StageWeights& W, LinearTensors t, int OC) {
+  return t.bias >= 0 ? W.Vector(t.bias, OC, 2) : nullptr;
+}
+
+// A linear layer over N rows (ops.h MatmulForward / MatmulBackward): out (N, OC) = inp (N, C)
+// W^T + bias, stored.
+void Linear(const StageContext& ctx, Buffer& out, const Buffer& inp, const StageWeights& W, LinearTensors t, int C,
+            int OC) {
+  if (ctx.precision == 0) {
+    MatmulForward(out.data(), inp.data(), W.values + t.w, BiasOf(W, t, OC), ctx.N(), C, OC, 0, 0);
+  } else {
+    MatmulForward16(out.bits16(), inp.bits16(), W.bits16 + t.w, BiasOf(W, t, OC), ctx.N(), C, OC, ctx.precision);
+  }
+}
+
+// The same into reals rounded to `round_to` (0: a row-parallel layer's partial sum, left in fp32).
+void LinearInto(const StageContext& ctx, real* out, const Buffer& inp, const StageWeights& W, LinearTensors t, int C,
+                int OC, int round_to) {
+  if (ctx.precision == 0) {
+    MatmulForward(out, inp.data(), W.values + t.w, BiasOf(W, t, OC), ctx.N(), C, OC, 0, round_to);
+  } else {
+    MatmulForward16(out, inp.bits16(), W.bits16 + t.w, BiasOf(W, t, OC), ctx.N(), C, OC, ctx.precision, round_to);
+  }
+}
+
+// dinp = dout W, stored; dw and dbias accumulate at the layer's offsets in the gradients G.
+void LinearGradient(const StageContext& ctx, Buffer& dinp, real* G, const Buffer& dout, const Buffer& inp,
+                    const StageWeights& W, LinearTensors t, int C, int OC) {
   real* dbias = t.bias >= 0 ? G + t.bias : nullptr;
   if (ctx.precision == 0) {
-    MatmulBackward(dinp, G + t.w, dbias, dout, inp.data(), W.values + t.w, ctx.N(), C, OC, 0, round_dinp_to);
+    MatmulBackward(dinp.data(), G + t.w, dbias, dout.data(), inp.data(), W.values + t.w, ctx.N(), C, OC, 0, 0);
   } else {
-    MatmulBackward16(dinp, G + t.w, dbias, dout, inp.bits16(), W.bits16 + t.w, ctx.N(), C, OC, ctx.precision,
-                     round_dinp_to);
+    MatmulBackward16(dinp.bits16(), G + t.w, dbias, dout.bits16(), inp.bits16(), W.bits16 + t.w, ctx.N(), C, OC,
+                     ctx.precision);
+  }
+}
+
+// The same with dinp a column-parallel layer's partial sum (fp32, all-reduced before rounding).
+void LinearGradientPartial(const StageContext& ctx, real* partial, real* G, const Buffer& dout, const Buffer& inp,
+                           const StageWeights& W, LinearTensors t, int C, int OC) {
+  real* dbias = t.bias >= 0 ? G + t.bias : nullptr;
+  if (ctx.precision == 0) {
+    MatmulBackward(partial, G + t.w, dbias, dout.data(), inp.data(), W.values + t.w, ctx.N(), C, OC, 0, 0);
+  } else {
+    MatmulBackward16(partial, G + t.w, dbias, dout.bits16(), inp.bits16(), W.bits16 + t.w, ctx.N(), C, OC,
+                     ctx.precision);
   }
 }
 
@@ -167,87 +213,68 @@ void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTen
   real* partial = w.partial.data();
   Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
   const int C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
+  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl;
   const bool adds_bias = ctx.shard.tp_rank == 0;
   const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
 
-  // Every stored value is rounded to the storage precision P by the op that writes it; the
-  // row-parallel partial sums only after their all-reduce (inside the residual add), so that any
-  // TP size rounds the same sums.
-  real* ln1 = ComputeInto(ctx, a.ln1, w.dln);
-  Normalize(ctx, ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
-  Keep16(ctx, a.ln1, ln1, NC);
-  real* qkv = ComputeInto(ctx, a.qkv, w.dqkv);
-  LinearForward(ctx, qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl, P);
-  Keep16(ctx, a.qkv, qkv, int64_t{N} * 3 * Cl);
-  real* atty = ComputeInto(ctx, a.atty, w.datty);
-  Attention(ctx, atty, att, a.qkv);  // att rounded by the softmax
-  ctx.Store(atty, int64_t{N} * Cl);
-  Keep16(ctx, a.atty, atty, int64_t{N} * Cl);
-  LinearForward(ctx, partial, a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, Cl, C, 0);
+  // The row-parallel partial sums are rounded only after their all-reduce (inside the residual
+  // add), so that any TP size rounds the same sums.
+  Normalize(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
+  Linear(ctx, a.qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl);
+  Attention(ctx, a.atty, att, a.qkv);
+  LinearInto(ctx, partial, a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, Cl, C, 0);
   ctx.TpAllReduce(partial, NC);
   Residual(ctx, a.res2, x, partial);
 
-  real* ln2 = ComputeInto(ctx, a.ln2, w.dln);
-  Normalize(ctx, ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.Vector(t.ln2_w, C, 2), W.Vector(t.ln2_b, C, 3));
-  Keep16(ctx, a.ln2, ln2, NC);
-  real* fch = ComputeInto(ctx, a.fch, w.dfch);
-  LinearForward(ctx, fch, a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, P);
-  Keep16(ctx, a.fch, fch, NF);
-  real* fcg = ComputeInto(ctx, a.fcg, w.dfcg);
-  GeluForward(fcg, fch, NF, P);
-  Keep16(ctx, a.fcg, fcg, NF);
-  LinearForward(ctx, partial, a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, Fl, C, 0);
+  Normalize(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.Vector(t.ln2_w, C, 2), W.Vector(t.ln2_b, C, 3));
+  Linear(ctx, a.fch, a.ln2, W, {t.fc_w, t.fc_b}, C, Fl);
+  Gelu(ctx, a.fcg, a.fch, NF);
+  LinearInto(ctx, partial, a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, Fl, C, 0);
   ctx.TpAllReduce(partial, NC);
   Residual(ctx, out, a.res2, partial);
 }
 
 void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t, const Buffer& x,
-                   const BlockActivations& a, BlockWorkspace& w, real* dx) {
+                   const BlockActivations& a, BlockWorkspace& w, Buffer& dx) {
+  real* partial = w.partial.data();
   const int C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl, P = ctx.precision;
+  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl;
   const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
 
-  // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc.
-  // (As in the forward pass, each op rounds what it stores; the gradients of the column-parallel
-  // layers' inputs only after their all-reduce.)
-  LinearBackward(ctx, w.dfcg.data(), G, dx, a.fcg, W, {t.fcproj_w, t.fcproj_b}, Fl, C, P);
-  if (P == 0) {
-    GeluBackward(w.dfch.data(), a.fch.data(), w.dfcg.data(), NF, 0);
-  } else {
-    GeluBackward16(w.dfch.data(), a.fch.bits16(), w.dfcg.data(), NF, P);
-  }
-  LinearBackward(ctx, w.dln.data(), G, w.dfch.data(), a.ln2, W, {t.fc_w, t.fc_b}, C, Fl, 0);
-  ctx.TpAllReduce(w.dln.data(), NC);
-  ctx.Store(w.dln.data(), NC);
-  Copy(w.dres2.data(), dx, NC);
-  NormalizeGradient(ctx, w.dres2.data(), G + t.ln2_w, G + t.ln2_b, w.dln.data(), a.res2, W.Vector(t.ln2_w, C, 2),
-                    a.ln2_mean, a.ln2_rstd);
+  // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc. (As in the forward pass,
+  // each op rounds what it stores; the gradients of the column-parallel layers' inputs only after
+  // their all-reduce.)
+  LinearGradient(ctx, w.dfcg, G, dx, a.fcg, W, {t.fcproj_w, t.fcproj_b}, Fl, C);
+  GeluGradient(ctx, w.dfch, a.fch, w.dfcg, NF);
+  LinearGradientPartial(ctx, partial, G, w.dfch, a.ln2, W, {t.fc_w, t.fc_b}, C, Fl);
+  ctx.TpAllReduce(partial, NC);
+  ctx.Store(partial, NC);
+  CopyValues(ctx, w.dres2, dx, NC);
+  NormalizeGradient(ctx, w.dres2, G + t.ln2_w, G + t.ln2_b, partial, a.res2, W.Vector(t.ln2_w, C, 2), a.ln2_mean,
+                    a.ln2_rstd);
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
   const Buffer* att = &a.att;
-  if (a.att.data() == nullptr) {  // selective recomputation (y is recomputed too, into scratch)
-    Attention(ctx, w.datty.data(), w.scores, a.qkv);
+  if (a.att.data() == nullptr) {  // selective recomputation (y is recomputed too, into datty)
+    Attention(ctx, w.datty, w.scores, a.qkv);
     att = &w.scores;
   }
-  LinearBackward(ctx, w.datty.data(), G, w.dres2.data(), a.atty, W, {t.attproj_w, t.attproj_b}, Cl, C, P);
-  AttentionGradient(ctx, w.dqkv.data(), w.datty.data(), a.qkv, *att);
-  ctx.Store(w.dqkv.data(), int64_t{N} * 3 * Cl);
-  LinearBackward(ctx, w.dln.data(), G, w.dqkv.data(), a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl, 0);
-  ctx.TpAllReduce(w.dln.data(), NC);
-  ctx.Store(w.dln.data(), NC);
-  Copy(dx, w.dres2.data(), NC);
-  NormalizeGradient(ctx, dx, G + t.ln1_w, G + t.ln1_b, w.dln.data(), x, W.Vector(t.ln1_w, C, 2), a.ln1_mean,
-                    a.ln1_rstd);
+  LinearGradient(ctx, w.datty, G, w.dres2, a.atty, W, {t.attproj_w, t.attproj_b}, Cl, C);
+  AttentionGradient(ctx, w.dqkv, w.datty, a.qkv, *att);
+  LinearGradientPartial(ctx, partial, G, w.dqkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl);
+  ctx.TpAllReduce(partial, NC);
+  ctx.Store(partial, NC);
+  CopyValues(ctx, dx, w.dres2, NC);
+  NormalizeGradient(ctx, dx, G + t.ln1_w, G + t.ln1_b, partial, x, W.Vector(t.ln1_w, C, 2), a.ln1_mean, a.ln1_rstd);
 }
 
 void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const ParameterLayout& p, const int* tokens,
-                      Buffer& x, real* scratch) {
+                      Buffer& x, Buffer& partial) {
   const Shard& s = ctx.shard;
   const int T = ctx.dims.T, C = ctx.dims.C;
   const int64_t NC = int64_t{ctx.N()} * C;
   const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;
-  real* sum = ComputeInto(ctx, x, scratch);
+  real* sum = ctx.precision == 0 ? x.data() : partial.data();
   if (W.bits16 == nullptr) {
     EncoderForward(sum, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
   } else {
@@ -255,17 +282,22 @@ void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const Para
   }
   ctx.TpAllReduce(sum, NC);
   ctx.Store(sum, NC);
-  Keep16(ctx, x, sum, NC);
+  if (ctx.precision != 0) To16Bit(x.bits16(), sum, NC, ctx.precision);  // exact: rounded above
 }
 
 void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& p, const int* tokens,
-                       const real* dx) {
-  EncoderBackward(G + p.wte, G + p.wpe, dx, tokens, ctx.shard.v0, ctx.shard.Vl, ctx.B, ctx.dims.T,
-                  ctx.dims.C);
+                       const Buffer& dx) {
+  const Shard& s = ctx.shard;
+  if (ctx.precision == 0) {
+    EncoderBackward(G + p.wte, G + p.wpe, dx.data(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C);
+  } else {
+    EncoderBackward16(G + p.wte, G + p.wpe, dx.bits16(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C,
+                      ctx.precision);
+  }
 }
 
 double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,
-                           const Buffer& x, const int* targets, double grad_scale, real* dx) {
+                           const Buffer& x, const int* targets, double grad_scale, Buffer& dx) {
   const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
   const int64_t NC = int64_t{N} * C;
   Buffer lnf = ctx.Activation(NC), mean = ctx.Statistics(N), rstd = ctx.Statistics(N);
@@ -276,10 +308,8 @@ double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real*
   real* row_sum = row_max + N;  // row_sum and target_logit are adjacent: one all-reduce
   real* target_logit = row_sum + N;
 
-  real* normed = ComputeInto(ctx, lnf, dx);  // dx is free until the backward below
-  Normalize(ctx, normed, mean, rstd, x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3));
-  Keep16(ctx, lnf, normed, NC);
-  LinearForward(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, ctx.precision);
+  Normalize(ctx, lnf, mean, rstd, x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3));
+  LinearInto(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, ctx.precision);
 
   CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl);
   AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
@@ -298,11 +328,22 @@ double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real*
   CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, static_cast<real>(grad_scale), N,
                        Vl, ctx.precision);
 
-  Buffer dlnf = ctx.Workspace(NC);
-  LinearBackward(ctx, dlnf.data(), G, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, 0);
+  // The gradient of lnf: the LM head is column-parallel (vocabulary rows), so a partial sum.
+  Buffer dlnf = ctx.PartialSum(NC);
+  if (ctx.precision == 0) {
+    MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W.values + p.lm_head, N, C,
+                   Vl, 0, 0);
+  } else {
+    MatmulBackward16(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.bits16(), W.bits16 + p.lm_head, N,
+                     C, Vl, ctx.precision, 0);
+  }
   ctx.TpAllReduce(dlnf.data(), NC);
   ctx.Store(dlnf.data(), NC);
-  Fill(dx, NC, 0);
+  if (ctx.precision == 0) {
+    Fill(dx.data(), NC, 0);
+  } else {
+    Zero16(dx.bits16(), NC);
+  }
   NormalizeGradient(ctx, dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean, rstd);
   return loss;
 }

@@ -40,7 +40,13 @@ struct StageContext {
   // Layer-norm mean and rstd: fp32 values whatever the storage, as a framework keeps them
   // (counted in activations at 4 bytes).
   Buffer Statistics(size_t values) const;
-  Buffer Workspace(size_t values) const;   // counted in workspace at storage width
+  // An activation gradient of the backward pass (the stage's gradient stream and the blocks'
+  // workspace), counted in workspace: with 16-bit storage held as 16-bit numbers, as counted.
+  Buffer ActivationGradient(size_t values) const;
+  // A row-parallel layer's partial sum (all-reduced over TP before it is rounded, so any TP size
+  // rounds the same sums): reals, counted in comm buffers at storage width, as a framework's
+  // 16-bit partial sum (the one buffer per stage held wider than counted with 16-bit storage).
+  Buffer PartialSum(size_t values) const;
   void Store(real* p, int64_t n) const;    // rounds to the storage precision
   void TpAllReduce(real* p, int64_t n) const;
 };
@@ -79,12 +85,13 @@ struct BlockActivations {
 // keep_scores false (selective recomputation): no `att`; the passes use a shared scratch.
 BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores);
 
-// Buffers a stage reuses across blocks and micro-batches during the backward pass (the forward
-// pass computes its 16-bit activations in dln, dqkv, datty, dfch and dfcg before storing them
-// converted). `scores` is an Activation.
+// Buffers a stage reuses across blocks and micro-batches. `partial` is a PartialSum: the
+// row-parallel layers' outputs in the forward pass, the column-parallel layers' input gradients
+// in the backward pass (then the layer norms' dout); the others are ActivationGradients of the
+// backward pass; `scores` is an Activation.
 struct BlockWorkspace {
-  Buffer partial;     // (N, C): a row-parallel layer's partial sum, all-reduced in place
-  Buffer dres2, dln;  // (N, C)
+  Buffer partial;     // (N, C)
+  Buffer dres2;       // (N, C)
   Buffer datty;       // (N, Cl)
   Buffer dqkv;        // (N, 3 Cl)
   Buffer dfcg, dfch;  // (N, Fl)
@@ -97,26 +104,27 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 // Block `b` of this stage: weights/grads are the flat buffers, `t` the block's offsets.
 void BlockForward(const StageContext& ctx, const StageWeights& weights, const BlockTensors& t, const Buffer& x,
                   BlockActivations& a, BlockWorkspace& w, Buffer& out);
-// dx: in, the gradient of the block's output; out, the gradient of its input x (reals on the
-// storage grid). Without saved scores (selective recomputation) the attention's forward runs
-// again first.
+// dx (an ActivationGradient): in, the gradient of the block's output; out, the gradient of its
+// input x. Without saved scores (selective recomputation) the attention's forward runs again
+// first.
 void BlockBackward(const StageContext& ctx, const StageWeights& weights, real* grads, const BlockTensors& t,
-                   const Buffer& x, const BlockActivations& a, BlockWorkspace& w, real* dx);
+                   const Buffer& x, const BlockActivations& a, BlockWorkspace& w, Buffer& dx);
 
 // x (N, C) = wte[tokens] + wpe (vocabulary-parallel lookup, all-reduced over TP). With 16-bit
-// storage the sum is made in `scratch` (N C reals, free during the forward pass) in fp32 first.
+// storage the sum is made in `partial` (a PartialSum, free during the forward pass) in fp32 first.
 void EmbeddingForward(const StageContext& ctx, const StageWeights& weights, const ParameterLayout& p,
-                      const int* tokens, Buffer& x, real* scratch);
+                      const int* tokens, Buffer& x, Buffer& partial);
 void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayout& p, const int* tokens,
-                       const real* dx);
+                       const Buffer& dx);
 
 // The head on a micro-batch's stage output x: final layer norm, logits over this rank's
 // vocabulary rows, cross-entropy against `targets`, and straight away its backward (the 1F1B
 // last stage runs a micro-batch's backward right after its forward): accumulates the head's
-// weight gradients and writes dx (N, C). `grad_scale` multiplies dloss/dlogit (1 / tokens per
-// step, times the fp16 loss scale). Returns the sum of the micro-batch's token losses.
+// weight gradients and writes dx (N, C; an ActivationGradient). `grad_scale` multiplies
+// dloss/dlogit (1 / tokens per step, times the fp16 loss scale). Returns the sum of the
+// micro-batch's token losses.
 double HeadForwardBackward(const StageContext& ctx, const StageWeights& weights, real* grads,
                            const ParameterLayout& p, const Buffer& x, const int* targets, double grad_scale,
-                           real* dx);
+                           Buffer& dx);
 
 }  // namespace tunepar::core

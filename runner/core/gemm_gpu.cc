@@ -53,20 +53,21 @@ hipblasOperation_t OpOf(Op op) {
 
 namespace {
 
-// C = alpha op(A) op(B) + beta C on the BLAS, A and B of `type`, C in fp32.
+// C = alpha op(A) op(B) + beta C on the BLAS, A and B of `type`, C of `c_type` (fp32, or the
+// 16-bit type: the BLAS rounds the fp32 sums as it writes them).
 void VendorGemm(Op op_a, Op op_b, int m, int n, int k, real alpha, const void* a, int lda, const void* b, int ldb,
-                real beta, real* C, int ldc, const GemmBatch& batch, hipDataType type) {
+                real beta, void* C, int ldc, const GemmBatch& batch, hipDataType type, hipDataType c_type = HIP_R_32F) {
   const bool wide = type == HIP_R_32F;
   gpu::ProfiledRegion profiled(wide ? (batch.count == 1 ? "GEMM fp32" : "GEMM fp32 batched (attention)")
                                     : (batch.count == 1 ? "GEMM 16-bit" : "GEMM 16-bit batched (attention)"));
   if (batch.count == 1) {
     CheckBlas(hipblasGemmEx(Handle(), OpOf(op_a), OpOf(op_b), m, n, k, &alpha, a, type, lda, b, type, ldb, &beta,
-                            C, HIP_R_32F, ldc, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
+                            C, c_type, ldc, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
               "GemmEx");
     return;
   }
   CheckBlas(hipblasGemmStridedBatchedEx(Handle(), OpOf(op_a), OpOf(op_b), m, n, k, &alpha, a, type, lda,
-                                        batch.stride_a, b, type, ldb, batch.stride_b, &beta, C, HIP_R_32F, ldc,
+                                        batch.stride_a, b, type, ldb, batch.stride_b, &beta, C, c_type, ldc,
                                         batch.stride_c, batch.count, HIPBLAS_COMPUTE_32F, HIPBLAS_GEMM_DEFAULT),
             "GemmStridedBatchedEx");
 }
@@ -95,6 +96,13 @@ void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A
             int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
   if (m == 0 || n == 0 || batch.count == 0) return;
   VendorGemm(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, SixteenBitType(precision));
+}
+
+void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, uint16_t* C, int ldc, const GemmBatch& batch, int precision) {
+  if (m == 0 || n == 0 || batch.count == 0) return;
+  VendorGemm(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, SixteenBitType(precision),
+             SixteenBitType(precision));
 }
 
 }  // namespace tunepar::core

@@ -72,6 +72,33 @@ void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const
   FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);
 }
 
+void MatmulForward16(uint16_t* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
+                     int precision) {
+  if (bias != nullptr) FillRows16(out, bias, N, OC, precision);
+  Gemm16(Op::kT, Op::kN, OC, N, C, real(1), w, C, inp, C, real(bias != nullptr ? 1 : 0), out, OC, {}, precision);
+}
+
+namespace {
+// dw^T (C, OC) += inp^T (C, N) dout (N, OC); dbias += column sums of dout.
+void WeightGradients16(real* dw, real* dbias, const uint16_t* dout, const uint16_t* inp, int N, int C, int OC,
+                       int precision) {
+  Gemm16(Op::kN, Op::kT, C, OC, N, real(1), inp, C, dout, OC, real(1), dw, C, {}, precision);
+  if (dbias != nullptr) BiasBackward16(dbias, dout, N, OC, precision);
+}
+}  // namespace
+
+void MatmulBackward16(uint16_t* dinp, real* dw, real* dbias, const uint16_t* dout, const uint16_t* inp,
+                      const uint16_t* w, int N, int C, int OC, int precision) {
+  Gemm16(Op::kN, Op::kN, C, N, OC, real(1), w, C, dout, OC, real(0), dinp, C, {}, precision);
+  WeightGradients16(dw, dbias, dout, inp, N, C, OC, precision);
+}
+
+void MatmulBackward16(real* dinp, real* dw, real* dbias, const uint16_t* dout, const uint16_t* inp,
+                      const uint16_t* w, int N, int C, int OC, int precision) {
+  Gemm16(Op::kN, Op::kN, C, N, OC, real(1), w, C, dout, OC, real(0), dinp, C, {}, precision);
+  WeightGradients16(dw, dbias, dout, inp, N, C, OC, precision);
+}
+
 namespace {
 
 // Sequence b's heads in qkv (B, T, 3 Cl): head h's Q rows start at q + h hs, K at + Cl, V at
@@ -90,9 +117,9 @@ SequenceHeads<Value> HeadsOf(const Value* qkv, int b, int T, int Cl) {
   return {base, base + Cl, base + 2 * Cl, 3 * Cl};
 }
 
-// With 16-bit storage the GEMMs read 16-bit operands (tensor cores): qkv and the probabilities
-// as they are stored, dy converted once per call; the probabilities and score gradients come out
-// of the softmax kernels in 16 bits.
+// With 16-bit storage the GEMMs read and write 16-bit operands (tensor cores): qkv, y, dy, dqkv
+// and the probabilities as they are stored; the probabilities and score gradients come out of the
+// softmax kernels in 16 bits.
 uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int precision) {
   uint16_t* out = OpScratch16(slot, static_cast<size_t>(n));
   To16Bit(out, values, n, precision);
@@ -101,7 +128,8 @@ uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int prec
 
 }  // namespace
 
-void AttentionForward16(real* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl, int precision) {
+void AttentionForward16(uint16_t* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl,
+                        int precision) {
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
@@ -116,19 +144,18 @@ void AttentionForward16(real* y, uint16_t* att, const uint16_t* qkv, int B, int 
   }
 }
 
-void AttentionBackward16(real* dqkv, const real* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
+void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
                          int Cl, int NHl, int precision) {
   const int hs = Cl / NHl;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   real* dp = OpScratch(static_cast<size_t>(NHl * TT));
   real* p = OpScratch(static_cast<size_t>(NHl * TT), 1);  // one sequence's probabilities, in fp32
-  const uint16_t* dy16 = SixteenBitCopy(Scratch16::kOutputGrad, dy, int64_t{B} * T * Cl, precision);
   uint16_t* ds16 = OpScratch16(Scratch16::kScoreGrads, static_cast<size_t>(NHl * TT));
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, Cl);
-    real* dq = dqkv + int64_t{b} * T * 3 * Cl;
-    const uint16_t* dyb = dy16 + int64_t{b} * T * Cl;
+    uint16_t* dq = dqkv + int64_t{b} * T * 3 * Cl;
+    const uint16_t* dyb = dy + int64_t{b} * T * Cl;
     const uint16_t* p16 = att + int64_t{b} * NHl * TT;
     From16Bit(p, p16, NHl * TT, precision);
     Gemm16(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb, Cl, real(0), dp, T, {NHl, hs, hs, TT}, precision);
@@ -143,11 +170,13 @@ void AttentionBackward16(real* dqkv, const real* dy, const uint16_t* qkv, const 
 
 void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
   const int64_t TT = int64_t{T} * T;
-  if (precision != 0) {  // through 16-bit storage, the probabilities handed back as reals
+  if (precision != 0) {  // through 16-bit storage, y and the probabilities handed back as reals
     const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
     uint16_t* att16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(B * NHl * TT));
-    AttentionForward16(y, att16, qkv16, B, T, Cl, NHl, precision);
+    uint16_t* y16 = OpScratch16(Scratch16::kOutput, static_cast<size_t>(B) * T * Cl);
+    AttentionForward16(y16, att16, qkv16, B, T, Cl, NHl, precision);
     From16Bit(att, att16, B * NHl * TT, precision);
+    From16Bit(y, y16, int64_t{B} * T * Cl, precision);
     return;
   }
   const int hs = Cl / NHl;
@@ -166,10 +195,13 @@ void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl,
 
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
                        int NHl, int precision) {
-  if (precision != 0) {  // through 16-bit storage
-    const int64_t TT = int64_t{T} * T;
-    AttentionBackward16(dqkv, dy, SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision),
+  if (precision != 0) {  // through 16-bit storage, dqkv handed back as reals
+    const int64_t TT = int64_t{T} * T, NQKV = int64_t{B} * T * 3 * Cl;
+    uint16_t* dqkv16 = OpScratch16(Scratch16::kOutput, static_cast<size_t>(NQKV));
+    AttentionBackward16(dqkv16, SixteenBitCopy(Scratch16::kOutputGrad, dy, int64_t{B} * T * Cl, precision),
+                        SixteenBitCopy(Scratch16::kInput, qkv, NQKV, precision),
                         SixteenBitCopy(Scratch16::kMatrix, att, B * NHl * TT, precision), B, T, Cl, NHl, precision);
+    From16Bit(dqkv, dqkv16, NQKV, precision);
     return;
   }
   const int hs = Cl / NHl;

@@ -119,6 +119,24 @@ struct SixteenBitValues {
   TP_HOST_DEVICE SixteenBitValues operator+(int64_t offset) const { return {bits + offset, precision}; }
 };
 
+// ---- Where a row kernel writes its outputs: reals, or 16-bit numbers (16-bit storage), each
+// rounded to `precision` as it is written (fp32 arithmetic, one rounding). Read back as stored,
+// so an output that accumulates (a layer norm's input gradient) reads and writes one place.
+struct RealOutputs {
+  real* p;
+  int precision;
+  TP_HOST_DEVICE real operator[](int64_t i) const { return p[i]; }
+  TP_HOST_DEVICE void Set(int64_t i, real value) const { p[i] = RoundTo(value, precision); }
+};
+struct SixteenBitOutputs {
+  uint16_t* bits;
+  int precision;
+  TP_HOST_DEVICE real operator[](int64_t i) const { return From16BitValue(bits[i], precision); }
+  TP_HOST_DEVICE void Set(int64_t i, real value) const {
+    bits[i] = To16BitValue(static_cast<float>(RoundTo(value, precision)), precision);
+  }
+};
+
 // ---- Layer norm of one row of C: out = (x - mean) rstd w + b.
 template <typename Values>
 TP_HOST_DEVICE inline void LayerNormRow(Values x, const real* w, const real* b, real* out, real* mean_out,

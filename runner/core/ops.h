@@ -122,9 +122,18 @@ void From16Bit(real* out, const uint16_t* in, int64_t n, int precision);  // exa
 void Round16Bit(uint16_t* out, const real* in, int64_t n, int precision);
 void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
             int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision);
+// The same with C in 16-bit storage: C = round(alpha op(A) op(B) + beta C), summed in fp32 and
+// rounded once (the GPU's BLAS writes 16-bit outputs itself; C read first when beta != 0).
+void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, uint16_t* C, int ldc, const GemmBatch& batch, int precision);
 // Slots: a layer's input (or attention's qkv), the gradient of its output, its weights (or
-// attention's probabilities), attention's score gradients.
-enum class Scratch16 { kInput, kOutputGrad, kMatrix, kScoreGrads, kCount };
+// attention's probabilities), attention's score gradients, an op's 16-bit output handed back
+// as reals (the real-held forms of the 16-bit ops).
+enum class Scratch16 { kInput, kOutputGrad, kMatrix, kScoreGrads, kOutput, kCount };
+void Copy16(uint16_t* dst, const uint16_t* src, int64_t n);
+void Zero16(uint16_t* p, int64_t n);  // +0 in both formats
+// out (N, OC): every row = row (OC values on the grid), as 16-bit numbers.
+void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision);
 uint16_t* OpScratch16(Scratch16 slot, size_t values);
 
 // out (N, OC) += bias (OC) on every row, then rounded to `precision`.
@@ -156,6 +165,16 @@ void MatmulForward16(real* out, const uint16_t* inp, const uint16_t* w, const re
                      int precision, int round_to);
 void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const uint16_t* w,
                       int N, int C, int OC, int precision, int round_dinp_to = 0);
+// With 16-bit storage throughout: the output straight into 16-bit storage (the bias written into
+// it first, added by the GEMM: one rounding); the gradient of the output read as 16-bit numbers,
+// the gradient of the input written as 16-bit numbers, or (real dinp) left in fp32 unrounded: a
+// column-parallel layer's partial sum, all-reduced over TP before it is rounded.
+void MatmulForward16(uint16_t* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
+                     int precision);
+void MatmulBackward16(uint16_t* dinp, real* dw, real* dbias, const uint16_t* dout, const uint16_t* inp,
+                      const uint16_t* w, int N, int C, int OC, int precision);
+void MatmulBackward16(real* dinp, real* dw, real* dbias, const uint16_t* dout, const uint16_t* inp,
+                      const uint16_t* w, int N, int C, int OC, int precision);
 
 // out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
 // (dinp holds the residual branch's gradient already).
@@ -165,35 +184,41 @@ void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                        const real* mean, const real* rstd, int N, int C, int precision = 0);
 
-// qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities (rounded to `precision`), y (B, T, Cl);
-// causal. Per sequence, one strided-batched GEMM over the heads for S = Q K^T / sqrt(hs), the
+// qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities and y (B, T, Cl), both rounded to
+// `precision`; causal. Per sequence, one strided-batched GEMM over the heads for S = Q K^T / sqrt(hs), the
 // row softmax, one for y = P V.
 void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0);
-// dqkv (B, T, 3 Cl) = the gradient from dy (B, T, Cl) (overwritten). dP, then dS, one sequence
-// at a time in OpScratch (NHl T T values).
+// dqkv (B, T, 3 Cl) = the gradient from dy (B, T, Cl) (overwritten; rounded to `precision`).
+// dP, then dS, one sequence at a time in OpScratch (NHl T T values).
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
                        int NHl, int precision = 0);
-// The same with 16-bit storage (precision 1 or 2): qkv and the probabilities att are 16-bit
-// numbers, read by the GEMMs as they are (the two above, given 16-bit values held in reals, run
-// through these). A sequence's scores are computed in fp32 in OpScratch and the softmax writes
-// them to att in 16 bits; the backward widens a sequence's probabilities into OpScratch slot 1.
-void AttentionForward16(real* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl, int precision);
-void AttentionBackward16(real* dqkv, const real* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
+// The same with 16-bit storage (precision 1 or 2): qkv, the probabilities att, y, dy and dqkv
+// are 16-bit numbers, read and written by the GEMMs as they are (the two above, given 16-bit
+// values held in reals, run through these). A sequence's scores are computed in fp32 in
+// OpScratch and the softmax writes them to att in 16 bits; the backward widens a sequence's
+// probabilities into OpScratch slot 1.
+void AttentionForward16(uint16_t* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl,
+                        int precision);
+void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
                          int Cl, int NHl, int precision);
 
 // Outputs rounded to `precision`.
 void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision = 0);  // gelu'(inp) dout
 
-// ---- The residual stream and the GeLU input in 16-bit storage (precision 1 or 2): the row ops
-// above with their stored input as 16-bit numbers, read as they are (kernels.h SixteenBitValues),
-// so a block's input, res2 and fch need no fp32 copy. ResidualAdd16 writes its sum as 16 bits.
+// ---- Activations and activation gradients in 16-bit storage (precision 1 or 2): the row ops
+// above reading and writing 16-bit numbers as they are (kernels.h SixteenBitValues,
+// SixteenBitOutputs), each output rounded once from fp32 arithmetic, so no fp32 copy of an
+// activation or of its gradient is made. LayerNormBackward16 accumulates into dinp (16-bit:
+// read, added to, rounded); its dout is the all-reduced fp32 gradient of the normalised output.
 void ResidualAdd16(uint16_t* out, const uint16_t* x, const real* branch, int64_t n, int precision);
-void LayerNormForward16(real* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b, int N,
-                        int C, int precision);
-void LayerNormBackward16(real* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
+void LayerNormForward16(uint16_t* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b,
+                        int N, int C, int precision);
+void LayerNormBackward16(uint16_t* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
                          const real* mean, const real* rstd, int N, int C, int precision);
-void GeluBackward16(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision);
+void GeluForward16(uint16_t* out, const uint16_t* inp, int64_t n, int precision);
+void GeluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int64_t n, int precision);
+void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision);
 
 // Vocabulary-parallel token embedding: out (B, T, C) = wte[token - v0] for tokens held here
 // (v0 <= token < v0 + Vl), zero otherwise, + wpe[t] when wpe is not null. The TP all-reduce
@@ -202,9 +227,12 @@ void EncoderForward(real* out, const int* tokens, const real* wte, const real* w
                     int T, int C);
 void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,
                      int T, int C);
-// EncoderForward from a token-embedding table in 16-bit storage.
+// EncoderForward from a token-embedding table in 16-bit storage; EncoderBackward from a 16-bit
+// gradient.
 void EncoderForward16(real* out, const int* tokens, const uint16_t* wte, const real* wpe, int v0, int Vl, int B,
                       int T, int C, int precision);
+void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* tokens, int v0, int Vl, int B,
+                       int T, int C, int precision);
 
 // Vocabulary-parallel cross-entropy, rows of Vl logits (kernels.h): row_max (N), row_sum (N)
 // of exp(logit - max), target_logit (N: the logit of the target when this rank holds it, else 0).

@@ -241,6 +241,41 @@ void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A
   Gemm(op_a, op_b, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc, batch, precision);
 }
 
+// The product in fp32 (compact, m x n per problem), then each C element rounded once from
+// product + beta C: what a BLAS writing 16-bit outputs computes.
+void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, uint16_t* C, int ldc, const GemmBatch& batch, int precision) {
+  if (m == 0 || n == 0 || batch.count == 0) return;
+  const int64_t mn = int64_t{m} * n;
+  std::vector<real> product(static_cast<size_t>(mn * batch.count));
+  Gemm16(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, real(0), product.data(), m,
+         {batch.count, batch.stride_a, batch.stride_b, mn}, precision);
+#pragma omp parallel for
+  for (int64_t column = 0; column < int64_t{batch.count} * n; ++column) {
+    uint16_t* c = C + (column / n) * batch.stride_c + (column % n) * ldc;
+    const real* p = product.data() + column * m;
+    for (int r = 0; r < m; ++r) {
+      const real sum = beta == real(0) ? p[r] : p[r] + beta * From16BitValue(c[r], precision);
+      c[r] = To16BitValue(static_cast<float>(RoundTo(sum, precision)), precision);
+    }
+  }
+}
+
+void Copy16(uint16_t* dst, const uint16_t* src, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(uint16_t));
+}
+
+void Zero16(uint16_t* p, int64_t n) {
+  if (n > 0) std::memset(p, 0, static_cast<size_t>(n) * sizeof(uint16_t));
+}
+
+void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision) {
+#pragma omp parallel for
+  for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < OC; ++j) out[int64_t{n} * OC + j] = To16BitValue(static_cast<float>(row[j]), precision);
+  }
+}
+
 uint16_t* OpScratch16(Scratch16 slot, size_t values) {
   static std::vector<uint16_t> scratch[static_cast<int>(Scratch16::kCount)];
   std::vector<uint16_t>& s = scratch[static_cast<int>(slot)];
@@ -290,9 +325,14 @@ void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const 
   LayerNormForwardRows(out, mean, rstd, inp, w, b, N, C, precision);
 }
 
-void LayerNormForward16(real* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b, int N,
-                        int C, int precision) {
-  LayerNormForwardRows(out, mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C, precision);
+// The 16-bit forms of the row ops with several outputs or reductions run the real-held ops on
+// widened copies (host scratch, exact both ways: every value is on the grid), so they equal them
+// bit for bit; the GPU's kernels read and write the 16-bit numbers in place.
+void LayerNormForward16(uint16_t* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b,
+                        int N, int C, int precision) {
+  std::vector<real> normed(static_cast<size_t>(N) * C);
+  LayerNormForwardRows(normed.data(), mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C, precision);
+  To16Bit(out, normed.data(), int64_t{N} * C, precision);
 }
 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
@@ -300,9 +340,11 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
   LayerNormBackwardRows(dinp, dw, db, dout, inp, w, mean, rstd, N, C, precision);
 }
 
-void LayerNormBackward16(real* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
+void LayerNormBackward16(uint16_t* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
                          const real* mean, const real* rstd, int N, int C, int precision) {
-  LayerNormBackwardRows(dinp, dw, db, dout, SixteenBitValues{inp, precision}, w, mean, rstd, N, C, precision);
+  std::vector<real> d = FromSixteenBits(dinp, int64_t{N} * C, precision);
+  LayerNormBackwardRows(d.data(), dw, db, dout, SixteenBitValues{inp, precision}, w, mean, rstd, N, C, precision);
+  To16Bit(dinp, d.data(), int64_t{N} * C, precision);
 }
 
 void GeluForward(real* out, const real* inp, int64_t n, int precision) {
@@ -315,9 +357,23 @@ void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int 
   for (int64_t i = 0; i < n; ++i) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
 }
 
-void GeluBackward16(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision) {
+void GeluForward16(uint16_t* out, const uint16_t* inp, int64_t n, int precision) {
+  const SixteenBitOutputs o{out, precision};
 #pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) dinp[i] = RoundTo(GeluGrad(From16BitValue(inp[i], precision)) * dout[i], precision);
+  for (int64_t i = 0; i < n; ++i) o.Set(i, Gelu(From16BitValue(inp[i], precision)));
+}
+
+void GeluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int64_t n, int precision) {
+  const SixteenBitOutputs d{dinp, precision};
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    d.Set(i, GeluGrad(From16BitValue(inp[i], precision)) * From16BitValue(dout[i], precision));
+  }
+}
+
+void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision) {
+  const std::vector<real> d = FromSixteenBits(dout, int64_t{N} * OC, precision);
+  BiasBackward(dbias, d.data(), N, OC);
 }
 
 namespace {
@@ -364,6 +420,12 @@ void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens
       if (dwpe != nullptr) dwpe[int64_t{bt % T} * C + i] += d;
     }
   }
+}
+
+void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* tokens, int v0, int Vl, int B,
+                       int T, int C, int precision) {
+  const std::vector<real> d = FromSixteenBits(dout, int64_t{B} * T * C, precision);
+  EncoderBackward(dwte, dwpe, d.data(), tokens, v0, Vl, B, T, C);
 }
 
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,

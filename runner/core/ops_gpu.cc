@@ -250,8 +250,17 @@ __global__ void GeluForwardKernel(real* out, const real* inp, int64_t n, int pre
 __global__ void GeluBackwardKernel(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
   TP_FOR_EACH(i, n) dinp[i] = RoundTo(GeluGrad(inp[i]) * dout[i], precision);
 }
-__global__ void GeluBackward16Kernel(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision) {
-  TP_FOR_EACH(i, n) dinp[i] = RoundTo(GeluGrad(From16BitValue(inp[i], precision)) * dout[i], precision);
+__global__ void GeluForward16Kernel(uint16_t* out, const uint16_t* inp, int64_t n, int precision) {
+  const SixteenBitOutputs o{out, precision};
+  TP_FOR_EACH(i, n) o.Set(i, Gelu(From16BitValue(inp[i], precision)));
+}
+__global__ void GeluBackward16Kernel(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int64_t n,
+                                     int precision) {
+  const SixteenBitOutputs d{dinp, precision};
+  TP_FOR_EACH(i, n) d.Set(i, GeluGrad(From16BitValue(inp[i], precision)) * From16BitValue(dout[i], precision));
+}
+__global__ void FillRows16Kernel(uint16_t* out, const real* row, int64_t n, int OC, int precision) {
+  TP_FOR_EACH(i, n) out[i] = To16BitValue(row[i % OC], precision);
 }
 __global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC, int precision) {
   TP_FOR_EACH(i, n) out[i] = RoundTo(out[i] + bias[i % OC], precision);
@@ -298,16 +307,20 @@ void AddColumnSums(const char* what, real* out, int N, int cols, Value value) {
   CheckLaunch("AddColumnPartialsKernel");
 }
 
-struct Element {
-  const real* p;
+// Element (n, j) of a row-major array with rows ld apart: reals or 16-bit numbers.
+template <typename Values>
+struct ElementOf {
+  Values p;
   int ld;
   __device__ real operator()(int n, int j) const { return p[int64_t{n} * ld + j]; }
 };
+using Element = ElementOf<const real*>;
 
-// Layer norm: one warp per row; the input reals or 16-bit numbers (kernels.h SixteenBitValues).
-template <typename Values>
-__global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, Values inp, const real* w, const real* b,
-                                       int N, int C, int precision) {
+// Layer norm: one warp per row; the input reals or 16-bit numbers (kernels.h SixteenBitValues),
+// the output as well (RealOutputs, SixteenBitOutputs: rounded as written).
+template <typename Values, typename Outputs>
+__global__ void LayerNormForwardKernel(Outputs out, real* mean, real* rstd, Values inp, const real* w, const real* b,
+                                       int N, int C) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const Values x = inp + int64_t{n} * C;
@@ -317,18 +330,19 @@ __global__ void LayerNormForwardKernel(real* out, real* mean, real* rstd, Values
   real v = 0;
   for (int i = lane; i < C; i += kWarp) v += (x[i] - m) * (x[i] - m);
   const real r = real(1) / Sqrt(WarpSum(v) / C + real(1e-5));
-  real* o = out + int64_t{n} * C;
-  for (int i = lane; i < C; i += kWarp) o[i] = RoundTo((x[i] - m) * r * w[i] + b[i], precision);
+  const int64_t row = int64_t{n} * C;
+  for (int i = lane; i < C; i += kWarp) out.Set(row + i, (x[i] - m) * r * w[i] + b[i]);
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = r;
   }
 }
 
-// dx += the row's gradient (LayerNormRowBackward's, one warp per row).
-template <typename Values>
-__global__ void LayerNormInputGradKernel(real* dinp, const real* dout, Values inp, const real* w, const real* mean,
-                                         const real* rstd, int N, int C, int precision) {
+// dx += the row's gradient (LayerNormRowBackward's, one warp per row); dx read and written as
+// Outputs (rounded as written).
+template <typename Values, typename Outputs>
+__global__ void LayerNormInputGradKernel(Outputs dinp, const real* dout, Values inp, const real* w, const real* mean,
+                                         const real* rstd, int N, int C) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const Values x = inp + int64_t{n} * C;
@@ -342,10 +356,10 @@ __global__ void LayerNormInputGradKernel(real* dinp, const real* dout, Values in
   }
   dnorm_mean = WarpSum(dnorm_mean) / C;
   dnorm_norm_mean = WarpSum(dnorm_norm_mean) / C;
-  real* dx = dinp + int64_t{n} * C;
+  const int64_t row = int64_t{n} * C;
   for (int i = lane; i < C; i += kWarp) {
     const real norm = (x[i] - m) * r;
-    dx[i] = RoundTo(dx[i] + (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * r, precision);
+    dinp.Set(row + i, dinp[row + i] + (w[i] * d[i] - dnorm_mean - norm * dnorm_norm_mean) * r);
   }
 }
 
@@ -432,9 +446,11 @@ __global__ void EncoderForwardKernel(real* out, const int* tokens, const real* w
   }
 }
 
-// dwte rows of the tokens held here += dout rows (atomics: tokens repeat).
-__global__ void TokenEmbeddingGradKernel(real* dwte, const real* dout, const int* tokens, int v0, int Vl,
-                                         int64_t n, int C) {
+// dwte rows of the tokens held here += dout rows (atomics: tokens repeat); dout reals or 16-bit
+// numbers.
+template <typename Values>
+__global__ void TokenEmbeddingGradKernel(real* dwte, Values dout, const int* tokens, int v0, int Vl, int64_t n,
+                                         int C) {
   TP_FOR_EACH(id, n) {
     const int row = tokens[id / C] - v0;
     if (row >= 0 && row < Vl) atomicAdd(dwte + int64_t{row} * C + id % C, dout[id]);
@@ -442,7 +458,8 @@ __global__ void TokenEmbeddingGradKernel(real* dwte, const real* dout, const int
 }
 
 // dwpe (T, C) += the sum over sequences of dout, in sequence order.
-__global__ void PositionEmbeddingGradKernel(real* dwpe, const real* dout, int B, int T, int C) {
+template <typename Values>
+__global__ void PositionEmbeddingGradKernel(real* dwpe, Values dout, int B, int T, int C) {
   TP_FOR_EACH(id, int64_t{T} * C) {
     real s = 0;
     for (int b = 0; b < B; ++b) s += dout[int64_t{b} * T * C + id];
@@ -742,22 +759,50 @@ uint16_t* OpScratch16(Scratch16 slot, size_t values) {
   return static_cast<uint16_t*>(gpu::Scratch(at, values * sizeof(uint16_t)));
 }
 
-namespace {
-
-template <typename Values>
-void LayerNormForwardRows(real* out, real* mean, real* rstd, Values inp, const real* w, const real* b, int N, int C,
-                          int precision) {
-  if (N > 0) {
-    TP_LAUNCH(LayerNormForwardKernel<Values>, RowBlocks(N), kThreads, out, mean, rstd, inp, w, b, N, C, precision);
+void Copy16(uint16_t* dst, const uint16_t* src, int64_t n) {
+  if (n > 0) {
+    gpu::ProfiledRegion profiled("copy (device, 16-bit)");
+    Check(hipMemcpyAsync(dst, src, n * sizeof(uint16_t), hipMemcpyDeviceToDevice, ComputeStream()),
+          "hipMemcpy (copy)");
   }
 }
 
-template <typename Values>
-void LayerNormBackwardRows(real* dinp, real* dw, real* db, const real* dout, Values inp, const real* w,
-                           const real* mean, const real* rstd, int N, int C, int precision) {
+void Zero16(uint16_t* p, int64_t n) {
+  if (n > 0) {
+    gpu::ProfiledRegion profiled("memset (16-bit zeros)");
+    Check(hipMemsetAsync(p, 0, n * sizeof(uint16_t), ComputeStream()), "hipMemsetAsync");
+  }
+}
+
+void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision) {
+  const int64_t n = int64_t{N} * OC;
+  if (n > 0) TP_LAUNCH(FillRows16Kernel, Blocks(n), kThreads, out, row, n, OC, precision);
+}
+
+void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision) {
+  AddColumnSums("ColumnSums (bias gradient)", dbias, N, OC, ElementOf<SixteenBitValues>{{dout, precision}, OC});
+}
+
+namespace {
+
+template <typename Values, typename Outputs>
+void LayerNormForwardRows(Outputs out, real* mean, real* rstd, Values inp, const real* w, const real* b, int N,
+                          int C) {
   if (N == 0) return;
-  TP_LAUNCH(LayerNormInputGradKernel<Values>, RowBlocks(N), kThreads, dinp, dout, inp, w, mean, rstd, N, C,
-            precision);
+  gpu::ProfiledRegion profiled("LayerNormForwardKernel");
+  LayerNormForwardKernel<<<RowBlocks(N), kThreads, 0, ComputeStream()>>>(out, mean, rstd, inp, w, b, N, C);
+  CheckLaunch("LayerNormForwardKernel");
+}
+
+template <typename Values, typename Outputs>
+void LayerNormBackwardRows(Outputs dinp, real* dw, real* db, const real* dout, Values inp, const real* w,
+                           const real* mean, const real* rstd, int N, int C) {
+  if (N == 0) return;
+  {
+    gpu::ProfiledRegion profiled("LayerNormInputGradKernel");
+    LayerNormInputGradKernel<<<RowBlocks(N), kThreads, 0, ComputeStream()>>>(dinp, dout, inp, w, mean, rstd, N, C);
+    CheckLaunch("LayerNormInputGradKernel");
+  }
   AddColumnSums("ColumnSums (layer norm dw)", dw, N, C, NormTimesGrad<Values>{inp, dout, mean, rstd, C});
   AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
 }
@@ -766,22 +811,23 @@ void LayerNormBackwardRows(real* dinp, real* dw, real* db, const real* dout, Val
 
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
                       int C, int precision) {
-  LayerNormForwardRows(out, mean, rstd, inp, w, b, N, C, precision);
+  LayerNormForwardRows(RealOutputs{out, precision}, mean, rstd, inp, w, b, N, C);
 }
 
-void LayerNormForward16(real* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b, int N,
-                        int C, int precision) {
-  LayerNormForwardRows(out, mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C, precision);
+void LayerNormForward16(uint16_t* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b,
+                        int N, int C, int precision) {
+  LayerNormForwardRows(SixteenBitOutputs{out, precision}, mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C);
 }
 
 void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const real* inp, const real* w,
                        const real* mean, const real* rstd, int N, int C, int precision) {
-  LayerNormBackwardRows(dinp, dw, db, dout, inp, w, mean, rstd, N, C, precision);
+  LayerNormBackwardRows(RealOutputs{dinp, precision}, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
-void LayerNormBackward16(real* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
+void LayerNormBackward16(uint16_t* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
                          const real* mean, const real* rstd, int N, int C, int precision) {
-  LayerNormBackwardRows(dinp, dw, db, dout, SixteenBitValues{inp, precision}, w, mean, rstd, N, C, precision);
+  LayerNormBackwardRows(SixteenBitOutputs{dinp, precision}, dw, db, dout, SixteenBitValues{inp, precision}, w, mean,
+                        rstd, N, C);
 }
 
 void GeluForward(real* out, const real* inp, int64_t n, int precision) {
@@ -790,7 +836,10 @@ void GeluForward(real* out, const real* inp, int64_t n, int precision) {
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(GeluBackwardKernel, Blocks(n), kThreads, dinp, inp, dout, n, precision);
 }
-void GeluBackward16(real* dinp, const uint16_t* inp, const real* dout, int64_t n, int precision) {
+void GeluForward16(uint16_t* out, const uint16_t* inp, int64_t n, int precision) {
+  if (n > 0) TP_LAUNCH(GeluForward16Kernel, Blocks(n), kThreads, out, inp, n, precision);
+}
+void GeluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(GeluBackward16Kernel, Blocks(n), kThreads, dinp, inp, dout, n, precision);
 }
 
@@ -808,12 +857,26 @@ void EncoderForward16(real* out, const int* tokens, const uint16_t* wte, const r
   }
 }
 
-void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,
-                     int T, int C) {
+namespace {
+template <typename Values>
+void EncoderBackwardOf(real* dwte, real* dwpe, Values dout, const int* tokens, int v0, int Vl, int B, int T, int C) {
   const int64_t n = int64_t{B} * T * C;
   if (n == 0) return;
-  TP_LAUNCH(TokenEmbeddingGradKernel, Blocks(n), kThreads, dwte, dout, tokens, v0, Vl, n, C);
-  if (dwpe != nullptr) TP_LAUNCH(PositionEmbeddingGradKernel, Blocks(int64_t{T} * C), kThreads, dwpe, dout, B, T, C);
+  TP_LAUNCH(TokenEmbeddingGradKernel<Values>, Blocks(n), kThreads, dwte, dout, tokens, v0, Vl, n, C);
+  if (dwpe != nullptr) {
+    TP_LAUNCH(PositionEmbeddingGradKernel<Values>, Blocks(int64_t{T} * C), kThreads, dwpe, dout, B, T, C);
+  }
+}
+}  // namespace
+
+void EncoderBackward(real* dwte, real* dwpe, const real* dout, const int* tokens, int v0, int Vl, int B,
+                     int T, int C) {
+  EncoderBackwardOf(dwte, dwpe, dout, tokens, v0, Vl, B, T, C);
+}
+
+void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* tokens, int v0, int Vl, int B,
+                       int T, int C, int precision) {
+  EncoderBackwardOf(dwte, dwpe, SixteenBitValues{dout, precision}, tokens, v0, Vl, B, T, C);
 }
 
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,

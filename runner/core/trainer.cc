@@ -15,9 +15,9 @@ namespace tunepar::core {
 namespace {
 constexpr int64_t kMaxCount = int64_t{1} << 30;  // MPI counts are ints
 
-// The residual stream's buffers (StageContext::Activation) between stages and into the backward
-// pass: moved as they are held (16-bit numbers with 16-bit storage), and converted from and to
-// the reals the backward pass works in (exact: those reals are on the storage grid).
+// The residual stream's buffers (StageContext::Activation) and its gradient
+// (StageContext::ActivationGradient) between stages: moved as they are held (16-bit numbers with
+// 16-bit storage).
 CommRequest SendStream(const Buffer& b, int64_t n, int precision, int peer, int tag, MPI_Comm world) {
   return precision == 0 ? DeviceSend(b.data(), n, peer, tag, world) : DeviceSend(b.bits16(), n, peer, tag, world);
 }
@@ -30,19 +30,11 @@ void RecvStream(Buffer& b, int64_t n, int precision, int peer, int tag, MPI_Comm
   }
 }
 
-void StoreStream(Buffer& to, const real* from, int64_t n, int precision) {
+void CopyStream(Buffer& to, const Buffer& from, int64_t n, int precision) {
   if (precision == 0) {
-    Copy(to.data(), from, n);
+    Copy(to.data(), from.data(), n);
   } else {
-    To16Bit(to.bits16(), from, n, precision);
-  }
-}
-
-void LoadStream(real* to, const Buffer& from, int64_t n, int precision) {
-  if (precision == 0) {
-    Copy(to, from.data(), n);
-  } else {
-    From16Bit(to, from.bits16(), n, precision);
+    Copy16(to.bits16(), from.bits16(), n);
   }
 }
 }  // namespace
@@ -160,10 +152,7 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   StoreWeights(host);
 
   workspace_ = AllocateBlockWorkspace(ctx_, options.recompute == 1);
-  dx_ = ctx_.Workspace(static_cast<size_t>(ctx_.N()) * dims.C);
-  if (!grid.last_stage() && options.precision != 0) {
-    gradient_in_ = Buffer::SixteenBit(allocator, MemoryCategory::kCommBuffers, static_cast<size_t>(ctx_.N()) * dims.C);
-  }
+  dx_ = ctx_.ActivationGradient(static_cast<size_t>(ctx_.N()) * dims.C);
   if (options.recompute == 2) {
     recompute_ = std::make_unique<BlockActivations>(AllocateBlockActivations(ctx_, true));
     recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.N()) * dims.C);
@@ -206,7 +195,7 @@ std::vector<real> Trainer::LoadWeights() const {
   return host;
 }
 
-void Trainer::SendGradient(const real* data, int peer, int tag) {
+void Trainer::SendGradient(const Buffer& gradient, int peer, int tag) {
   const int64_t n = int64_t{ctx_.N()} * dims_.C;
   PendingSend* free = nullptr;
   for (auto& s : sends_) {
@@ -222,7 +211,7 @@ void Trainer::SendGradient(const real* data, int peer, int tag) {
                                 : Buffer::SixteenBit(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(n));
     free = sends_.back().get();
   }
-  StoreStream(free->buffer, data, n, options_.precision);
+  CopyStream(free->buffer, gradient, n, options_.precision);
   free->request = SendStream(free->buffer, n, options_.precision, peer, tag, grid_.world);
 }
 
@@ -253,8 +242,8 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   }
 
   if (s.has_embedding) {
-    // dx_ is free outside Backward: the lookup's fp32 sum goes there.
-    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], dx_.data());
+    // The workspace's partial sum is free outside the blocks: the lookup's fp32 sum goes there.
+    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], workspace_.partial);
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
     RecvStream(mb->inputs[0], NC, P, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
@@ -268,7 +257,7 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     // The gradient of the stage output goes to dx_, where this micro-batch's backward pass, next
     // on the last stage, takes it.
     loss_sum_ += HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(),
-                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, dx_.data());
+                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, dx_);
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
     mb->send = SendStream(mb->inputs.back(), NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j, grid_.world);
@@ -287,22 +276,20 @@ void Trainer::Backward(int j, bool sync_last) {
     if (in_flight_.size() != 1) throw std::logic_error("the last stage runs a backward pass right after its forward");
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
-    Buffer& received = P == 0 ? dx_ : gradient_in_;  // 16-bit storage: widened into dx_
-    RecvStream(received, NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
-    if (P != 0) LoadStream(dx_.data(), received, NC, P);
+    RecvStream(dx_, NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
     if (options_.recompute == 2) {
       BlockForward(ctx_, Weights(), params_.blocks[i], mb.inputs[i], *recompute_, workspace_, recompute_out_);
     }
     const BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb.saved[i];
-    BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i], a, workspace_, dx_.data());
+    BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i], a, workspace_, dx_);
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin[i], clock_);
   }
   if (s.has_embedding) {
-    EmbeddingBackward(ctx_, grads_.data(), params_, mb.tokens.as_ints(), dx_.data());
+    EmbeddingBackward(ctx_, grads_.data(), params_, mb.tokens.as_ints(), dx_);
   } else {
-    SendGradient(dx_.data(), grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
+    SendGradient(dx_, grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
   }
   if (mb.send.active()) {
     TimedScope timed(clock_, Phase::kPpWait);

@@ -83,9 +83,9 @@ class Trainer {
   // sync_last: this is the step's last micro-batch and its gradients are reduced as they become final.
   void Forward(int64_t step, int j, bool sync_last);
   void Backward(int j, bool sync_last);
-  // To the previous stage: the gradient of this stage's input (reals on the storage grid), sent
-  // as the residual stream is held.
-  void SendGradient(const real* data, int peer, int tag);
+  // To the previous stage: the gradient of this stage's input, copied into a pooled send buffer
+  // (dx_ is overwritten by the next backward pass while the send may still be in flight).
+  void SendGradient(const Buffer& gradient, int peer, int tag);
   void Optimize(StepStats& stats);
   // `local`: this rank's values (weights or gradients) in its flat order, on the host.
   std::map<std::string, std::vector<double>> Gather(const std::vector<real>& local, bool gradients) const;
@@ -105,8 +105,7 @@ class Trainer {
   int64_t shard_begin_ = 0, shard_end_ = 0;  // this rank's optimizer range
   Buffer weights_, grads_, master_, m_, v_, grad_shard_;
   BlockWorkspace workspace_;
-  Buffer dx_;           // the gradient flowing back through the stage (reals on the storage grid)
-  Buffer gradient_in_;  // with 16-bit storage, not the last stage: dx_ as the next stage sends it
+  Buffer dx_;  // the gradient flowing back through the stage (an ActivationGradient)
   Buffer recompute_out_;
   std::unique_ptr<BlockActivations> recompute_;
   std::deque<std::unique_ptr<MicroBatch>> in_flight_;
