@@ -1,12 +1,21 @@
 // The core's GEMMs on the GPU against the vendor BLAS alone: the linear layers of a GPT step
-// as the trainer runs them (gemm_layers.cc: Gemm in BLAS terms, gemm_gpu.cc: cublasGemmEx on the
-// core's stream): fp32 through MatmulForward / MatmulBackward; bf16 through MatmulForward16 /
-// MatmulBackward16, whose layer inputs and weights are 16-bit storage, read as they are (the
-// output gradient, held in fp32, is converted), against cublasGemmEx called directly with the
-// same shapes and types: fp32 inputs with CUBLAS_COMPUTE_32F (no TF32, on both sides), and for
-// bf16 inputs already stored in bf16, fp32 output and accumulation. Prints TFLOP/s per pass, the
-// ratio core/cuBLAS (of the rates), and the overall ratio over all passes' time; and checks that
-// both sides computed the same product (max |core - cuBLAS| / max |cuBLAS|).
+// as the trainer runs them (block.cc's linear layers over gemm_layers.cc: Gemm in BLAS terms,
+// gemm_gpu.cc: cublasGemmEx on the core's stream): fp32 through MatmulForward / MatmulBackward;
+// bf16 through MatmulForward16 / MatmulBackward16 with 16-bit storage throughout, each layer in
+// the form block.cc gives it (LayerRole): layer inputs, weights and output gradients are 16-bit
+// numbers read as they are; qkv and fc write their outputs as 16-bit numbers and their inputs'
+// gradients (TP partial sums) in fp32; attproj and fcproj write their outputs (partial sums) in
+// fp32 and their inputs' gradients as 16-bit numbers; the LM head writes fp32 logits rounded to
+// the bf16 grid (its output gradient comes from the cross-entropy in 16 bits) and writes its
+// input's gradient in fp32; dW accumulates in fp32. No biases (the GEMMs' rate alone: the
+// trainer's bias, written into a 16-bit output before its GEMM, is not in these figures). Against cublasGemmEx
+// called directly with the same shapes and types: fp32 inputs with CUBLAS_COMPUTE_32F (no TF32,
+// on both sides); bf16 inputs already in bf16, C in bf16 where the core writes bf16 and in fp32
+// where it writes fp32, CUBLAS_COMPUTE_32F. Prints TFLOP/s per pass, the ratio core/cuBLAS (of
+// the rates), and the overall ratio over all passes' time; and checks that both sides computed
+// the same product: max |core - cuBLAS| / max |cuBLAS|, bf16 outputs read back as floats. Where
+// an output is bf16 (and for the logits, which the core alone rounds to the grid) up to one bf16
+// step, 2^-7 = 7.8e-3, is the same sum rounded differently; more is a different product.
 //   core_gemm_gpu_bench [--tokens N] [--hidden C] [--vocab V] [--precision fp32|bf16|both] [--csv FILE]
 //   (defaults: GPT-2 small's step, 8192 tokens, C 768, V 50304, both precisions)
 // Exit codes: 0 ok, 1 a device or library call failed, 2 bad flags, 4 no device ("no device").
@@ -60,9 +69,9 @@ DeviceArray Allocate(size_t bytes) {
   return DeviceArray(p);
 }
 
-// Values uniform in [-1, 1) on the bf16 grid (low 16 bits zero), so that the core's bf16 path
-// converts them exactly and both sides multiply the same numbers; a cheap LCG: the big arrays
-// (N x V) have 4e8 values.
+// Values uniform in [-1, 1) on the bf16 grid (low 16 bits zero), so that the bf16 copies (and
+// the LM head's conversion of its fp32 output gradient) are exact and both sides multiply the
+// same numbers; a cheap LCG: the big arrays (N x V) have 4e8 values.
 std::vector<float> Bf16GridValues(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   uint32_t state = seed * 2654435761u + 1;
@@ -95,18 +104,33 @@ Operand Upload(const std::vector<float>& host) {
   return op;
 }
 
+// What the trainer stores in 16 bits around a linear layer with 16-bit storage (block.cc). A
+// column-parallel block layer (qkv, fc) stores its output; its input's gradient is a partial sum
+// over TP, all-reduced in fp32 before it is rounded. A row-parallel one (attproj, fcproj) leaves
+// its output, a partial sum, in fp32 and stores its input's gradient. The LM head writes fp32
+// logits (rounded to the grid: the loss reads them in fp32), reads their gradient in 16 bits
+// and, column-parallel, leaves its input's gradient in fp32.
+enum class LayerRole { kColumnParallel, kRowParallel, kLmHead };
+
 // One linear layer's arrays: inp (N, in), w (out, in), dout (N, out) and the outputs.
 struct LayerArrays {
   int N, in, out;
+  LayerRole role;
   Operand inp, w, dout;
-  DeviceArray y, dinp, dw;  // y (N, out), dinp (N, in), dw (out, in): fp32
+  // y (N, out), dinp (N, in), dw (out, in): fp32, 4 bytes a value; y and dinp hold 16-bit
+  // numbers (in their first half) where the pass stores them so.
+  DeviceArray y, dinp, dw;
+
+  bool Output16(int precision) const { return precision != 0 && role == LayerRole::kColumnParallel; }
+  bool InputGradient16(int precision) const { return precision != 0 && role == LayerRole::kRowParallel; }
 };
 
-LayerArrays MakeLayer(int N, int in, int out) {
+LayerArrays MakeLayer(int N, int in, int out, LayerRole role) {
   const size_t n_inp = size_t(N) * in, n_w = size_t(out) * in, n_out = size_t(N) * out;
   return {N,
           in,
           out,
+          role,
           Upload(Bf16GridValues(n_inp, 1)),
           Upload(Bf16GridValues(n_w, 2)),
           Upload(Bf16GridValues(n_out, 3)),
@@ -134,25 +158,27 @@ class VendorGemm {
 
   // y^T (out, N) = w (out, in) inp^T (in, N), column-major.
   void Forward(LayerArrays& l, int precision) {
-    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, l.out, l.N, l.in, l.w, l.in, l.inp, l.in, 0.0f, l.y.get(), l.out, precision);
+    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, l.out, l.N, l.in, l.w, l.in, l.inp, l.in, 0.0f, l.y.get(),
+         l.Output16(precision), l.out, precision);
   }
   // dinp^T (in, N) = w^T dout^T; dw^T (in, out) += inp^T (in, N) dout (N, out).
   void Backward(LayerArrays& l, int precision) {
-    Gemm(CUBLAS_OP_N, CUBLAS_OP_N, l.in, l.N, l.out, l.w, l.in, l.dout, l.out, 0.0f, l.dinp.get(), l.in,
-         precision);
-    Gemm(CUBLAS_OP_N, CUBLAS_OP_T, l.in, l.out, l.N, l.inp, l.in, l.dout, l.out, 1.0f, l.dw.get(), l.in,
-         precision);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_N, l.in, l.N, l.out, l.w, l.in, l.dout, l.out, 0.0f, l.dinp.get(),
+         l.InputGradient16(precision), l.in, precision);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_T, l.in, l.out, l.N, l.inp, l.in, l.dout, l.out, 1.0f, l.dw.get(), false,
+         l.in, precision);
   }
 
  private:
+  // A and B in bf16 at precision 2 (fp32 otherwise); C in bf16 where `c_bf16`.
   void Gemm(cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const Operand& a, int lda,
-            const Operand& b, int ldb, float beta, void* c, int ldc, int precision) {
+            const Operand& b, int ldb, float beta, void* c, bool c_bf16, int ldc, int precision) {
     const float alpha = 1.0f;
     const bool bf16 = precision == 2;
     const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    CheckBlas(cublasGemmEx(handle_, op_a, op_b, m, n, k, &alpha, bf16 ? a.bf16.get() : a.fp32.get(), type, lda,
-                           bf16 ? b.bf16.get() : b.fp32.get(), type, ldb, &beta, c, CUDA_R_32F, ldc,
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    CheckBlas(cublasGemmEx(handle_, op_a, op_b, m, n, k, &alpha, bf16 ? a.bf16.get() : a.fp32.get(), type,
+                           lda, bf16 ? b.bf16.get() : b.fp32.get(), type, ldb, &beta, c,
+                           c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
   }
 
@@ -163,26 +189,45 @@ class VendorGemm {
 const uint16_t* Bits16(const Operand& x) {
   return static_cast<const uint16_t*>(x.bf16.get());
 }
+uint16_t* Bits16(const DeviceArray& x) {
+  return static_cast<uint16_t*>(x.get());
+}
+real* Reals(const DeviceArray& x) {
+  return static_cast<real*>(x.get());
+}
 
+// The calls of block.cc's Linear / LinearInto (forward) and LinearGradient /
+// LinearGradientPartial / the head's backward, by the layer's role.
 void CoreForward(LayerArrays& l, int precision) {
-  if (precision != 0) {
-    core::MatmulForward16(static_cast<real*>(l.y.get()), Bits16(l.inp), Bits16(l.w), nullptr, l.N, l.in, l.out,
-                          precision, 0);
-    return;
+  if (precision == 0) {
+    core::MatmulForward(Reals(l.y), static_cast<const real*>(l.inp.fp32.get()),
+                        static_cast<const real*>(l.w.fp32.get()), nullptr, l.N, l.in, l.out, precision);
+  } else if (l.Output16(precision)) {
+    core::MatmulForward16(Bits16(l.y), Bits16(l.inp), Bits16(l.w), nullptr, l.N, l.in, l.out, precision);
+  } else {
+    const int round_to = l.role == LayerRole::kLmHead ? precision : 0;  // a partial sum is rounded later
+    core::MatmulForward16(Reals(l.y), Bits16(l.inp), Bits16(l.w), nullptr, l.N, l.in, l.out, precision,
+                          round_to);
   }
-  core::MatmulForward(static_cast<real*>(l.y.get()), static_cast<const real*>(l.inp.fp32.get()),
-                      static_cast<const real*>(l.w.fp32.get()), nullptr, l.N, l.in, l.out, precision);
 }
 void CoreBackward(LayerArrays& l, int precision) {
-  if (precision != 0) {
-    core::MatmulBackward16(static_cast<real*>(l.dinp.get()), static_cast<real*>(l.dw.get()), nullptr,
-                           static_cast<const real*>(l.dout.fp32.get()), Bits16(l.inp), Bits16(l.w), l.N, l.in,
-                           l.out, precision);
+  if (precision == 0) {
+    core::MatmulBackward(Reals(l.dinp), Reals(l.dw), nullptr, static_cast<const real*>(l.dout.fp32.get()),
+                         static_cast<const real*>(l.inp.fp32.get()), static_cast<const real*>(l.w.fp32.get()),
+                         l.N, l.in, l.out, precision);
     return;
   }
-  core::MatmulBackward(static_cast<real*>(l.dinp.get()), static_cast<real*>(l.dw.get()), nullptr,
-                       static_cast<const real*>(l.dout.fp32.get()), static_cast<const real*>(l.inp.fp32.get()),
-                       static_cast<const real*>(l.w.fp32.get()), l.N, l.in, l.out, precision);
+  switch (l.role) {
+    case LayerRole::kRowParallel:
+      core::MatmulBackward16(Bits16(l.dinp), Reals(l.dw), nullptr, Bits16(l.dout), Bits16(l.inp), Bits16(l.w),
+                             l.N, l.in, l.out, precision);
+      return;
+    case LayerRole::kColumnParallel:
+    case LayerRole::kLmHead:
+      core::MatmulBackward16(Reals(l.dinp), Reals(l.dw), nullptr, Bits16(l.dout), Bits16(l.inp), Bits16(l.w),
+                             l.N, l.in, l.out, precision);
+      return;
+  }
 }
 
 double Seconds(std::chrono::steady_clock::time_point start) {
@@ -211,9 +256,19 @@ double SecondsPerCall(Run run, Sync sync) {
   return per_call[per_call.size() / 2];
 }
 
-std::vector<float> Download(const DeviceArray& p, size_t n) {
+// n values of a device array as floats: fp32, or bf16 numbers widened (exactly).
+std::vector<float> Download(const DeviceArray& p, size_t n, bool bf16) {
   std::vector<float> host(n);
-  CheckCuda(cudaMemcpy(host.data(), p.get(), n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (!bf16) {
+    CheckCuda(cudaMemcpy(host.data(), p.get(), n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return host;
+  }
+  std::vector<uint16_t> bits(n);
+  CheckCuda(cudaMemcpy(bits.data(), p.get(), n * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t wide = uint32_t{bits[i]} << 16;
+    std::memcpy(&host[i], &wide, 4);
+  }
   return host;
 }
 
@@ -238,9 +293,9 @@ std::vector<float> PassOutputs(LayerArrays& l, bool forward, bool vendor_side, i
     forward ? CoreForward(l, precision) : CoreBackward(l, precision);
   }
   CheckCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  if (forward) return Download(l.y, size_t(l.N) * l.out);
-  std::vector<float> both = Download(l.dinp, size_t(l.N) * l.in);
-  const std::vector<float> dw = Download(l.dw, size_t(l.out) * l.in);
+  if (forward) return Download(l.y, size_t(l.N) * l.out, l.Output16(precision));
+  std::vector<float> both = Download(l.dinp, size_t(l.N) * l.in, l.InputGradient16(precision));
+  const std::vector<float> dw = Download(l.dw, size_t(l.out) * l.in, false);
   both.insert(both.end(), dw.begin(), dw.end());
   return both;
 }
@@ -276,14 +331,18 @@ std::vector<PassResult> MeasurePrecision(const BenchOptions& o, int precision, V
   struct Layer {
     const char* name;
     int in, out;
+    LayerRole role;
   };
   const int C = o.hidden;
-  const Layer layers[] = {{"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C}, {"fcproj", 4 * C, C},
-                          {"lm_head", C, o.vocab}};
+  const Layer layers[] = {{"qkv", C, 3 * C, LayerRole::kColumnParallel},
+                          {"attproj", C, C, LayerRole::kRowParallel},
+                          {"fc", C, 4 * C, LayerRole::kColumnParallel},
+                          {"fcproj", 4 * C, C, LayerRole::kRowParallel},
+                          {"lm_head", C, o.vocab, LayerRole::kLmHead}};
   std::vector<PassResult> results;
   double core_total = 0, vendor_total = 0, flops = 0;
   for (const Layer& layer : layers) {
-    LayerArrays arrays = MakeLayer(o.tokens, layer.in, layer.out);
+    LayerArrays arrays = MakeLayer(o.tokens, layer.in, layer.out, layer.role);
     for (const bool forward : {true, false}) {
       results.push_back(MeasurePass(arrays, layer.name, forward, precision, vendor));
       PrintPass(results.back());

@@ -1,8 +1,5 @@
 #include "runner/core/block.h"
 
-#include <cmath>
-#include <vector>
-
 #include "runner/core/ops.h"
 
 namespace tunepar::core {
@@ -296,8 +293,8 @@ void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& 
   }
 }
 
-double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,
-                           const Buffer& x, const int* targets, double grad_scale, Buffer& dx) {
+void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,
+                         const Buffer& x, const int* targets, double grad_scale, Buffer& dx, double* loss) {
   const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
   const int64_t NC = int64_t{N} * C;
   Buffer lnf = ctx.Activation(NC), mean = ctx.Statistics(N), rstd = ctx.Statistics(N);
@@ -315,27 +312,22 @@ double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real*
   AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
   CrossEntropyStats(nullptr, row_sum, target_logit, logits.data(), targets, row_max, v0, N, Vl);
   AllReduceSum(row_sum, 2 * int64_t{N}, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
-  std::vector<real> host(3 * static_cast<size_t>(N));
-  Download(host.data(), stats.data(), host.size() * sizeof(real));
-  double loss = 0;
-  for (int n = 0; n < N; ++n) {
-    const real log_sum = Log(host[N + n]) + host[n];
-    loss += static_cast<double>(log_sum) - host[2 * N + n];
-    host[n] = log_sum;
-  }
-  Upload(row_max, host.data(), N * sizeof(real));  // now log_sum per row
-  // dlogits at storage width, as the LM head's backward reads them.
-  CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, static_cast<real>(grad_scale), N,
-                       Vl, ctx.precision);
-
-  // The gradient of lnf: the LM head is column-parallel (vocabulary rows), so a partial sum.
+  CrossEntropyLoss(row_max, row_sum, target_logit, N, loss);  // row_max is log_sum per row now
+  // dlogits at storage width, as the LM head's backward reads them: in place in fp32, or with
+  // 16-bit storage straight into 16 bits in op scratch (where its GEMMs' 16-bit output gradient
+  // always lay; the fp32 logits are the buffer that is counted). The gradient of lnf: the LM
+  // head is column-parallel (vocabulary rows), so a partial sum.
+  const real scale = static_cast<real>(grad_scale);
   Buffer dlnf = ctx.PartialSum(NC);
   if (ctx.precision == 0) {
+    CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, scale, N, Vl, 0);
     MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W.values + p.lm_head, N, C,
                    Vl, 0, 0);
   } else {
-    MatmulBackward16(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.bits16(), W.bits16 + p.lm_head, N,
-                     C, Vl, ctx.precision, 0);
+    uint16_t* dlogits = OpScratch16(Scratch16::kOutputGrad, static_cast<size_t>(N) * Vl);
+    CrossEntropyBackward16(dlogits, logits.data(), row_max, targets, v0, scale, N, Vl, ctx.precision);
+    MatmulBackward16(dlnf.data(), G + p.lm_head, nullptr, dlogits, lnf.bits16(), W.bits16 + p.lm_head, N, C, Vl,
+                     ctx.precision);
   }
   ctx.TpAllReduce(dlnf.data(), NC);
   ctx.Store(dlnf.data(), NC);
@@ -345,7 +337,6 @@ double HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real*
     Zero16(dx.bits16(), NC);
   }
   NormalizeGradient(ctx, dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean, rstd);
-  return loss;
 }
 
 }  // namespace tunepar::core

@@ -121,10 +121,9 @@ void EmbeddingBackward(const StageContext& ctx, real* grads, const ParameterLayo
 // vocabulary rows, cross-entropy against `targets`, and straight away its backward (the 1F1B
 // last stage runs a micro-batch's backward right after its forward): accumulates the head's
 // weight gradients and writes dx (N, C; an ActivationGradient). `grad_scale` multiplies
-// dloss/dlogit (1 / tokens per step, times the fp16 loss scale). Returns the sum of the
-// micro-batch's token losses.
-double HeadForwardBackward(const StageContext& ctx, const StageWeights& weights, real* grads,
-                           const ParameterLayout& p, const Buffer& x, const int* targets, double grad_scale,
-                           Buffer& dx);
+// dloss/dlogit (1 / tokens per step, times the fp16 loss scale). The sum of the micro-batch's
+// token losses goes to *loss (one double in device memory: the host does not wait for it).
+void HeadForwardBackward(const StageContext& ctx, const StageWeights& weights, real* grads, const ParameterLayout& p,
+                         const Buffer& x, const int* targets, double grad_scale, Buffer& dx, double* loss);
 
 }  // namespace tunepar::core

@@ -66,12 +66,6 @@ void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const r
   FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);
 }
 
-void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const uint16_t* w,
-                      int N, int C, int OC, int precision, int round_dinp_to) {
-  MatmulBackwardProducts16(dinp, dw, dout, inp, w, N, C, OC, precision);
-  FinishMatmulBackward(dinp, dbias, dout, N, C, OC, round_dinp_to);
-}
-
 void MatmulForward16(uint16_t* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
                      int precision) {
   if (bias != nullptr) FillRows16(out, bias, N, OC, precision);

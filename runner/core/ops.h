@@ -40,6 +40,10 @@ void* DeviceAllocate(size_t bytes, bool zeroed = true);
 void DeviceFree(void* p);
 void Upload(void* device, const void* host, size_t bytes);
 void Download(void* host, const void* device, size_t bytes);
+// Upload queued on the compute stream without waiting for it: `host` may be reused on return
+// (the GPU copies it into page-locked staging first, reused once its copy has run), so the host
+// keeps queueing work ahead of the device (a micro-batch's tokens).
+void UploadAsync(void* device, const void* host, size_t bytes);
 void Synchronize();
 // Device scratch for one op's intermediates, by slot: 0 attention's scores (forward) and dP
 // (backward), 1 its widened probabilities (16-bit backward), 2 and 3 the 16-bit weight vectors
@@ -159,16 +163,14 @@ void MatmulForward(real* out, const real* inp, const real* w, const real* bias, 
 // dbias (OC) += column sums of dout (accumulated over micro-batches). dinp, dbias may be null.
 void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const real* inp, const real* w,
                     int N, int C, int OC, int precision = 0, int round_dinp_to = 0);
-// The same two with the layer's input and weights in 16-bit storage (precision 1 or 2), as the
-// 16-bit activations and weights are (block.h): the GEMMs read them as they are.
+// The same with the layer's input, weights and output gradient in 16-bit storage (precision 1 or
+// 2), as block.h holds them: the GEMMs read them as they are. The output into reals (rounded to
+// `round_to`: 0 for a row-parallel layer's partial sum, the logits to the grid) or straight into
+// 16-bit storage (the bias written into it first, added by the GEMM: one rounding); the gradient
+// of the input written as 16-bit numbers, or (real dinp) left in fp32 unrounded: a
+// column-parallel layer's partial sum, all-reduced over TP before it is rounded.
 void MatmulForward16(real* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
                      int precision, int round_to);
-void MatmulBackward16(real* dinp, real* dw, real* dbias, const real* dout, const uint16_t* inp, const uint16_t* w,
-                      int N, int C, int OC, int precision, int round_dinp_to = 0);
-// With 16-bit storage throughout: the output straight into 16-bit storage (the bias written into
-// it first, added by the GEMM: one rounding); the gradient of the output read as 16-bit numbers,
-// the gradient of the input written as 16-bit numbers, or (real dinp) left in fp32 unrounded: a
-// column-parallel layer's partial sum, all-reduced over TP before it is rounded.
 void MatmulForward16(uint16_t* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
                      int precision);
 void MatmulBackward16(uint16_t* dinp, real* dw, real* dbias, const uint16_t* dout, const uint16_t* inp,
@@ -238,10 +240,17 @@ void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* 
 // of exp(logit - max), target_logit (N: the logit of the target when this rank holds it, else 0).
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
                        const int* targets, const real* global_max, int v0, int N, int Vl);
+// The loss from the all-reduced statistics, on the device: row_max (N) becomes log_sum =
+// log(row_sum) + row_max per row, and *loss (one double, device memory) = the sum over the rows
+// of log_sum - target_logit, accumulated in double (read back once per step, not per micro-batch).
+void CrossEntropyLoss(real* row_max, const real* row_sum, const real* target_logit, int N, double* loss);
 // dlogits (N, Vl) = (softmax - onehot) * scale, log_sum (N) over the whole vocabulary.
 // (dlogits rounded to `precision`.)
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
                           real scale, int N, int Vl, int precision = 0);
+// The same written as 16-bit numbers (precision 1 or 2), what the LM head's backward GEMMs read.
+void CrossEntropyBackward16(uint16_t* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
+                            real scale, int N, int Vl, int precision);
 
 // ---- Optimizer. AdamW over n parameters (lr already scheduled; correction = 1 - beta^t).
 void AdamWUpdate(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,

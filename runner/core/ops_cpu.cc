@@ -48,6 +48,9 @@ void DeviceFree(void* p) {
 void Upload(void* device, const void* host, size_t bytes) {
   std::memcpy(device, host, bytes);
 }
+void UploadAsync(void* device, const void* host, size_t bytes) {
+  Upload(device, host, bytes);
+}
 void Download(void* host, const void* device, size_t bytes) {
   std::memcpy(host, device, bytes);
 }
@@ -272,7 +275,9 @@ void Zero16(uint16_t* p, int64_t n) {
 void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision) {
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
-    for (int j = 0; j < OC; ++j) out[int64_t{n} * OC + j] = To16BitValue(static_cast<float>(row[j]), precision);
+    for (int j = 0; j < OC; ++j) {
+      out[int64_t{n} * OC + j] = To16BitValue(static_cast<float>(RoundTo(row[j], precision)), precision);
+    }
   }
 }
 
@@ -436,6 +441,16 @@ void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const r
   }
 }
 
+void CrossEntropyLoss(real* row_max, const real* row_sum, const real* target_logit, int N, double* loss) {
+  double sum = 0;
+  for (int n = 0; n < N; ++n) {
+    const real log_sum = Log(row_sum[n]) + row_max[n];
+    sum += static_cast<double>(log_sum) - target_logit[n];
+    row_max[n] = log_sum;
+  }
+  *loss = sum;
+}
+
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
                           real scale, int N, int Vl, int precision) {
 #pragma omp parallel for
@@ -443,6 +458,21 @@ void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum
     real* d = dlogits + int64_t{n} * Vl;
     CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, d, scale, Vl);
     for (int i = 0; i < Vl; ++i) d[i] = RoundTo(d[i], precision);
+  }
+}
+
+void CrossEntropyBackward16(uint16_t* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
+                            real scale, int N, int Vl, int precision) {
+#pragma omp parallel
+  {
+    std::vector<real> row(static_cast<size_t>(Vl));
+#pragma omp for
+    for (int n = 0; n < N; ++n) {
+      CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, row.data(), scale, Vl);
+      for (int i = 0; i < Vl; ++i) {
+        dlogits[int64_t{n} * Vl + i] = To16BitValue(static_cast<float>(RoundTo(row[i], precision)), precision);
+      }
+    }
   }
 }
 

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -259,8 +261,12 @@ __global__ void GeluBackward16Kernel(uint16_t* dinp, const uint16_t* inp, const 
   const SixteenBitOutputs d{dinp, precision};
   TP_FOR_EACH(i, n) d.Set(i, GeluGrad(From16BitValue(inp[i], precision)) * From16BitValue(dout[i], precision));
 }
-__global__ void FillRows16Kernel(uint16_t* out, const real* row, int64_t n, int OC, int precision) {
-  TP_FOR_EACH(i, n) out[i] = To16BitValue(row[i % OC], precision);
+// Block (x, y): 256 columns of rows y, y + gridDim.y, ...
+__global__ void FillRows16Kernel(uint16_t* out, const real* row, int N, int OC, int precision) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= OC) return;
+  const uint16_t value = To16BitValue(RoundTo(row[j], precision), precision);
+  for (int n = blockIdx.y; n < N; n += gridDim.y) out[int64_t{n} * OC + j] = value;
 }
 __global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC, int precision) {
   TP_FOR_EACH(i, n) out[i] = RoundTo(out[i] + bias[i % OC], precision);
@@ -467,6 +473,27 @@ __global__ void PositionEmbeddingGradKernel(real* dwpe, Values dout, int B, int 
   }
 }
 
+// The loss from the all-reduced row statistics: one block; each thread's rows, then the block's
+// sum in double (a tree in shared memory; kThreads is a power of two).
+__global__ void CrossEntropyLossKernel(real* row_max, const real* row_sum, const real* target_logit, int N,
+                                       double* loss) {
+  static_assert((kThreads & (kThreads - 1)) == 0, "the tree needs a power of two");
+  __shared__ double partial[kThreads];
+  double s = 0;
+  for (int n = threadIdx.x; n < N; n += kThreads) {
+    const real log_sum = Log(row_sum[n]) + row_max[n];
+    row_max[n] = log_sum;
+    s += static_cast<double>(log_sum) - target_logit[n];
+  }
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *loss = partial[0];
+}
+
 // Cross-entropy: one block per row of Vl logits.
 __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* target_logit, const real* logits,
                                         const int* targets, const real* global_max, int v0, int Vl) {
@@ -490,15 +517,17 @@ __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* targ
   }
 }
 
-__global__ void CrossEntropyBackwardKernel(real* dlogits, const real* logits, const real* log_sum,
-                                           const int* targets, int v0, real scale, int Vl, int precision) {
+// dlogits written as Outputs (RealOutputs, or SixteenBitOutputs: straight into 16 bits).
+template <typename Outputs>
+__global__ void CrossEntropyBackwardKernel(Outputs dlogits, const real* logits, const real* log_sum,
+                                           const int* targets, int v0, real scale, int Vl) {
   const int n = blockIdx.x;
-  const real* l = logits + int64_t{n} * Vl;
-  real* d = dlogits + int64_t{n} * Vl;
+  const int64_t row = int64_t{n} * Vl;
+  const real* l = logits + row;
   const real ls = log_sum[n];
   const int target = targets[n];
   for (int i = threadIdx.x; i < Vl; i += kThreads)
-    d[i] = RoundTo((Exp(l[i] - ls) - (i + v0 == target ? real(1) : real(0))) * scale, precision);
+    dlogits.Set(row + i, (Exp(l[i] - ls) - (i + v0 == target ? real(1) : real(0))) * scale);
 }
 
 __global__ void AdamWKernel(real* params, const real* grads, real* m, real* v, int64_t n, real lr, real beta1,
@@ -626,6 +655,70 @@ void Upload(void* device, const void* host, size_t bytes) {
   Check(hipMemcpyAsync(device, host, bytes, hipMemcpyHostToDevice, ComputeStream()), "hipMemcpy (upload)");
   Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (upload)");
 }
+namespace {
+// Page-locked host buffers UploadAsync copies from, each free again once the copy out of it has
+// run on the compute stream (its event). At most kMaxStaging; past that the oldest is waited for.
+struct UploadStaging {
+  void* host = nullptr;
+  size_t bytes = 0;
+  hipEvent_t copied = nullptr;
+};
+constexpr size_t kMaxStaging = 64;
+std::deque<UploadStaging>& StagingPool() {
+  static std::deque<UploadStaging> pool;
+  return pool;
+}
+bool CopyHasRun(const UploadStaging& s) {
+  const hipError_t state = hipEventQuery(s.copied);
+  if (state == hipErrorNotReady) {
+    (void)hipGetLastError();  // "not ready" is an answer, not the next launch's error
+    return false;
+  }
+  Check(state, "hipEventQuery (upload staging)");
+  return true;
+}
+// A staging buffer of at least `bytes` whose last copy has run, moved to the back of the pool (so
+// the pool stays in the order of use, the front the least recently used): a free one, else a new
+// one, else (the pool full) the front one, waited for; grown if it is too small.
+UploadStaging& FreeStaging(size_t bytes) {
+  std::deque<UploadStaging>& pool = StagingPool();
+  auto chosen = pool.end();
+  for (auto it = pool.begin(); it != pool.end() && chosen == pool.end(); ++it) {
+    if (it->bytes >= bytes && CopyHasRun(*it)) chosen = it;
+  }
+  if (chosen == pool.end() && pool.size() >= kMaxStaging) {
+    chosen = pool.begin();
+    Check(hipEventSynchronize(chosen->copied), "hipEventSynchronize (upload staging)");
+  }
+  if (chosen != pool.end()) {
+    const UploadStaging reused = *chosen;
+    pool.erase(chosen);
+    pool.push_back(reused);
+  } else {
+    hipEvent_t copied = nullptr;
+    Check(hipEventCreateWithFlags(&copied, hipEventDisableTiming), "hipEventCreate (upload staging)");
+    pool.push_back({nullptr, 0, copied});
+  }
+  UploadStaging& s = pool.back();
+  if (s.bytes < bytes) {
+    if (s.host != nullptr) Check(hipHostFree(s.host), "hipHostFree (upload staging)");
+    s.host = nullptr;
+    s.bytes = 0;
+    Check(hipHostMalloc(&s.host, bytes, hipHostMallocDefault), "hipHostMalloc (upload staging)");
+    s.bytes = bytes;
+  }
+  return s;
+}
+}  // namespace
+
+void UploadAsync(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  UploadStaging& s = FreeStaging(bytes);
+  std::memcpy(s.host, host, bytes);
+  Check(hipMemcpyAsync(device, s.host, bytes, hipMemcpyHostToDevice, ComputeStream()), "hipMemcpy (upload)");
+  Check(hipEventRecord(s.copied, ComputeStream()), "hipEventRecord (upload staging)");
+}
+
 void Download(void* host, const void* device, size_t bytes) {
   Check(hipMemcpyAsync(host, device, bytes, hipMemcpyDeviceToHost, ComputeStream()), "hipMemcpy (download)");
   Check(hipStreamSynchronize(ComputeStream()), "hipStreamSynchronize (download)");
@@ -775,8 +868,9 @@ void Zero16(uint16_t* p, int64_t n) {
 }
 
 void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision) {
-  const int64_t n = int64_t{N} * OC;
-  if (n > 0) TP_LAUNCH(FillRows16Kernel, Blocks(n), kThreads, out, row, n, OC, precision);
+  if (N == 0 || OC == 0) return;
+  const dim3 grid((OC + kThreads - 1) / kThreads, std::min(N, 65535));
+  TP_LAUNCH(FillRows16Kernel, grid, kThreads, out, row, N, OC, precision);
 }
 
 void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision) {
@@ -887,10 +981,23 @@ void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const r
   }
 }
 
+void CrossEntropyLoss(real* row_max, const real* row_sum, const real* target_logit, int N, double* loss) {
+  TP_LAUNCH(CrossEntropyLossKernel, 1, kThreads, row_max, row_sum, target_logit, N, loss);
+}
+
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
                           real scale, int N, int Vl, int precision) {
   if (N > 0) {
-    TP_LAUNCH(CrossEntropyBackwardKernel, N, kThreads, dlogits, logits, log_sum, targets, v0, scale, Vl, precision);
+    TP_LAUNCH(CrossEntropyBackwardKernel<RealOutputs>, N, kThreads, RealOutputs{dlogits, precision}, logits,
+              log_sum, targets, v0, scale, Vl);
+  }
+}
+
+void CrossEntropyBackward16(uint16_t* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
+                            real scale, int N, int Vl, int precision) {
+  if (N > 0) {
+    TP_LAUNCH(CrossEntropyBackwardKernel<SixteenBitOutputs>, N, kThreads, SixteenBitOutputs{dlogits, precision},
+              logits, log_sum, targets, v0, scale, Vl);
   }
 }
 

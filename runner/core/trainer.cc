@@ -153,6 +153,9 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
 
   workspace_ = AllocateBlockWorkspace(ctx_, options.recompute == 1);
   dx_ = ctx_.ActivationGradient(static_cast<size_t>(ctx_.N()) * dims.C);
+  if (ctx_.shard.has_head) {  // a double per micro-batch: two reals each
+    losses_ = Buffer(allocator, MemoryCategory::kWorkspace, 2 * static_cast<size_t>(options.num_micro_batches), 4.0);
+  }
   if (options.recompute == 2) {
     recompute_ = std::make_unique<BlockActivations>(AllocateBlockActivations(ctx_, true));
     recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.N()) * dims.C);
@@ -229,11 +232,11 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     std::copy(sample.begin(), sample.end() - 1, tokens.begin() + int64_t{b} * T);
     std::copy(sample.begin() + 1, sample.end(), targets.begin() + int64_t{b} * T);
   }
-  mb->tokens = Buffer(allocator_, MemoryCategory::kWorkspace, N, 4.0);
-  Upload(mb->tokens.data(), tokens.data(), N * sizeof(int));
+  mb->tokens = Buffer(allocator_, MemoryCategory::kWorkspace, N, 4.0, false);
+  UploadAsync(mb->tokens.data(), tokens.data(), N * sizeof(int));
   if (s.has_head) {
-    mb->targets = Buffer(allocator_, MemoryCategory::kWorkspace, N, 4.0);
-    Upload(mb->targets.data(), targets.data(), N * sizeof(int));
+    mb->targets = Buffer(allocator_, MemoryCategory::kWorkspace, N, 4.0, false);
+    UploadAsync(mb->targets.data(), targets.data(), N * sizeof(int));
   }
   for (int i = 0; i <= s.num_layers; ++i) mb->inputs.push_back(ctx_.Activation(static_cast<size_t>(NC)));
   if (options_.recompute != 2) {
@@ -256,8 +259,8 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     const double tokens_per_step = static_cast<double>(global_batch) * T;
     // The gradient of the stage output goes to dx_, where this micro-batch's backward pass, next
     // on the last stage, takes it.
-    loss_sum_ += HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(),
-                                     mb->targets.as_ints(), loss_scale_ / tokens_per_step, dx_);
+    HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(), mb->targets.as_ints(),
+                        loss_scale_ / tokens_per_step, dx_, MicroBatchLosses() + j);
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
     mb->send = SendStream(mb->inputs.back(), NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j, grid_.world);
@@ -298,12 +301,11 @@ void Trainer::Backward(int j, bool sync_last) {
   in_flight_.pop_front();
 }
 
-double Trainer::RunSchedule(int64_t step, bool sync) {
+void Trainer::RunSchedule(int64_t step, bool sync) {
   // 1F1B (PipeDream-flush): stage s runs min(p - s - 1, M) forward passes, then alternates one
   // forward and one backward, then drains the remaining backward passes.
   const int M = options_.num_micro_batches;
   const int warmup = std::min(grid_.pp - grid_.pp_rank - 1, M);
-  loss_sum_ = 0;
   if (sync) sync_->Begin();
   for (int j = 0; j < warmup; ++j) {
     Forward(step, j, sync && j == M - 1);
@@ -326,13 +328,26 @@ double Trainer::RunSchedule(int64_t step, bool sync) {
     }
     AllReduceSum(grads_.data() + wte->offset, wte->size, grid_.embedding_comm, clock_, Phase::kPpWait);
   }
-  return loss_sum_;
+}
+
+double* Trainer::MicroBatchLosses() {
+  return reinterpret_cast<double*>(losses_.data());
+}
+
+double Trainer::StepLossSum() {
+  if (!ctx_.shard.has_head) return 0;
+  std::vector<double> host(static_cast<size_t>(options_.num_micro_batches));
+  Download(host.data(), MicroBatchLosses(), host.size() * sizeof(double));
+  double sum = 0;
+  for (double micro_batch : host) sum += micro_batch;  // in micro-batch order
+  return sum;
 }
 
 double Trainer::ComputeGradients(int64_t step) {
   clock_.Reset();
   Fill(grads_.data(), padded_count_, 0);
-  double loss = RunSchedule(step, false);
+  RunSchedule(step, false);
+  double loss = StepLossSum();
   const bool counts = grid_.last_stage() && grid_.tp_rank == 0;
   double local = counts ? loss : 0.0;
   Allreduce(&local, &loss, 1, MPI_DOUBLE, MPI_SUM, grid_.world);
@@ -348,7 +363,7 @@ StepStats Trainer::Step(int64_t step) {
   clock_.Reset();
   Fill(grads_.data(), padded_count_, 0);
   const bool zero = options_.zero1 && grid_.dp > 1;
-  const double loss_sum = RunSchedule(step, sync_ != nullptr);
+  RunSchedule(step, sync_ != nullptr);
   if (sync_ != nullptr) {
     sync_->Finish(grads_.data(), clock_);
   } else if (zero) {
@@ -360,7 +375,8 @@ StepStats Trainer::Step(int64_t step) {
   {
     TimedScope timed(clock_, Phase::kOptimizer);
     const bool counts = grid_.last_stage() && grid_.tp_rank == 0;
-    double local = counts ? loss_sum : 0.0, total = 0;
+    // Read after the optimizer is queued (it waits for the device anyway), not before.
+    double local = counts ? StepLossSum() : 0.0, total = 0;
     Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, grid_.world);
     const double tokens = static_cast<double>(ctx_.B) * options_.num_micro_batches * grid_.dp * dims_.T;
     stats.loss = total / tokens;

@@ -79,13 +79,17 @@ class Trainer {
   struct MicroBatch;
   class GradientSync;
 
-  double RunSchedule(int64_t step, bool sync_during_backward);
+  void RunSchedule(int64_t step, bool sync_during_backward);
   // sync_last: this is the step's last micro-batch and its gradients are reduced as they become final.
   void Forward(int64_t step, int j, bool sync_last);
   void Backward(int j, bool sync_last);
   // To the previous stage: the gradient of this stage's input, copied into a pooled send buffer
   // (dx_ is overwritten by the next backward pass while the send may still be in flight).
   void SendGradient(const Buffer& gradient, int peer, int tag);
+  // The last stage's per-micro-batch loss sums on the device (the head writes slot j), and the
+  // step's total, read back once per step (0 on other stages).
+  double* MicroBatchLosses();
+  double StepLossSum();
   void Optimize(StepStats& stats);
   // `local`: this rank's values (weights or gradients) in its flat order, on the host.
   std::map<std::string, std::vector<double>> Gather(const std::vector<real>& local, bool gradients) const;
@@ -116,7 +120,7 @@ class Trainer {
   double loss_scale_ = 1;
   int good_steps_ = 0;
   int64_t adam_steps_ = 0;
-  double loss_sum_ = 0;  // this step's token losses on this rank (last stage)
+  Buffer losses_;  // last stage: each micro-batch's sum of token losses (doubles, on the device)
 };
 
 }  // namespace tunepar::core
