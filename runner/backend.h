@@ -28,6 +28,9 @@ struct TrialContext {
   int gpus_per_node = 1;
   const ModelShape* model = nullptr;
   uint64_t seed = 0;
+  // trial_dir is a shell expression that the shell expands ("$job_dir" in a launch script): a
+  // template gets it in double quotes, never as a literal word.
+  bool trial_dir_is_expression = false;
 };
 
 class RunningTrial {

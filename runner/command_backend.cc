@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/byte_size.h"
+#include "base/no_follow.h"
 #include "base/provenance.h"
 #include "runner/log_text.h"
 #include "runner/performance_model.h"
@@ -32,55 +33,10 @@ constexpr std::pair<MetricKind, std::string_view> kKinds[] = {{MetricKind::kStep
                                                               {MetricKind::kHigher, "higher"},
                                                               {MetricKind::kLower, "lower"}};
 
-// The placeholder values of a layout, by name; booleans as "1"/"0".
-std::map<std::string, std::string> Values(const Layout& l, const TrialContext& c) {
-  const int gpn = std::max(1, c.gpus_per_node);
-  const int world = c.world > 0 ? c.world : l.World();
-  const std::string gbs = std::to_string(l.GlobalBatch());
-  return {
-      {"tp", std::to_string(l.tp)},
-      {"pp", std::to_string(l.pp)},
-      {"dp", std::to_string(l.dp)},
-      {"mbs", std::to_string(l.micro_batch)},
-      {"micro_batch", std::to_string(l.micro_batch)},
-      {"gbs", gbs},
-      {"global_batch", gbs},
-      {"num_micro_batches", std::to_string(l.num_micro_batches)},
-      {"local_batch", std::to_string(l.GlobalBatch() / std::max(1, l.dp))},
-      {"nmb", std::to_string(l.num_micro_batches)},
-      {"precision", std::string(ToString(l.precision))},
-      {"zero", std::to_string(l.zero)},
-      {"recompute", std::string(ToString(l.recompute))},
-      {"seq_parallel", l.seq_parallel ? "1" : "0"},
-      {"sp", l.seq_parallel ? "1" : "0"},
-      {"vpp", std::to_string(l.virtual_stages)},
-      {"virtual_stages", std::to_string(l.virtual_stages)},
-      {"flash", l.flash_attention ? "1" : "0"},
-      {"flash_attention", l.flash_attention ? "1" : "0"},
-      {"world", std::to_string(world)},
-      {"nodes", std::to_string((world + gpn - 1) / gpn)},
-      {"gpus_per_node", std::to_string(std::min(gpn, world))},
-      {"layout", LayoutKey(l)},
-      {"trial", std::to_string(c.number)},
-      {"trial_dir", c.trial_dir},
-      {"deepspeed_config", DeepSpeedConfigPath(c.trial_dir)},
-      {"seed", std::to_string(c.seed)},
-      {"model", c.model != nullptr ? c.model->name : ""},
-      {"layers", c.model != nullptr ? std::to_string(c.model->layers) : "0"},
-      {"hidden", c.model != nullptr ? std::to_string(c.model->hidden) : "0"},
-      {"heads", c.model != nullptr ? std::to_string(c.model->heads) : "0"},
-      {"seq_len", c.model != nullptr ? std::to_string(c.model->seq_len) : "0"},
-      {"vocab", c.model != nullptr ? std::to_string(c.model->vocab) : "0"},
-      {"ffn_hidden", c.model != nullptr ? std::to_string(c.model->ffn_hidden) : "0"},
-      {"layers_per_virtual_stage",
-       c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.pp * l.virtual_stages)) : "0"}};
-}
-
-std::string KnownNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, value] : Values(Layout{}, TrialContext{}))
-    names.push_back("{" + name + "}");
-  return fmt::format("{}", fmt::join(names, " "));
+// A reading that can be a measurement: finite, positive and normal (a denormal such as 1e-320
+// is no program's step time or throughput, and its reciprocal overflows).
+bool IsMeasurement(double value) {
+  return std::isfinite(value) && value > 0 && std::fpclassify(value) == FP_NORMAL;
 }
 
 double StepTime(MetricKind kind, double value, const ModelShape& model, int world) {
@@ -118,7 +74,8 @@ class CommandTrial : public ProcessTrial {
   // What the output says: the first OOM line, the last line, and the metric's last reading.
   struct OutputReading {
     std::string oom_line, last_line;
-    std::optional<double> value;
+    std::optional<std::string> metric_text;  // the metric's last reading as printed
+    std::optional<double> value;             // and as a number, when it is one
     std::optional<double> peak_memory;  // the largest reading of it
     std::optional<double> oom_bound;    // the largest lower bound an OOM message gives
   };
@@ -134,7 +91,10 @@ class CommandTrial : public ProcessTrial {
           if (std::regex_search(line, re)) out.oom_line = Trim(line);
         }
       }
-      if (std::optional<double> v = MetricIn(line)) out.value = v;
+      if (std::optional<std::pair<std::string, std::optional<double>>> m = MetricIn(line)) {
+        out.metric_text = m->first;
+        out.value = m->second;
+      }
       if (std::optional<double> m = MemoryIn(line)) out.peak_memory = std::max(out.peak_memory.value_or(0), *m);
       if (std::optional<double> b = OomLowerBound(line)) out.oom_bound = std::max(out.oom_bound.value_or(0), *b);
     }
@@ -169,23 +129,26 @@ class CommandTrial : public ProcessTrial {
     }
   }
 
-  std::optional<double> MetricIn(const std::string& line) const {
+  // The metric on this line: the text that matched and its value, when that is a number.
+  std::optional<std::pair<std::string, std::optional<double>>> MetricIn(const std::string& line) const {
     if (!options_.metric_regex.empty()) {
       std::smatch m;
       if (!std::regex_search(line, m, metric_regex_) || m.size() < 2) return std::nullopt;
-      char* end = nullptr;
-      std::string text = m[1].str();
+      const std::string matched = m[1].str();
+      std::string text = matched;
       // "1,234.5" as some programs print it (torchtitan's tps): the commas group thousands.
       std::erase(text, ',');
+      char* end = nullptr;
       const double v = std::strtod(text.c_str(), &end);
-      if (end != text.c_str() && std::isfinite(v)) return v;
-      return std::nullopt;
+      if (end == text.c_str()) return std::make_pair(matched, std::optional<double>());
+      return std::make_pair(matched, std::optional<double>(v));
     }
     if (line.find('{') == std::string::npos) return std::nullopt;
     nlohmann::json j = nlohmann::json::parse(line.substr(line.find('{')), nullptr, false);
-    if (j.is_object() && j.contains(options_.metric_json) && j[options_.metric_json].is_number())
-      return j[options_.metric_json].get<double>();
-    return std::nullopt;
+    if (!j.is_object() || !j.contains(options_.metric_json)) return std::nullopt;
+    const nlohmann::json& value = j[options_.metric_json];
+    if (!value.is_number()) return std::make_pair(value.dump(), std::optional<double>());
+    return std::make_pair(value.dump(), std::optional<double>(value.get<double>()));
   }
 
   // The order: a program that exited 0 with its metric was measured, whatever else it printed
@@ -196,7 +159,7 @@ class CommandTrial : public ProcessTrial {
     details_["exit"] = ExitText(exit);
     const OutputReading out = ReadOutput();
     const bool failed = exit.signaled || exit.code != 0;
-    const bool measured = !failed && out.value && *out.value > 0;
+    const bool measured = !failed && out.value && IsMeasurement(*out.value);
     const bool ran_out = !out.oom_line.empty() && !measured;
     RecordPeakMemory(out, ran_out);
     if (ran_out) return Finish(TrialStatus::kOom, "out of memory: " + Shorten(out.oom_line));
@@ -208,11 +171,13 @@ class CommandTrial : public ProcessTrial {
     const std::string source = options_.metric_regex.empty()
                                    ? fmt::format("--metric-json key '{}'", options_.metric_json)
                                    : fmt::format("--metric-regex '{}'", options_.metric_regex);
-    if (!out.value)
+    if (!out.metric_text)
       return Finish(TrialStatus::kInvalid,
                     fmt::format("the program exited 0, but its output has no match for {}", source));
-    if (!(*out.value > 0))
-      return Finish(TrialStatus::kInvalid, fmt::format("{} read {}, not a positive number", source, *out.value));
+    if (!out.value || !IsMeasurement(*out.value)) {
+      return Finish(TrialStatus::kInvalid, fmt::format("metric '{}' is not a finite positive number (read with {})",
+                                                       Shorten(*out.metric_text), source));
+    }
     return Measured(*out.value);
   }
 
@@ -278,76 +243,6 @@ std::optional<double> OomLowerBound(const std::string& line) {
   const std::optional<double> used = ParseByteSize(in_use[1].matched ? in_use[1].str() : in_use[2].str());
   if (!request || !used) return std::nullopt;
   return *request + *used;
-}
-
-Result<std::string> ExpandCommand(const std::string& command, const Layout& layout,
-                                  const TrialContext& context) {
-  const std::map<std::string, std::string> values = Values(layout, context);
-  std::string out;
-  for (size_t i = 0; i < command.size(); ++i) {
-    const char c = command[i];
-    if (c == '}' && i + 1 < command.size() && command[i + 1] == '}') {
-      out += '}';
-      ++i;
-      continue;
-    }
-    if (c != '{') {
-      out += c;
-      continue;
-    }
-    if (i + 1 < command.size() && command[i + 1] == '{') {
-      out += '{';
-      ++i;
-      continue;
-    }
-    // The matching '}' (conditional text may hold placeholders of its own).
-    size_t close = std::string::npos;
-    for (size_t j = i + 1, depth = 1; j < command.size(); ++j) {
-      if (command[j] == '{') ++depth;
-      if (command[j] == '}' && --depth == 0) {
-        close = j;
-        break;
-      }
-    }
-    if (i > 0 && command[i - 1] == '$') {  // a shell expansion ${VAR}: not ours
-      if (close == std::string::npos) return InvalidArgument("command template: unclosed '${'");
-      out += command.substr(i, close - i + 1);
-      i = close;
-      continue;
-    }
-    if (close == std::string::npos)
-      return InvalidArgument(fmt::format("command template: unclosed '{{' at position {}", i));
-    // {NAME}, {NAME?TEXT} (TEXT when NAME is on), {NAME=VALUE?TEXT} (TEXT when NAME is VALUE),
-    // {NAME!=VALUE?TEXT} (TEXT when NAME is not VALUE).
-    const std::string inside = command.substr(i + 1, close - i - 1);
-    const size_t question = inside.find('?');
-    const std::string head = inside.substr(0, question);
-    const size_t equals = head.find('=');
-    const bool negated = equals != std::string::npos && equals > 0 && head[equals - 1] == '!';
-    const std::string name = head.substr(0, negated ? equals - 1 : equals);
-    auto it = values.find(name);
-    if (it == values.end()) {
-      return InvalidArgument(fmt::format(
-          "command template: unknown placeholder {{{}}} (known: {}, and {{NAME?TEXT}}, {{NAME=VALUE?TEXT}}, "
-          "{{NAME!=VALUE?TEXT}})",
-          name, KnownNames()));
-    }
-    if (equals != std::string::npos && question == std::string::npos) {
-      return InvalidArgument(fmt::format("command template: {{{}}} needs ?TEXT after the value", inside));
-    }
-    const bool on = equals != std::string::npos
-                        ? (it->second == head.substr(equals + 1)) != negated
-                        : it->second != "0" && it->second != "none" && !it->second.empty();
-    if (question == std::string::npos) {
-      out += it->second;
-    } else {
-      Result<std::string> text = ExpandCommand(inside.substr(question + 1), layout, context);
-      if (!text.ok()) return text.status();
-      if (on) out += *text;
-    }
-    i = close;
-  }
-  return out;
 }
 
 namespace {
@@ -523,10 +418,6 @@ std::string ShellCommand(const std::string& command) {
 
 }  // namespace
 
-std::string DeepSpeedConfigPath(const std::string& trial_dir) {
-  return trial_dir.empty() ? "deepspeed_config.json" : trial_dir + "/deepspeed_config.json";
-}
-
 std::string DeepSpeedConfig(const Layout& l) {
   // DeepSpeed checks train_batch_size = micro batch x accumulation steps x data-parallel size,
   // the layout's global batch. fp16 takes DeepSpeed's dynamic loss scaling with its documented
@@ -554,13 +445,12 @@ std::string DeepSpeedConfig(const Layout& l) {
 std::unique_ptr<RunningTrial> CommandBackend::Start(const Layout& layout, const TrialContext& context) {
   Result<std::string> command = ExpandCommand(options_.command, layout, context);
   if (!command.ok()) return UnstartedTrial(Name(), TrialStatus::kInvalid, command.status().message());
-  std::ofstream(context.trial_dir + "/command.txt") << *command << "\n";
+  if (Status written = WriteFileNoFollow(context.trial_dir + "/command.txt", *command + "\n"); !written.ok())
+    return UnstartedTrial(Name(), TrialStatus::kCrash, "could not write the trial's command: " + written.message());
   if (options_.command.find("{deepspeed_config}") != std::string::npos) {
     const std::string path = DeepSpeedConfigPath(context.trial_dir);
-    std::ofstream out(path);
-    out << DeepSpeedConfig(layout);
-    if (!out.flush())
-      return UnstartedTrial(Name(), TrialStatus::kCrash, fmt::format("could not write the DeepSpeed config '{}'", path));
+    if (Status written = WriteFileNoFollow(path, DeepSpeedConfig(layout)); !written.ok())
+      return UnstartedTrial(Name(), TrialStatus::kCrash, "could not write the DeepSpeed config: " + written.message());
   }
   ProcessOptions p;
   p.command = ShellCommand(*command);

@@ -9,18 +9,7 @@
 // The peak memory is read when asked for (--memory-regex, --memory-json); an OOM message of
 // PyTorch (CUDA or HIP) gives a lower bound of it: what was in use plus what it tried to allocate.
 //
-// Placeholders: {tp} {pp} {dp} {mbs} {micro_batch} {gbs} {global_batch} {num_micro_batches}
-// {nmb} {precision} {zero} {recompute} {seq_parallel} {sp} {vpp} {virtual_stages} {flash}
-// {flash_attention} {world} {nodes} {gpus_per_node} {layout} {trial} {trial_dir} {seed}
-// {model} {layers} {hidden} {heads} {seq_len} {vocab} {ffn_hidden} {layers_per_virtual_stage};
-// {local_batch} (sequences per data-parallel rank per step: micro_batch x num_micro_batches);
-// {deepspeed_config}: the path of a DeepSpeed config written into the trial's directory from the
-// layout before the command runs (DeepSpeedConfig), so that its batch sizes, ZeRO stage and
-// precision always agree with the flags;
-// {NAME?TEXT}, which is TEXT when NAME is on (not 0 or none), e.g. {seq_parallel?--sequence-parallel};
-// {NAME=VALUE?TEXT}, TEXT when NAME is VALUE, e.g. {recompute=full?--recompute-granularity full};
-// and {NAME!=VALUE?TEXT}, TEXT when NAME is not VALUE, e.g. {vpp!=1?--num-layers-per-virtual-...}.
-// {{ and }} are literal braces; shell expansions like ${VAR} are left alone.
+// The template and its placeholders: command_template.h.
 //
 // The template runs under bash with pipefail (/bin/sh without bash): a pipe in it (`| tee`)
 // does not hide the program's exit code.
@@ -34,6 +23,7 @@
 
 #include "base/status.h"
 #include "runner/backend.h"
+#include "runner/command_template.h"
 #include "runner/process_group.h"
 
 namespace tunepar::runner {
@@ -83,15 +73,8 @@ Status ValidateCommandOptions(const CommandBackendOptions& options);
 // train_micro_batch_size_per_gpu, gradient_accumulation_steps (the micro-batch count),
 // zero_optimization.stage, bf16/fp16 enabled (fp16 with dynamic loss scaling).
 std::string DeepSpeedConfig(const Layout& layout);
-// Where a trial's DeepSpeed config is written: "<trial_dir>/deepspeed_config.json".
-std::string DeepSpeedConfigPath(const std::string& trial_dir);
-
 // A trial's stored exit ("code 1", "signal 9": ExitText) read back; nullopt when it is not one.
 std::optional<ExitInfo> ParseExitText(const std::string& text);
-
-// The template with the layout's values substituted.
-Result<std::string> ExpandCommand(const std::string& command, const Layout& layout,
-                                  const TrialContext& context);
 
 class CommandBackend : public Backend {
  public:

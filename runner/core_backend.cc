@@ -9,10 +9,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
+#include "base/no_follow.h"
 #include "base/provenance.h"
 #include "runner/launch_environment.h"
 #include "runner/log_text.h"
@@ -37,11 +40,13 @@ std::string_view ToString(SliceMode mode) {
 }
 
 std::string ModelToml(const ModelShape& m) {
+  std::ostringstream name;
+  name << toml::value<std::string>(m.name);  // quoted and escaped as TOML
   return fmt::format(
-      "# written by tunepar for tunepar-core\nname = \"{}\"\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = "
+      "# written by tunepar for tunepar-core\nname = {}\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = "
       "{}\n"
       "vocab = {}\nglobal_batch = {}\nffn_hidden = {}\ntied_embeddings = {}\n",
-      m.name, m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.global_batch,
+      name.str(), m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.global_batch,
       m.MlpWidth(), m.tied_embeddings ? "true" : "false");
 }
 
@@ -59,9 +64,7 @@ const std::regex kLaunchFailure(
     "An ORTE daemon has unexpectedly failed)",
     std::regex::icase);
 
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+
 
 class CoreTrial : public ProcessTrial {
  public:
@@ -257,23 +260,28 @@ std::unique_ptr<RunningTrial> CoreBackend::Start(const Layout& layout, const Tri
   const std::string& dir = context.trial_dir;
   ModelShape shape = model_;
   shape.global_batch = static_cast<int>(plan.measured.GlobalBatch());
-  WriteText(dir + "/model.toml", ModelToml(shape));
   ProcessOptions p;
   p.command = LaunchCommand(plan.measured, dir, context.trial_id);
   p.env = options_.env;
+  std::vector<std::pair<std::string, std::string>> files = {{"model.toml", ModelToml(shape)}};
   if (options_.launcher == Launcher::kSlurm) {
-    WriteText(dir + "/rank.sh", "#!/usr/bin/env bash\n# One rank of a tunepar trial (written by tunepar).\nset -e\n" +
-                                    RankSetup(hardware_) + "exec \"$@\"\n");
+    files.emplace_back("rank.sh", "#!/usr/bin/env bash\n# One rank of a tunepar trial (written by tunepar).\nset -e\n" +
+                                      RankSetup(hardware_) + "exec \"$@\"\n");
     for (const auto& kv : ProfileEnvironment(hardware_)) p.env.push_back(kv);
     p.env.emplace_back("MASTER_ADDR", options_.master_addr);
     p.env.emplace_back("MASTER_PORT", std::to_string(options_.master_port));
   }
   p.log_path = dir + "/output.log";
   p.trial_id = context.trial_id;
-  WriteText(dir + "/command.txt", p.command + "\n");
+  files.emplace_back("command.txt", p.command + "\n");
   std::string env_text;
   for (const auto& [k, v] : p.env) env_text += k + "=" + v + "\n";
-  WriteText(dir + "/environment.txt", env_text);
+  files.emplace_back("environment.txt", env_text);
+  // Never through a link planted in the trial's folder.
+  for (const auto& [name, text] : files) {
+    if (Status written = WriteFileNoFollow(dir + "/" + name, text); !written.ok())
+      return UnstartedTrial(Name(), TrialStatus::kCrash, "could not write the trial's files: " + written.message());
+  }
   auto trial = std::make_unique<CoreTrial>(*this, layout, plan, context, std::move(p));
   if (Status s = trial->Launch(); !s.ok())
     return UnstartedTrial(Name(), TrialStatus::kCrash, "could not start the launcher: " + s.message());

@@ -464,13 +464,13 @@ std::string BootId() {
 // (-1 when the trial keeps none).
 Result<int> OpenProcessRecord(const std::string& path, const std::string& trial_id) {
   if (path.empty()) return -1;
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
   const std::string header = fmt::format(
       "# tunepar: the processes of a trial (PID START), to kill them if their supervisor dies\n"
       "marker {}\nboot {}\n",
       trial_id, BootId());
   if (fd < 0 || write(fd, header.data(), header.size()) != static_cast<ssize_t>(header.size())) {
-    const std::string error = std::strerror(errno);
+    const std::string error = errno == ELOOP ? "it is a symbolic link (never written through)" : std::strerror(errno);
     if (fd >= 0) close(fd);
     return InvalidArgument(fmt::format("cannot write the trial's process record '{}': {}", path, error));
   }
@@ -582,10 +582,11 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Start(const ProcessOptions& 
   launch.marker_entry = std::string(kMarker) + "=" + options.trial_id;
   launch.tuner = getpid();
 
-  launch.log = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  launch.log = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (launch.log < 0)
-    return InvalidArgument(
-        fmt::format("cannot create trial log '{}': {}", options.log_path, std::strerror(errno)));
+    return InvalidArgument(fmt::format("cannot create trial log '{}': {}", options.log_path,
+                                       errno == ELOOP ? "it is a symbolic link (never written through)"
+                                                      : std::strerror(errno)));
   Result<int> record = OpenProcessRecord(options.record_path, options.trial_id);
   if (!record.ok()) {
     close(launch.log);

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -21,11 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::atomic<int64_t> temporary_counter{0};
-
-Status WriteWholeFile(const std::string& path, const std::string& content) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+// Writes all of `content` to `fd` and closes it; on failure removes `path` (the file `fd` is).
+Status WriteAndClose(int fd, const std::string& path, const std::string& content) {
   const char* p = content.data();
   size_t left = content.size();
   while (left > 0) {
@@ -48,24 +44,23 @@ Status WriteWholeFile(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
-std::string TemporaryPath(const std::string& path, const std::string& tag) {
-  const fs::path p(path);
-  return (p.parent_path() / fmt::format(".tmp-{}-{}-{}", tag, getpid(), temporary_counter++)).string();
-}
-
-Status MakeParent(const std::string& path) {
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  if (ec) return StoreError(fmt::format("cannot create '{}': {}", fs::path(path).parent_path().string(), ec.message()));
-  return Status::Ok();
+// A new temporary file next to `path` holding `content`: mkstemp's unpredictable name, created
+// with O_EXCL (never an existing file, never through a link planted under a guessed name).
+Result<std::string> WriteTemporary(const std::string& path, const std::string& content, const std::string& tag) {
+  std::string name = (fs::path(path).parent_path() / fmt::format(".tmp-{}-XXXXXX", FileSafe(tag))).string();
+  const int fd = mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) return StoreError(fmt::format("cannot create a temporary file next to '{}': {}", path, std::strerror(errno)));
+  fchmod(fd, 0644);
+  TUNEPAR_RETURN_IF_ERROR(WriteAndClose(fd, name, content));
+  return name;
 }
 
 }  // namespace
 
 Result<bool> CreateOnce(const std::string& path, const std::string& content, const std::string& tag) {
-  TUNEPAR_RETURN_IF_ERROR(MakeParent(path));
-  const std::string tmp = TemporaryPath(path, tag);
-  TUNEPAR_RETURN_IF_ERROR(WriteWholeFile(tmp, content));
+  Result<std::string> temporary = WriteTemporary(path, content, tag);
+  if (!temporary.ok()) return temporary.status();
+  const std::string& tmp = *temporary;
   bool created = link(tmp.c_str(), path.c_str()) == 0;
   const int err = errno;
   if (!created && err != EEXIST) {
@@ -83,9 +78,9 @@ Result<bool> CreateOnce(const std::string& path, const std::string& content, con
 }
 
 Status ReplaceFile(const std::string& path, const std::string& content) {
-  TUNEPAR_RETURN_IF_ERROR(MakeParent(path));
-  const std::string tmp = TemporaryPath(path, "replace");
-  TUNEPAR_RETURN_IF_ERROR(WriteWholeFile(tmp, content));
+  Result<std::string> temporary = WriteTemporary(path, content, "replace");
+  if (!temporary.ok()) return temporary.status();
+  const std::string& tmp = *temporary;
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     unlink(tmp.c_str());

@@ -14,11 +14,14 @@ namespace tunepar::store {
 
 // Creates `path` with `content` unless it exists: true when this call created it. The content
 // is written to a temporary file first and linked to `path`, so no reader ever sees it partial,
-// and of any number of processes creating the same path exactly one wins. `tag` makes the
-// temporary file's name unique to the caller.
+// and of any number of processes creating the same path exactly one wins. The temporary file has
+// an unpredictable name (mkstemp, `tag` in it) and is created new (O_EXCL): a link planted in the
+// folder is never written through. The folder must exist: a vanished folder is an error, never
+// made again behind the protocol's back.
 Result<bool> CreateOnce(const std::string& path, const std::string& content, const std::string& tag);
 
-// Replaces a file this process owns with `content` (write a temporary file, rename over it).
+// Replaces a file this process owns with `content` (a temporary file as CreateOnce's, renamed
+// over it). The folder must exist.
 Status ReplaceFile(const std::string& path, const std::string& content);
 
 // The whole content of a small file (kNotFound when it does not exist).

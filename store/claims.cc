@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/no_follow.h"
 #include "base/provenance.h"
 #include "store/claim_files.h"
 
@@ -56,8 +57,11 @@ std::string GenerationPath(const std::string& dir, const std::string& name, int 
   return fmt::format("{}/{}.g{}", dir, name, generation);
 }
 
-// The latest generation of every claim in `dir`, read.
+// The latest generation of every claim in `dir`, read; the folder must exist (StudyClaims::Join
+// made it: gone now, it was deleted).
 Result<std::map<std::string, ClaimFile>> LatestClaims(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return ClaimsVanished(fmt::format("the folder {} is gone", dir));
   Result<std::map<std::string, int>> latest = LatestGenerations(dir);
   if (!latest.ok()) return latest.status();
   std::map<std::string, ClaimFile> out;
@@ -122,9 +126,29 @@ bool LeaseWatch::Gone(const ClaimOwner& owner) {
   return std::chrono::duration<double>(now - it->second.since).count() >= lease_s_;
 }
 
+Status ClaimsVanished(const std::string& what) {
+  return StoreError(fmt::format(
+      "the store's claims vanished during the search ({}; deleted by hand?): this node stops so that no trial runs "
+      "twice and the budget holds; run the search again, which rebuilds the claims from the shards",
+      what));
+}
+
 Status Heartbeat::Beat() {
+  const std::string path = BeatPath(store_dir_, self_.token);
+  if (count_ == 0) {
+    TUNEPAR_RETURN_IF_ERROR(MakeDirectoriesBelow(store_dir_, "claims/beats"));
+  } else if (Status intact = Check(); !intact.ok()) {
+    return intact;
+  }
   ++count_;
-  return ReplaceFile(BeatPath(store_dir_, self_.token), fmt::format("{}\n", count_));
+  return ReplaceFile(path, fmt::format("{}\n", count_));
+}
+
+Status Heartbeat::Check() const {
+  std::error_code ec;
+  if (count_ > 0 && !fs::exists(BeatPath(store_dir_, self_.token), ec))
+    return ClaimsVanished(fmt::format("this process's heartbeat {} is gone", BeatPath(store_dir_, self_.token)));
+  return Status::Ok();
 }
 
 void Heartbeat::Stop() {
@@ -133,7 +157,10 @@ void Heartbeat::Stop() {
 }
 
 StudyClaims::StudyClaims(std::string store_dir, std::string study_id, LeaseWatch& watch)
-    : dir_((fs::path(store_dir) / "claims" / study_id).string()), watch_(watch) {}
+    : store_dir_(std::move(store_dir)),
+      relative_dir_("claims/" + study_id),
+      dir_((fs::path(store_dir_) / relative_dir_).string()),
+      watch_(watch) {}
 
 std::string StudyClaims::LayoutsDir() const { return dir_ + "/layouts"; }
 std::string StudyClaims::SlotsDir() const { return dir_ + "/slots"; }
@@ -184,7 +211,19 @@ Result<bool> StudyClaims::ClaimSlot(int limit, HeldClaim& held) {
   return false;
 }
 
+Status StudyClaims::CheckHeldFiles(const HeldClaim& held) const {
+  const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
+  std::error_code ec;
+  for (const std::string& path : {GenerationPath(LayoutsDir(), layout, held.layout_generation),
+                                  held.slot > 0 ? GenerationPath(SlotsDir(), std::to_string(held.slot), held.slot_generation)
+                                                : std::string()}) {
+    if (!path.empty() && !fs::exists(path, ec)) return ClaimsVanished(fmt::format("this process's claim {} is gone", path));
+  }
+  return Status::Ok();
+}
+
 Status StudyClaims::Finish(const HeldClaim& held) {
+  TUNEPAR_RETURN_IF_ERROR(CheckHeldFiles(held));
   const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
   if (held.slot > 0) {
     TUNEPAR_RETURN_IF_ERROR(
@@ -197,6 +236,7 @@ Status StudyClaims::Finish(const HeldClaim& held) {
 }
 
 Status StudyClaims::Release(const HeldClaim& held) {
+  TUNEPAR_RETURN_IF_ERROR(CheckHeldFiles(held));
   const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
   if (held.slot > 0) {
     TUNEPAR_RETURN_IF_ERROR(ReplaceFile(GenerationPath(SlotsDir(), std::to_string(held.slot), held.slot_generation),
@@ -207,6 +247,7 @@ Status StudyClaims::Release(const HeldClaim& held) {
 }
 
 Result<bool> StudyClaims::StillHeld(const HeldClaim& held) {
+  TUNEPAR_RETURN_IF_ERROR(CheckHeldFiles(held));
   const std::string layout = fmt::format("{}.m{}", held.layout_key, held.measurement);
   std::error_code ec;
   if (fs::exists(GenerationPath(LayoutsDir(), layout, held.layout_generation + 1), ec)) return false;
@@ -215,16 +256,27 @@ Result<bool> StudyClaims::StillHeld(const HeldClaim& held) {
   return true;
 }
 
-Status StudyClaims::AdoptFinished(int finished) {
-  std::error_code ec;
-  if (finished <= 0 || fs::exists(dir_, ec)) return Status::Ok();
+Status StudyClaims::Join(int finished) {
+  TUNEPAR_RETURN_IF_ERROR(MakeDirectoriesBelow(store_dir_, relative_dir_ + "/layouts"));
+  TUNEPAR_RETURN_IF_ERROR(MakeDirectoriesBelow(store_dir_, relative_dir_ + "/slots"));
+  Result<std::map<std::string, int>> slots = LatestGenerations(SlotsDir());
+  if (!slots.ok()) return slots.status();
+  if (!slots->empty()) return Status::Ok();
   for (int n = 1; n <= finished; ++n) {
-    // Nodes adopting at the same moment write the same thing: whichever link wins is right.
+    // Nodes joining at the same moment write the same thing: whichever link wins is right.
     Result<bool> created = CreateOnce(GenerationPath(SlotsDir(), std::to_string(n), 1),
-                                      Encode(watch_.self(), ClaimState::kDone, "finished before claims"),
+                                      Encode(watch_.self(), ClaimState::kDone, "finished before these claims"),
                                       watch_.self().token);
     if (!created.ok()) return created.status();
   }
+  return Status::Ok();
+}
+
+Status StudyClaims::CheckIntact(const std::vector<HeldClaim>& held) const {
+  std::error_code ec;
+  for (const std::string& dir : {dir_, LayoutsDir(), SlotsDir()})
+    if (!fs::is_directory(dir, ec)) return ClaimsVanished(fmt::format("the folder {} is gone", dir));
+  for (const HeldClaim& h : held) TUNEPAR_RETURN_IF_ERROR(CheckHeldFiles(h));
   return Status::Ok();
 }
 
@@ -243,7 +295,9 @@ Result<ClaimsView> StudyClaims::Read(int slot_limit) {
   }
   Result<std::map<std::string, ClaimFile>> slots = LatestClaims(SlotsDir());
   if (!slots.ok()) return slots.status();
+  int all_done = 0;
   for (auto& [name, c] : *slots) {
+    all_done += c.state == ClaimState::kDone ? 1 : 0;
     if (std::atoi(name.c_str()) > slot_limit) continue;
     if (c.state == ClaimState::kDone) {
       ++view.slots_done;
@@ -251,6 +305,13 @@ Result<ClaimsView> StudyClaims::Read(int slot_limit) {
       ++view.slots_held;
     }
   }
+  // A slot once done stays done: fewer now means claim files were deleted.
+  if (all_done < done_seen_)
+    return ClaimsVanished(fmt::format("{} of the {} finished budget slots in {} are gone", done_seen_ - all_done,
+                                      done_seen_, SlotsDir()));
+  done_seen_ = all_done;
+  for (auto& [name, c] : *layouts)
+    if (c.state == ClaimState::kDone) view.done.push_back(name);
   return view;
 }
 

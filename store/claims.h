@@ -85,11 +85,21 @@ class LeaseWatch {
   std::map<std::string, Seen> seen_;
 };
 
-// This process's heartbeat: <store>/claims/beats/<token>, a counter rewritten every Beat().
+// The error every claims operation gives once the claims it relies on are gone (a folder of
+// claims/, this process's heartbeat or one of its claims deleted during a search): one line that
+// says what vanished and what to do. The node stops there: with claims gone, going on could run a
+// trial twice or overrun the budget.
+Status ClaimsVanished(const std::string& what);
+
+// This process's heartbeat: <store>/claims/beats/<token>, a counter rewritten every Beat(). The
+// first beat creates the folder; from then on a heartbeat file or folder that vanished is
+// ClaimsVanished.
 class Heartbeat {
  public:
   Heartbeat(std::string store_dir, ClaimOwner self) : store_dir_(std::move(store_dir)), self_(std::move(self)) {}
   Status Beat();
+  // ClaimsVanished once this process's heartbeat file is gone.
+  Status Check() const;
   // Removes the file (the process is leaving; its claims are all done or released).
   void Stop();
 
@@ -114,6 +124,9 @@ struct ClaimsView {
   std::vector<ClaimFile> running_elsewhere;
   // Measurements whose owner is gone before they finished (expired or released): to re-run.
   std::vector<ClaimFile> orphaned;
+  // Measurements finished anywhere ("<layout>.m<k>"): a search proposes none of them again, even
+  // when the shard holding its result cannot be read.
+  std::vector<std::string> done;
   // Slots: finished, held by live owners (this one included), free or orphaned.
   int slots_done = 0, slots_held = 0;
 };
@@ -136,18 +149,27 @@ class StudyClaims {
   // False once a later generation of the layout claim or of its slot exists: taken over by a
   // node that judged this process gone (it was unresponsive for the lease).
   Result<bool> StillHeld(const HeldClaim& held);
-  // A study searched before claims existed: its `finished` trials take slots 1..finished (done),
-  // once, when the study has no claims yet.
-  Status AdoptFinished(int finished);
-  // The study's claims, judged through the watch, with slots counted among 1..limit.
+  // Joins the study's claims: makes their folders (links below the store refused) and, when no
+  // budget slot exists yet while `finished` trials are recorded (a study searched before claims
+  // existed, or claims deleted while no node ran), gives those trials slots 1..finished, done.
+  // From then on, a folder or a claim of this process that vanishes is ClaimsVanished.
+  Status Join(int finished);
+  // ClaimsVanished when the study's claim folders, or a claim in `held`, are gone.
+  Status CheckIntact(const std::vector<HeldClaim>& held) const;
+  // The study's claims, judged through the watch, with slots counted among 1..limit;
+  // ClaimsVanished when a folder is gone or fewer slots are done than this process saw before.
   Result<ClaimsView> Read(int slot_limit);
 
  private:
   std::string LayoutsDir() const;
   std::string SlotsDir() const;
+  Status CheckHeldFiles(const HeldClaim& held) const;
 
+  std::string store_dir_;
+  std::string relative_dir_;  // "claims/<study>"
   std::string dir_;
   LeaseWatch& watch_;
+  int done_seen_ = 0;  // budget slots seen done so far (they never come undone)
 };
 
 }  // namespace tunepar::store

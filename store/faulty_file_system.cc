@@ -227,6 +227,10 @@ void FaultyFileSystem::FailFsyncOf(std::string path) {
   fsync_path_ = std::move(path);
 }
 
+void FaultyFileSystem::FailFsyncsOfPathsWith(std::string path_part) {
+  fsync_path_part_ = std::move(path_part);
+}
+
 void FaultyFileSystem::FailRenames() {
   fail_renames_ = true;
 }
@@ -235,6 +239,7 @@ void FaultyFileSystem::Clear() {
   write_budget_.reset();
   sqlite_sync_path_part_.reset();
   fsync_path_.reset();
+  fsync_path_part_.reset();
   fail_renames_ = false;
 }
 
@@ -267,7 +272,7 @@ Status FaultyFileSystem::Rename(const std::string& from, const std::string& to) 
 }
 
 Status FaultyFileSystem::Fsync(const std::string& path) {
-  if (fsync_path_ && path == *fsync_path_) {
+  if ((fsync_path_ && path == *fsync_path_) || (fsync_path_part_ && Matches(path.c_str(), *fsync_path_part_))) {
     ++faults_injected_;
     return StoreError(fmt::format("cannot sync '{}': {} (injected)", path, std::strerror(EIO)));
   }

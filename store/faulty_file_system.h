@@ -33,6 +33,9 @@ class FaultyFileSystem : public FileSystem {
   // EIO on tunepar's own Fsync of exactly `path` (a copy about to be published, the shards
   // directory after the rename).
   void FailFsyncOf(std::string path);
+  // EIO on tunepar's own Fsync of every path that contains `path_part` (a copy in its
+  // unpredictably named folder, say).
+  void FailFsyncsOfPathsWith(std::string path_part);
   // Every rename fails with EIO.
   void FailRenames();
   // Clears every fault: the filesystem works again.
@@ -61,6 +64,7 @@ class FaultyFileSystem : public FileSystem {
   std::string write_path_part_;
   std::optional<std::string> sqlite_sync_path_part_;
   std::optional<std::string> fsync_path_;
+  std::optional<std::string> fsync_path_part_;
   bool fail_renames_ = false;
   int faults_injected_ = 0;
 };

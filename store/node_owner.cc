@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/no_follow.h"
 #include "store/claim_files.h"
 
 namespace tunepar::store {
@@ -39,6 +40,7 @@ Result<NodeOwnership> NodeOwnership::Acquire(const std::string& store_dir, const
   n.self_ = watch.self();
   n.node_id_ = n.self_.node_id;
   n.work_dir_ = work_dir;
+  TUNEPAR_RETURN_IF_ERROR(MakeDirectoriesBelow(store_dir, "nodes"));
   Result<std::map<std::string, int>> latest = LatestGenerations(n.dir_);
   if (!latest.ok()) return latest.status();
   int generation = 1;

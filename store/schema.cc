@@ -1,6 +1,7 @@
 #include "store/schema.h"
 
 #include <array>
+#include <vector>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -174,11 +175,13 @@ Status CheckVersionReadable(const Database& db, int64_t version) {
   return Status::Ok();
 }
 
-Status Migrate(Database& db) {
+namespace {
+
+Status MigrateTo(Database& db, int64_t target) {
   Result<int64_t> version = db.PragmaInt("user_version");
   if (!version.ok()) return version.status();
   TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(db, *version));
-  for (int64_t v = *version; v < kSchemaVersion; ++v) {
+  for (int64_t v = *version; v < target; ++v) {
     TUNEPAR_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
     Status s = db.Exec(kMigrations[v]);
     if (s.ok() && v == 0) s = db.Exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
@@ -190,6 +193,32 @@ Status Migrate(Database& db) {
     TUNEPAR_RETURN_IF_ERROR(db.Exec("COMMIT"));
   }
   return Status::Ok();
+}
+
+std::set<std::string> ObjectsOf(int64_t version) {
+  std::set<std::string> objects;
+  Result<Database> db = Database::Open(":memory:", SQLITE_OPEN_READWRITE, "schema");
+  if (!db.ok() || !MigrateTo(*db, version).ok()) return objects;  // unreachable: the migrations are ours
+  Result<Statement> st = db->Prepare("SELECT type, name FROM sqlite_master");
+  if (!st.ok()) return objects;
+  for (Result<bool> row = st->Step(); row.ok() && *row; row = st->Step()) objects.insert(st->Text(0) + " " + st->Text(1));
+  return objects;
+}
+
+}  // namespace
+
+Status Migrate(Database& db) {
+  return MigrateTo(db, kSchemaVersion);
+}
+
+const std::set<std::string>& SchemaObjects(int64_t version) {
+  static const std::vector<std::set<std::string>> kObjects = [] {
+    std::vector<std::set<std::string>> objects(kSchemaVersion + 1);
+    for (int64_t v = 1; v <= kSchemaVersion; ++v) objects[v] = ObjectsOf(v);
+    return objects;
+  }();
+  static const std::set<std::string> kNone;
+  return version >= 1 && version <= kSchemaVersion ? kObjects[version] : kNone;
 }
 
 }  // namespace tunepar::store

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "base/status.h"
 #include "store/sqlite.h"
@@ -17,6 +19,10 @@ inline constexpr int64_t kApplicationId = 0x74756e65;
 // Brings `db` from its user_version to kSchemaVersion, one step per transaction. Fails with
 // kSchemaTooNew when the file is newer than this tunepar.
 Status Migrate(Database& db);
+
+// What a shard of `version` (1..kSchemaVersion) holds in sqlite_master: its tables and indexes
+// as "table NAME" / "index NAME", made by running the migrations up to `version` in memory.
+const std::set<std::string>& SchemaObjects(int64_t version);
 
 // kSchemaTooNew unless `version` <= kSchemaVersion.
 Status CheckVersionReadable(const Database& db, int64_t version);

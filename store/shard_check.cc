@@ -2,9 +2,11 @@
 
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "base/names.h"
 #include "store/rows.h"
 #include "store/schema.h"
 #include "store/store_layout.h"
@@ -49,6 +51,36 @@ Result<std::string> StructureDamage(Database& db, std::string_view pragma) {
       findings > 1 ? fmt::format(" (and {} more findings of PRAGMA {})", findings - 1, pragma) : "");
 }
 
+// What sqlite_master holds against what a shard of `version` holds (schema.h: SchemaObjects):
+// "" when exactly those tables and indexes. Checked before any query of the shard's tables, so
+// that nothing a stranger's file defines (a view whose query never ends, a trigger) ever runs.
+Result<std::string> SchemaDamage(Database& db, int64_t version) {
+  Result<Statement> st = db.Prepare("SELECT type, name, COALESCE(sql, '') FROM sqlite_master");
+  if (!st.ok()) return DamageOrError(db, st.status());
+  std::set<std::string> objects;
+  for (Result<bool> row = st->Step();; row = st->Step()) {
+    if (!row.ok()) return DamageOrError(db, row.status());
+    if (!*row) break;
+    const std::string type = st->Text(0), name = st->Text(1), sql = st->Text(2);
+    if ((type != "table" && type != "index") || sql.rfind("CREATE VIRTUAL", 0) == 0) {
+      return fmt::format("not a tunepar shard: it defines {} {} '{}', which a shard never holds (nothing of it is run)",
+                         type == "index" ? "an" : "a", sql.rfind("CREATE VIRTUAL", 0) == 0 ? "virtual table" : type,
+                         OneLine(name));
+    }
+    objects.insert(type + " " + name);
+  }
+  if (objects.empty()) return std::string();  // no tables (the store's format file): nothing to read, nothing to run
+  const std::set<std::string>& expected = SchemaObjects(version);
+  for (const std::string& object : objects) {
+    if (!expected.contains(object))
+      return fmt::format("not a tunepar shard of schema {}: it holds {} (nothing of it is read)", version, OneLine(object));
+  }
+  for (const std::string& object : expected) {
+    if (!objects.contains(object)) return fmt::format("damaged: {} of schema {} is missing", object, version);
+  }
+  return std::string();
+}
+
 // What the shard's application_id and schema version say: "" when it is a tunepar shard this
 // tunepar reads (or still empty).
 Result<std::string> IdentityDamage(Database& db, bool* empty) {
@@ -69,7 +101,7 @@ Result<std::string> IdentityDamage(Database& db, bool* empty) {
         *app, *version);
   }
   TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(db, *version));
-  return std::string();
+  return SchemaDamage(db, *version);
 }
 
 }  // namespace
@@ -132,7 +164,9 @@ Result<std::string> FindDamage(Database& db, CheckDepth depth) {
 
 Result<std::string> FindFileDamage(const std::string& path, CheckDepth depth) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::string();
+  const fs::file_status status = fs::symlink_status(path, ec);
+  if (status.type() == fs::file_type::not_found) return std::string();
+  if (status.type() == fs::file_type::directory) return std::string("a directory, not a shard file");
   if (fs::file_size(path, ec) == 0 && !ec) return std::string("empty (0 bytes): not a tunepar shard");
   Result<Database> db = Database::Open(ImmutableUri(path), SQLITE_OPEN_READONLY, path);
   if (!db.ok()) return db.status();

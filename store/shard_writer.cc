@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/no_follow.h"
 #include "store/rows.h"
 #include "store/schema.h"
 #include "store/shard_check.h"
@@ -29,11 +31,11 @@ namespace {
 // How to get trials back out of a damaged file by hand.
 constexpr std::string_view kRecoverHint = "`sqlite3 FILE .recover` may save some of its trials";
 
-Status MakeWritableDir(const std::string& dir, std::string_view what) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return StoreError(fmt::format("cannot create {} '{}': {}", what, dir, ec.message()));
-  if (!fs::is_directory(dir, ec)) return StoreError(fmt::format("{} '{}' is not a directory", what, dir));
+// `relative` below `root` (links refused there: base/no_follow.h), created and writable.
+Status MakeWritableDir(const std::string& root, const std::string& relative, std::string_view what) {
+  const std::string dir = relative.empty() ? root : (fs::path(root) / relative).string();
+  if (Status made = MakeDirectoriesBelow(root, relative); !made.ok())
+    return StoreError(fmt::format("cannot create {} '{}': {}", what, dir, made.message()));
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return StoreError(fmt::format("{} '{}' is not writable: {}", what, dir, std::strerror(errno)));
   return Status::Ok();
@@ -106,6 +108,10 @@ Result<LiveShard> OpenLiveShard(const ShardPaths& paths, FileSystem& file_system
   const std::string& path = paths.work;
   LiveShard live;
   std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    live.damage = "a directory, not a shard file";  // set aside like any damage (RecoverFromDamage)
+    return live;
+  }
   live.created = !fs::exists(path, ec);
   live.fresh = live.created || fs::file_size(path, ec) == 0;
   live.journal_existed = fs::exists(JournalPath(path), ec);
@@ -241,28 +247,51 @@ Status RestoreIfOlder(Database& db, const std::string& snapshot_path) {
   return Status::Ok();
 }
 
-// Records the node in its shard, refusing a shard that belongs to another node.
-Status ClaimForNode(Database& db, const std::string& work_path, const std::string& node_id) {
-  Result<Statement> st = db.Prepare("SELECT value FROM meta WHERE key = 'node_id'");
-  if (!st.ok()) return st.status();
-  Result<bool> row = st->Step();
-  if (!row.ok()) return row.status();
-  if (*row && st->Text(0) != node_id)
-    return StoreError(fmt::format("{}: belongs to node '{}', not '{}'", work_path, st->Text(0), node_id));
-  return SetMeta(db, "node_id", node_id);
+// Records in the shard who writes it (node id and study id: readers count a shard only where
+// they say it belongs), refusing a shard that belongs to another node or study.
+Status ClaimForNode(Database& db, const std::string& work_path, const std::string& node_id, const std::string& study_id) {
+  for (const auto& [key, value, what] : {std::tuple<std::string_view, const std::string&, std::string_view>{
+                                             "node_id", node_id, "node"},
+                                         {"study_id", study_id, "study"}}) {
+    Result<Statement> st = db.Prepare("SELECT value FROM meta WHERE key = ?1");
+    if (!st.ok()) return st.status();
+    st->Bind(1, key);
+    Result<bool> row = st->Step();
+    if (!row.ok()) return row.status();
+    if (*row && st->Text(0) != value)
+      return StoreError(fmt::format("{}: belongs to {} '{}', not '{}'", work_path, what, st->Text(0), value));
+    TUNEPAR_RETURN_IF_ERROR(SetMeta(db, key, value));
+  }
+  return Status::Ok();
 }
 
-std::string CopyPrefix(const std::string& study_id) {
+// A publish writes its copy in a folder of its own, made by mkdtemp next to the published copy:
+// an unpredictable name, created new and private, so that no file or link planted in the node's
+// shards folder is ever written through (VACUUM INTO follows links).
+std::string CopyFolderPrefix(const std::string& study_id) {
   return fmt::format(".{}.sqlite.tmp-", study_id);
+}
+
+Result<std::string> MakeCopyFolder(const std::string& shards_dir, const std::string& study_id) {
+  std::string pattern = (fs::path(shards_dir) / (CopyFolderPrefix(study_id) + "XXXXXX")).string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    return StoreError(fmt::format("cannot create a folder for the copy in '{}': {}", shards_dir, std::strerror(errno)));
+  return pattern;
 }
 
 // Copies that a publish killed between writing and renaming left behind: this node's, so stale
 // once the node's live shard of the study is held.
 void RemoveStaleCopies(const std::string& shards_dir, const std::string& study_id, FileSystem& file_system) {
-  const std::string prefix = CopyPrefix(study_id);
+  const std::string prefix = CopyFolderPrefix(study_id);
   std::error_code ec;
   for (fs::directory_iterator it(shards_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename().string().rfind(prefix, 0) == 0) (void)file_system.Remove(it->path().string());
+    if (it->path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && !it->is_symlink(type_ec)) {
+      fs::remove_all(it->path(), type_ec);
+    } else {
+      (void)file_system.Remove(it->path().string());  // a copy file of a tunepar before copy folders
+    }
   }
 }
 
@@ -276,8 +305,9 @@ Status WriteStoreFormat(const std::string& store_dir, FileSystem& file_system) {
     Result<int64_t> version = existing.ok() ? existing->PragmaInt("user_version") : Result<int64_t>(0);
     if (version.ok() && *version >= kSchemaVersion) return Status::Ok();
   }
-  const std::string copy = fmt::format("{}/.store-format.sqlite.tmp-{}", ShardsDir(store_dir), getpid());
-  (void)file_system.Remove(copy);
+  Result<std::string> folder = MakeCopyFolder(ShardsDir(store_dir), "store-format");
+  if (!folder.ok()) return folder.status();
+  const std::string copy = *folder + "/store-format.sqlite";
   {
     Result<Database> db = Database::Open(copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, copy);
     if (!db.ok()) return db.status();
@@ -286,18 +316,23 @@ Status WriteStoreFormat(const std::string& store_dir, FileSystem& file_system) {
   }
   Status renamed = file_system.Rename(copy, path);
   if (!renamed.ok()) (void)file_system.Remove(copy);
+  fs::remove_all(*folder, ec);
   return renamed;
 }
 
-Status PrepareDirectories(const ShardOptions& options, const ShardPaths& paths, FileSystem& file_system) {
+Status PrepareDirectories(const ShardOptions& options, FileSystem& file_system) {
   TUNEPAR_RETURN_IF_ERROR(ValidateNodeId(options.node_id));
   TUNEPAR_RETURN_IF_ERROR(ValidateStudyId(options.study_id));
-  TUNEPAR_RETURN_IF_ERROR(CheckShardVersions(options.store_dir));
-  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(options.store_dir, "store directory"));
-  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(ShardsDir(options.store_dir), "store shard directory"));
-  TUNEPAR_RETURN_IF_ERROR(WriteStoreFormat(options.store_dir, file_system));
-  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(fs::path(paths.snapshot).parent_path().string(), "node shard directory"));
-  return MakeWritableDir(fs::path(paths.work).parent_path().string(), "work directory");
+  TUNEPAR_RETURN_IF_ERROR(CheckShardVersions(options.store_dir, options.node_id));
+  const std::string& store = options.store_dir;
+  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(store, "", "store directory"));
+  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(store, "shards", "store shard directory"));
+  TUNEPAR_RETURN_IF_ERROR(WriteStoreFormat(store, file_system));
+  TUNEPAR_RETURN_IF_ERROR(MakeWritableDir(store, "shards/" + options.node_id, "node shard directory"));
+  const std::string work_stem = fs::path(WorkPath(store, options.node_id, options.study_id, options.work_dir))
+                                    .parent_path().filename().string();
+  if (options.work_dir.empty()) return MakeWritableDir(store, "work/" + work_stem, "work directory");
+  return MakeWritableDir(options.work_dir, work_stem, "work directory");
 }
 
 // A whole-node shard of the old layout (store_layout.h) that holds the study, and its publish
@@ -359,7 +394,7 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& optio
   const ShardPaths paths{options.node_id, options.study_id,
                          WorkPath(options.store_dir, options.node_id, options.study_id, options.work_dir),
                          SnapshotPath(options.store_dir, options.node_id, options.study_id)};
-  TUNEPAR_RETURN_IF_ERROR(PrepareDirectories(options, paths, file_system));
+  TUNEPAR_RETURN_IF_ERROR(PrepareDirectories(options, file_system));
 
   Result<LiveShard> live = OpenLiveShard(paths, file_system);
   if (!live.ok()) return live.status();
@@ -367,7 +402,7 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Open(const ShardOptions& optio
   if (opened.ok()) opened = RestoreIfOlder(live->db, paths.snapshot);
   if (opened.ok()) opened = live->db.Exec("PRAGMA foreign_keys = ON");
   if (opened.ok()) opened = Migrate(live->db);
-  if (opened.ok()) opened = ClaimForNode(live->db, paths.work, options.node_id);
+  if (opened.ok()) opened = ClaimForNode(live->db, paths.work, options.node_id, options.study_id);
   if (opened.ok()) opened = AdoptFromWholeNodeShard(live->db, options);
   if (!opened.ok()) {
     CloseRefused(*live, paths.work, file_system);
@@ -443,21 +478,17 @@ Status ShardWriter::Publish() {
   if (!seq.ok()) return seq.status();
   TUNEPAR_RETURN_IF_ERROR(SetMeta(db_, "publish_seq", std::to_string(*seq + 1)));
   const std::string shards_dir = NodeShardsDir(options_.store_dir, options_.node_id);
-  const std::string copy = fmt::format("{}/{}{}", shards_dir, CopyPrefix(options_.study_id), getpid());
   const std::string context =
       fmt::format("cannot publish {} (the published copy is left as it was)", snapshot_path_);
-  // A failed VACUUM INTO may leave the copy and its journal behind.
-  auto remove_copy = [&] {
-    (void)file_system_.Remove(copy);
-    (void)file_system_.Remove(JournalPath(copy));
-  };
-  remove_copy();
+  Result<std::string> folder = MakeCopyFolder(shards_dir, options_.study_id);
+  if (!folder.ok()) return folder.status().WithContext(context);
+  const std::string copy = *folder + "/" + fs::path(snapshot_path_).filename().string();
   Status written = WriteCheckedCopy(copy);
   if (written.ok()) written = file_system_.Rename(copy, snapshot_path_);
-  if (!written.ok()) {
-    remove_copy();
-    return written.WithContext(context);
-  }
+  // A failed VACUUM INTO may leave the copy and its journal behind: the folder goes with them.
+  std::error_code ec;
+  fs::remove_all(*folder, ec);
+  if (!written.ok()) return written.WithContext(context);
   return file_system_.Fsync(shards_dir).WithContext(fmt::format("published {}, but", snapshot_path_));
 }
 

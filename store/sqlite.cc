@@ -1,6 +1,10 @@
 #include "store/sqlite.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
+
+#include "base/no_follow.h"
 
 #include "store/row_checksum.h"
 
@@ -10,7 +14,8 @@ Database::~Database() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
-Database::Database(Database&& other) noexcept : db_(other.db_), label_(std::move(other.label_)) {
+Database::Database(Database&& other) noexcept
+    : db_(other.db_), label_(std::move(other.label_)), deadline_(std::move(other.deadline_)) {
   other.db_ = nullptr;
 }
 
@@ -19,22 +24,68 @@ Database& Database::operator=(Database&& other) noexcept {
     if (db_ != nullptr) sqlite3_close_v2(db_);
     db_ = other.db_;
     label_ = std::move(other.label_);
+    deadline_ = std::move(other.deadline_);
     other.db_ = nullptr;
   }
   return *this;
 }
 
+namespace {
+
+// The path SQLite opens for `target`: its directory with every link in it resolved (SQLite's
+// SQLITE_OPEN_NOFOLLOW refuses a link anywhere in the path, and the store's own path may pass
+// through one), its last component as it is, so that NOFOLLOW refuses exactly a link there. Links
+// further below the store are refused before (base/no_follow.h, the readers' listing). A URI
+// (ImmutableUri) is built from such a path already; ":memory:" is no file.
+std::string ResolvedTarget(const std::string& target) {
+  if (target == ":memory:" || target.rfind("file:", 0) == 0) return target;
+  return ResolvedShardPath(target);
+}
+
+}  // namespace
+
+std::string ResolvedShardPath(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::canonical(p.has_parent_path() ? p.parent_path() : ".", ec);
+  if (ec) return path;
+  return (parent / p.filename()).string();
+}
+
 Result<Database> Database::Open(const std::string& target, int flags, std::string label, const std::string& vfs) {
   Database db;
   db.label_ = std::move(label);
-  int rc = sqlite3_open_v2(target.c_str(), &db.db_, flags | SQLITE_OPEN_URI, vfs.empty() ? nullptr : vfs.c_str());
+  const std::string resolved = ResolvedTarget(target);
+  if (resolved != ":memory:") flags |= SQLITE_OPEN_NOFOLLOW;
+  int rc = sqlite3_open_v2(resolved.c_str(), &db.db_, flags | SQLITE_OPEN_URI, vfs.empty() ? nullptr : vfs.c_str());
   if (rc != SQLITE_OK) {
+    const int extended = db.db_ != nullptr ? sqlite3_extended_errcode(db.db_) : rc;
+    std::error_code ec;
+    if (extended == SQLITE_CANTOPEN_SYMLINK) return LinkRefused(db.label_);
+    if (std::filesystem::is_directory(db.label_, ec))
+      return StoreError(fmt::format("'{}' is a directory, not a shard file", db.label_));
     std::string message = db.db_ != nullptr ? sqlite3_errmsg(db.db_) : sqlite3_errstr(rc);
     return StoreError(fmt::format("{}: cannot open: {}", db.label_, message));
   }
   sqlite3_extended_result_codes(db.db_, 1);
   if (RegisterRowChecksum(db.db_) != SQLITE_OK) return db.Error("cannot register the row checksum");
+  // A shard's schema is data from whoever wrote the file: nothing in it (a view, a trigger) may
+  // call a function with side effects (https://sqlite.org/security.html).
+  TUNEPAR_RETURN_IF_ERROR(db.Exec("PRAGMA trusted_schema = OFF"));
   return db;
+}
+
+namespace {
+
+int PastDeadline(void* deadline) {
+  return std::chrono::steady_clock::now() > *static_cast<std::chrono::steady_clock::time_point*>(deadline) ? 1 : 0;
+}
+
+}  // namespace
+
+void Database::StopAfter(std::chrono::steady_clock::duration limit) {
+  deadline_ = std::make_unique<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now() + limit);
+  sqlite3_progress_handler(db_, 10000, PastDeadline, deadline_.get());
 }
 
 namespace {
@@ -124,6 +175,10 @@ Result<bool> Statement::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
+  if (rc == SQLITE_INTERRUPT)
+    return StoreError(fmt::format("{}: stopped: reading it took longer than tunepar allows a shard (its queries may "
+                                  "never end)",
+                                  db_->label()));
   return db_->Error("statement failed");
 }
 

@@ -4,7 +4,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,9 +28,15 @@ class Database {
 
   // `target` is a path or a file: URI; `flags` are SQLITE_OPEN_* (URI is always enabled);
   // `vfs` names the SQLite VFS that does the file I/O ("" = SQLite's default; tests give a
-  // FaultyFileSystem's). Every connection can compute row checksums (row_checksum.h).
+  // FaultyFileSystem's). Every connection can compute row checksums (row_checksum.h). A file is
+  // opened with SQLITE_OPEN_NOFOLLOW (a link there is refused, never written through) and
+  // trusted_schema off.
   static Result<Database> Open(const std::string& target, int flags, std::string label,
                                const std::string& vfs = "");
+
+  // From now on, a statement that runs past `limit` from now fails (SQLITE_INTERRUPT): a last
+  // guard for reading a file whose content no one vouches for.
+  void StopAfter(std::chrono::steady_clock::duration limit);
 
   Status Exec(std::string_view sql);
   Result<Statement> Prepare(std::string_view sql);
@@ -43,7 +51,12 @@ class Database {
  private:
   sqlite3* db_ = nullptr;
   std::string label_;  // the file, for messages
+  std::unique_ptr<std::chrono::steady_clock::time_point> deadline_;  // StopAfter's, where SQLite's handler reads it
 };
+
+// `path` with its directory's links resolved and its last component as it is: the name under
+// which SQLite's NOFOLLOW refuses exactly a link at the file itself.
+std::string ResolvedShardPath(const std::string& path);
 
 class Statement {
  public:

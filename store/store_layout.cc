@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "base/names.h"
 #include "base/provenance.h"
+#include "store/sqlite.h"
 
 namespace tunepar::store {
 
@@ -57,9 +59,18 @@ std::string LegacyWorkPath(std::string_view store_dir, std::string_view node_id,
   return NodeWorkStem(store_dir, node_id, work_dir) + ".sqlite";
 }
 
+std::string TrialDirBelowStore(std::string_view folder, std::string_view node_id, int64_t number) {
+  return fmt::format("trials/{}/{}-{}", folder, node_id, number);
+}
+
+std::string TrialDirPath(std::string_view store_dir, std::string_view folder, std::string_view node_id, int64_t number) {
+  return (std::filesystem::path(store_dir) / TrialDirBelowStore(folder, node_id, number)).string();
+}
+
 std::string ImmutableUri(const std::string& path) {
   std::string uri = "file:";
-  for (unsigned char c : std::filesystem::absolute(path).string()) {
+  std::error_code ec;
+  for (unsigned char c : std::filesystem::absolute(ResolvedShardPath(path), ec).string()) {
     if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-') {
       uri += static_cast<char>(c);
     } else {
@@ -69,41 +80,20 @@ std::string ImmutableUri(const std::string& path) {
   return uri + "?mode=ro&immutable=1";
 }
 
-namespace {
-
-Status ValidateFileName(std::string_view what, std::string_view id) {
-  if (id.empty()) return InvalidArgument(fmt::format("{} must not be empty", what));
-  if (id.front() == '.' || id.size() > 128 ||
-      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-          std::string_view::npos) {
-    return InvalidArgument(
-        fmt::format("{} '{}' is not usable as a file name (letters, digits, '.', '_', '-'; not starting "
-                    "with '.')",
-                    what, id));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status ValidateNodeId(std::string_view node_id) {
   if (node_id == kStoreFormatNode)
     return InvalidArgument(fmt::format("node id '{}' is reserved: the store's format file has that name", node_id));
-  return ValidateFileName("node id", node_id);
+  return CheckName("node id", node_id, StatusCode::kInvalidArgument);
 }
 
 Status ValidateStudyId(std::string_view study_id) {
-  return ValidateFileName("study id", study_id);
+  return CheckName("study id", study_id, StatusCode::kInvalidArgument);
 }
 
 std::string DefaultNodeId() {
   const char* slurm = std::getenv("SLURMD_NODENAME");
-  std::string id = (slurm != nullptr && *slurm != '\0') ? slurm : HostName();
-  for (char& c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-  }
-  while (!id.empty() && id.front() == '.') id.erase(id.begin());
-  return id.empty() ? "node" : id;
+  const std::string id = (slurm != nullptr && *slurm != '\0') ? slurm : HostName();
+  return id.empty() ? "node" : ToValidName(id);
 }
 
 }  // namespace tunepar::store

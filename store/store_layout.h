@@ -9,6 +9,7 @@
 //   <store>/work/<node>.sqlite            before schema 4 (read, never written again)
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -30,15 +31,20 @@ inline constexpr std::string_view kStoreFormatNode = "store-format";
 std::string LegacySnapshotPath(std::string_view store_dir, std::string_view node_id);
 std::string LegacyWorkPath(std::string_view store_dir, std::string_view node_id, std::string_view work_dir);
 
+// Where a trial of a measuring search keeps its command, log and artefacts, relative to the store:
+// "trials/<folder>/<node>-<number>", <folder> being a valid name (base/names.h) of the study.
+std::string TrialDirBelowStore(std::string_view folder, std::string_view node_id, int64_t number);
+std::string TrialDirPath(std::string_view store_dir, std::string_view folder, std::string_view node_id, int64_t number);
+
 // A file: URI that opens `path` read-only and immutable: no locks, no journal, nothing written.
 std::string ImmutableUri(const std::string& path);
 
-// Node and study ids name files: letters, digits, '.', '_' and '-', not starting with '.'.
+// Node and study ids name files: the rule of base/names.h.
 Status ValidateNodeId(std::string_view node_id);
 Status ValidateStudyId(std::string_view study_id);
 
 // The node id used when none is given: $SLURMD_NODENAME inside Slurm, else the host name,
-// reduced to the characters ValidateNodeId accepts.
+// made a valid name (base/names.h: ToValidName).
 std::string DefaultNodeId();
 
 }  // namespace tunepar::store

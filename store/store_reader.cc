@@ -19,10 +19,14 @@ namespace fs = std::filesystem;
 
 Result<Database> OpenShardForReading(const std::string& path, CheckDepth depth) {
   std::error_code ec;
-  if (fs::file_size(path, ec) == 0 && !ec)
-    return StoreError(fmt::format("{}: empty (0 bytes): not a tunepar shard", path));
+  if (fs::is_directory(path, ec)) return StoreError(fmt::format("{}: a directory, not a shard file", path));
+  const uintmax_t size = fs::file_size(path, ec);
+  if (size == 0 && !ec) return StoreError(fmt::format("{}: empty (0 bytes): not a tunepar shard", path));
   Result<Database> db = Database::Open(ImmutableUri(path), SQLITE_OPEN_READONLY, path);
   if (!db.ok()) return db.status();
+  // The schema check below keeps a stranger's views and triggers from ever running; this is the
+  // last guard: 30 s, and a second for every 8 MB (a sound shard is read far faster).
+  db->StopAfter(std::chrono::seconds(30 + static_cast<int64_t>(ec ? 0 : size >> 23)));
   // At most the structure: every row's checksum is checked as the row is read (rows.cc).
   Result<std::string> damage = FindDamage(*db, std::min(depth, CheckDepth::kStructure));
   if (!damage.ok()) return damage.status();
@@ -51,39 +55,80 @@ bool IsShardFile(const fs::path& p) {
 // A published copy: a node's copy of one study, or a whole node's shard of the old layout.
 struct ShardFile {
   std::string path;
-  std::string node;
+  std::string node;         // the folder it was found in (or, for a whole node's shard, its name)
+  std::string study;        // the study its name says it holds ("" for a whole node's shard)
   bool whole_node = false;  // <store>/shards/<node>.sqlite, written before schema 4
 };
 
+// What is in the shards folder where a shard file should be: a link or a directory is named and
+// skipped (never followed, never read as a shard).
+std::string NotAShardFile(const fs::directory_entry& entry) {
+  std::error_code ec;
+  if (entry.is_symlink(ec))
+    return fmt::format("skipping shard {}: a symbolic link (tunepar never follows links inside a store; remove it)",
+                       entry.path().string());
+  if (entry.is_directory(ec))
+    return fmt::format("skipping shard {}: a directory, not a shard file (move it out of the store)", entry.path().string());
+  return "";
+}
+
+struct ShardListing {
+  std::vector<ShardFile> files;
+  std::vector<std::string> warnings;
+};
+
+// The shard files of one node's folder that a read with `options` looks at.
+Status ListNodeFolder(const fs::path& folder, const ReadOptions& options, ShardListing& listing) {
+  const std::string node = folder.filename().string();
+  if (!options.study_id.empty() && options.study_id != "-") {
+    const fs::path study_file = folder / (options.study_id + ".sqlite");
+    std::error_code ec;
+    const fs::file_status status = fs::symlink_status(study_file, ec);
+    if (ec || status.type() == fs::file_type::not_found) return Status::Ok();
+    const fs::directory_entry entry(study_file, ec);
+    if (std::string refused = NotAShardFile(entry); !refused.empty()) {
+      listing.warnings.push_back(refused);
+    } else {
+      listing.files.push_back({study_file.string(), node, options.study_id, false});
+    }
+    return Status::Ok();
+  }
+  std::error_code ec;
+  for (fs::directory_iterator f(folder, ec), end; !ec && f != end; f.increment(ec)) {
+    if (!IsShardFile(f->path())) continue;
+    if (std::string refused = NotAShardFile(*f); !refused.empty()) {
+      listing.warnings.push_back(refused);
+      continue;
+    }
+    listing.files.push_back({f->path().string(), node, f->path().stem().string(), false});
+  }
+  if (ec) return StoreError(fmt::format("{}: cannot list shards: {}", folder.string(), ec.message()));
+  return Status::Ok();
+}
+
 // The published copies a read with `options` looks at, sorted by path (the merge is
 // deterministic). A reader of one study looks only for that study's file in each node's folder.
-Result<std::vector<ShardFile>> ListShardFiles(const std::string& shards_dir, const ReadOptions& options) {
-  const bool one_study = !options.study_id.empty() && options.study_id != "-";
-  std::vector<ShardFile> files;
+Result<ShardListing> ListShardFiles(const std::string& shards_dir, const ReadOptions& options) {
+  ShardListing listing;
   std::error_code ec;
   for (fs::directory_iterator it(shards_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
     const std::string node = p.stem().string();
     if (p.filename().string().front() == '.' || (!options.skip_node.empty() && node == options.skip_node)) continue;
     std::error_code type_ec;
-    if (it->is_directory(type_ec)) {
-      const std::string node_dir = p.filename().string();
-      if (one_study) {
-        const fs::path study_file = p / (options.study_id + ".sqlite");
-        if (fs::exists(study_file, type_ec)) files.push_back({study_file.string(), node_dir, false});
-        continue;
-      }
-      std::error_code dir_ec;
-      for (fs::directory_iterator f(p, dir_ec), f_end; !dir_ec && f != f_end; f.increment(dir_ec))
-        if (IsShardFile(f->path())) files.push_back({f->path().string(), node_dir, false});
-      if (dir_ec) return StoreError(fmt::format("{}: cannot list shards: {}", p.string(), dir_ec.message()));
+    if (it->is_symlink(type_ec)) {
+      listing.warnings.push_back(fmt::format(
+          "skipping {}: a symbolic link (tunepar never follows links inside a store; remove it)", p.string()));
+    } else if (it->is_directory(type_ec)) {
+      TUNEPAR_RETURN_IF_ERROR(ListNodeFolder(p, options, listing));
     } else if (IsShardFile(p) && node != kStoreFormatNode) {
-      files.push_back({p.string(), node, true});
+      listing.files.push_back({p.string(), node, "", true});
     }
   }
   if (ec) return StoreError(fmt::format("{}: cannot list shards: {}", shards_dir, ec.message()));
-  std::sort(files.begin(), files.end(), [](const ShardFile& a, const ShardFile& b) { return a.path < b.path; });
-  return files;
+  std::sort(listing.files.begin(), listing.files.end(),
+            [](const ShardFile& a, const ShardFile& b) { return a.path < b.path; });
+  return listing;
 }
 
 std::optional<ShardCache::Stamp> StampOf(const std::string& path) {
@@ -120,15 +165,49 @@ struct ShardContents {
   std::vector<TrialRecord> trials;
 };
 
-// The studies and trials of one published copy; kSchemaTooNew stops the read, other errors
-// are damage to report.
+// The value of `key` in the shard's meta table ("" when it has none).
+Result<std::string> MetaValue(Database& db, std::string_view key) {
+  Result<Statement> st = db.Prepare("SELECT value FROM meta WHERE key = ?1");
+  if (!st.ok()) return st.status();
+  st->Bind(1, key);
+  Result<bool> row = st->Step();
+  if (!row.ok()) return row.status();
+  return *row ? st->Text(0) : std::string();
+}
+
+// A shard counts only where it says it belongs: its meta table's node id (and, since shards
+// record it, study id) must be those of the folder and file it was found as, and so must every
+// row. A copy (cp -r shards/A shards/A-backup, a file from another store) is named, never counted.
+Status CheckPlacement(Database& db, const ShardFile& file, const std::vector<StudyRecord>& studies,
+                      const std::vector<TrialRecord>& trials) {
+  Result<std::string> node = MetaValue(db, "node_id");
+  if (!node.ok()) return node.status();
+  Result<std::string> study = file.whole_node ? Result<std::string>(std::string()) : MetaValue(db, "study_id");
+  if (!study.ok()) return study.status();
+  std::string says = !node->empty() && *node != file.node ? fmt::format("node '{}'", *node) : "";
+  if (says.empty() && !study->empty() && *study != file.study) says = fmt::format("study {}", *study);
+  for (const StudyRecord& s : studies)
+    if (says.empty() && !file.whole_node && s.id != file.study) says = fmt::format("study {}", s.id);
+  for (const TrialRecord& t : trials)
+    if (says.empty() && t.node_id != file.node) says = fmt::format("node '{}'", t.node_id);
+  if (says.empty()) return Status::Ok();
+  return StoreError(fmt::format(
+      "it holds {}'s data, not what its place ({}) says: a copy or a file from elsewhere, not counted (move it out of "
+      "shards/)",
+      says, file.whole_node ? "node " + file.node : fmt::format("node {}, study {}", file.node, file.study)));
+}
+
+// The studies and trials of one published copy; an error is the damage to report.
 Result<ShardContents> ReadShardFile(const std::string& store_dir, const ShardFile& file, const ReadOptions& options) {
   Result<Database> db = OpenShardForReading(file.path, DepthFor(file, options));
   if (!db.ok()) return db.status();
   Result<std::vector<StudyRecord>> studies = SelectStudies(*db);
   if (!studies.ok()) return studies.status();
-  Result<std::vector<TrialRecord>> trials = SelectTrials(*db, options.study_id);
+  Result<std::vector<TrialRecord>> trials =
+      options.study_id == "-" ? Result<std::vector<TrialRecord>>(std::vector<TrialRecord>{})
+                              : SelectTrials(*db, options.study_id);
   if (!trials.ok()) return trials.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckPlacement(*db, file, *studies, *trials));
   ShardContents contents{std::move(*studies), std::move(*trials)};
   if (file.whole_node) DropSuperseded(store_dir, file, contents.studies, contents.trials);
   return contents;
@@ -136,14 +215,14 @@ Result<ShardContents> ReadShardFile(const std::string& store_dir, const ShardFil
 
 }  // namespace
 
-Status CheckShardVersions(const std::string& store_dir) {
-  Result<std::vector<ShardFile>> files = ListShardFiles(ShardsDir(store_dir), {});
-  if (!files.ok()) return Status::Ok();  // reported by ReadStore
-  std::vector<std::string> paths = {StoreFormatPath(store_dir)};
-  for (const ShardFile& f : *files) paths.push_back(f.path);
+Status CheckShardVersions(const std::string& store_dir, const std::string& node_id) {
+  std::vector<std::string> paths = {StoreFormatPath(store_dir), LegacySnapshotPath(store_dir, node_id)};
   std::error_code ec;
+  for (fs::directory_iterator it(NodeShardsDir(store_dir, node_id), ec), end; !ec && it != end; it.increment(ec))
+    if (IsShardFile(it->path())) paths.push_back(it->path().string());
   for (const std::string& path : paths) {
-    if (!fs::exists(path, ec)) continue;
+    std::error_code type_ec;
+    if (!fs::is_regular_file(fs::symlink_status(path, type_ec))) continue;
     Result<Database> db = Database::Open(ImmutableUri(path), SQLITE_OPEN_READONLY, path);
     if (!db.ok()) continue;  // unreadable shards are reported (and skipped) by ReadStore
     Result<int64_t> version = db->PragmaInt("user_version");
@@ -179,31 +258,38 @@ Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& opt
   view.exists = true;
   const std::string shards_dir = ShardsDir(store_dir);
   if (!fs::is_directory(shards_dir, ec)) return view;
-  Result<std::vector<ShardFile>> files = ListShardFiles(shards_dir, options);
-  if (!files.ok()) return files.status();
+  Result<ShardListing> listing = ListShardFiles(shards_dir, options);
+  if (!listing.ok()) return listing.status();
+  view.warnings = std::move(listing->warnings);
 
   std::map<std::string, ShardCache::Entry> seen;  // what the cache keeps for the next read
-  for (const ShardFile& file : *files) {
+  for (const ShardFile& file : listing->files) {
     const std::optional<ShardCache::Stamp> stamp = StampOf(file.path);
-    if (options.cache != nullptr && stamp) {
-      auto cached = options.cache->entries.find(file.path);
-      if (cached != options.cache->entries.end() && cached->second.stamp == *stamp) {
-        view.shards.push_back(file.path);
-        MergeInto(view, cached->second.studies, cached->second.trials);
-        seen[file.path] = std::move(cached->second);
-        continue;
+    ShardCache::Entry entry;
+    auto cached = options.cache != nullptr && stamp ? options.cache->entries.find(file.path)
+                                                    : std::map<std::string, ShardCache::Entry>::iterator();
+    if (options.cache != nullptr && stamp && cached != options.cache->entries.end() && cached->second.stamp == *stamp) {
+      entry = std::move(cached->second);
+    } else {
+      // Damage of any kind, a newer schema included, is this file's alone: named and skipped,
+      // the rest read (only a node's own shard stops its writer: CheckShardVersions).
+      Result<ShardContents> contents = ReadShardFile(store_dir, file, options);
+      if (options.cache != nullptr) ++options.cache->reads;
+      if (contents.ok()) {
+        entry.studies = std::move(contents->studies);
+        entry.trials = std::move(contents->trials);
+      } else {
+        entry.damage = fmt::format("skipping shard {}: {}", file.path, contents.status().message());
       }
+      if (stamp) entry.stamp = *stamp;
     }
-    Result<ShardContents> contents = ReadShardFile(store_dir, file, options);
-    if (options.cache != nullptr) ++options.cache->reads;
-    if (!contents.ok() && contents.status().code() == StatusCode::kSchemaTooNew) return contents.status();
-    if (!contents.ok()) {
-      view.warnings.push_back(fmt::format("skipping shard {}: {}", file.path, contents.status().message()));
-      continue;
+    if (!entry.damage.empty()) {
+      view.warnings.push_back(entry.damage);
+    } else {
+      view.shards.push_back(file.path);
+      MergeInto(view, entry.studies, entry.trials);
     }
-    view.shards.push_back(file.path);
-    if (options.cache != nullptr && stamp) seen[file.path] = {*stamp, contents->studies, contents->trials};
-    MergeInto(view, std::move(contents->studies), std::move(contents->trials));
+    if (options.cache != nullptr && stamp) seen[file.path] = std::move(entry);
   }
   if (options.cache != nullptr) options.cache->entries = std::move(seen);
   return view;

@@ -43,6 +43,7 @@ struct ShardCache {
     Stamp stamp;
     std::vector<StudyRecord> studies;
     std::vector<TrialRecord> trials;
+    std::string damage;  // the warning that skipped it ("" when it was read)
   };
   std::map<std::string, Entry> entries;
   int reads = 0;  // files read (not served from the cache) so far
@@ -54,15 +55,20 @@ struct ReadOptions {
   ShardCache* cache = nullptr;  // keeps what was read for the next call with the same options
 };
 
-// Fails only when the directory cannot be listed or a shard comes from a newer schema.
+// Fails only when the directory cannot be listed. A shard that cannot be counted (damaged, from
+// a newer tunepar, a link or a directory where a shard file should be, a copy found where its
+// header says it does not belong, a schema with objects a shard never holds) is named in a
+// warning and skipped.
 Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& options = {});
 
 // Adds `studies` and `trials` to `view`, deduplicating studies by id.
 void MergeInto(StoreView& view, std::vector<StudyRecord> studies, std::vector<TrialRecord> trials);
 
-// kSchemaTooNew when any published shard in the store is newer than this tunepar (cheap: reads
-// only the headers). Writers call it before creating anything, so a refused run leaves no trace.
-Status CheckShardVersions(const std::string& store_dir);
+// kSchemaTooNew when the store's format file, or a published shard of node `node_id`, is newer
+// than this tunepar (cheap: reads only the headers): that node's writer must not go on. Another
+// node's newer shard is only skipped by readers. Writers call it before creating anything, so a
+// refused run leaves no trace.
+Status CheckShardVersions(const std::string& store_dir, const std::string& node_id);
 
 // Opens a shard file for reading without taking locks, after checking it to `depth` (rows are
 // checked as they are read): migrated into memory when it is older than this tunepar,

@@ -240,7 +240,7 @@ TEST(LaunchScript, ALaunchRunsTrainingNotATrialsLengthAndChecksTheEnvironmentFir
   EXPECT_EQ(training.find("--exit-interval"), std::string::npos) << training;
   EXPECT_EQ(training.find("srun", 4), std::string::npos) << "the config's own srun is dropped: " << training;
   // The DeepSpeed config the command names is written next to the job, from the layout.
-  EXPECT_NE(training.find("--deepspeed_config $job_dir/deepspeed_config.json"), std::string::npos) << training;
+  EXPECT_NE(training.find("--deepspeed_config \"$job_dir/deepspeed_config.json\""), std::string::npos) << training;
   const size_t file = run.out.find("cat >\"$job_dir/deepspeed_config.json\" <<'JOB_FILE'\n");
   ASSERT_NE(file, std::string::npos) << run.out;
   EXPECT_LT(file, run.out.find("\nsrun "));

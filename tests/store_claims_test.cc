@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/no_follow.h"
 #include "store/claim_files.h"
 #include "store/claims.h"
 #include "store/node_owner.h"
@@ -67,6 +68,7 @@ ClaimOwner Elsewhere(const std::string& store) {
   o.boot_id = "b";
   o.pid = 4242;
   o.start_ticks = 1;
+  EXPECT_TRUE(MakeDirectoriesBelow(store, "claims/beats").ok());
   EXPECT_TRUE(ReplaceFile(BeatPath(store, o.token), "7\n").ok());
   return o;
 }
@@ -74,6 +76,7 @@ ClaimOwner Elsewhere(const std::string& store) {
 TEST(Claims, OfSixteenProcessesCreatingOneFileExactlyOneCreatesIt) {
   TempDir dir;
   const std::string path = dir / "claims/x.g1";
+  ASSERT_TRUE(MakeDirectoriesBelow(dir.path(), "claims").ok());
   const std::vector<int> codes = InProcesses(16, [&](int i) {
     Result<bool> created = CreateOnce(path, fmt::format("owner=p{}\n", i), fmt::format("p{}", i));
     if (!created.ok()) return 2;
@@ -95,6 +98,7 @@ TEST(Claims, SixteenProcessesClaimOneLayoutAndExactlyOneWins) {
     LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 60);
     Heartbeat(store, watch.self()).Beat();
     StudyClaims claims(store, "study", watch);
+    EXPECT_TRUE(claims.Join(0).ok());
     Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
     // Every contender stays alive until all have tried (a claim of a process that ended is free).
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
@@ -113,6 +117,7 @@ TEST(Claims, AnExpiredClaimIsTakenOverExactlyOnce) {
     LeaseWatch far(store, Elsewhere(store), 60);
     far.HoldNode();
     StudyClaims claims(store, "study", far);
+    EXPECT_TRUE(claims.Join(0).ok());
     ASSERT_TRUE(claims.ClaimLayout(kLayout, 1).ok());
   }
   const std::vector<int> codes = InProcesses(16, [&](int i) {
@@ -120,6 +125,7 @@ TEST(Claims, AnExpiredClaimIsTakenOverExactlyOnce) {
     Heartbeat beat(store, watch.self());
     beat.Beat();
     StudyClaims claims(store, "study", watch);
+    EXPECT_TRUE(claims.Join(0).ok());
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
     while (std::chrono::steady_clock::now() < until) {
       Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
@@ -150,12 +156,14 @@ TEST(Claims, AClaimOfAProcessThatEndedOnThisHostIsFreeAtOnce) {
     LeaseWatch watch(store, ThisProcess("gone"), 3600);
     Heartbeat(store, watch.self()).Beat();
     StudyClaims claims(store, "study", watch);
+    EXPECT_TRUE(claims.Join(0).ok());
     Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
     return held.ok() && held->has_value() ? 0 : 1;
   });
   ASSERT_EQ(first[0], 0);
   LeaseWatch watch(store, ThisProcess("here"), 3600);  // a lease far longer than the test
   StudyClaims claims(store, "study", watch);
+  EXPECT_TRUE(claims.Join(0).ok());
   Result<ClaimsView> view = claims.Read(10);
   ASSERT_TRUE(view.ok());
   ASSERT_EQ(view->orphaned.size(), 1u);
@@ -172,6 +180,7 @@ TEST(Claims, EightProcessesNeverHoldMoreSlotsThanTheBudget) {
     LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 60);
     Heartbeat(store, watch.self()).Beat();
     StudyClaims claims(store, "study", watch);
+    EXPECT_TRUE(claims.Join(0).ok());
     int won = 0;
     for (int layout = 0; layout < 10; ++layout) {
       Result<std::optional<HeldClaim>> held = claims.ClaimLayout(fmt::format("layout{}-of-{}", layout, i), 1);
@@ -203,6 +212,7 @@ TEST(Claims, ASlowOwnerLearnsItsClaimWasTakenOver) {
   Heartbeat slow_beat(store, slow_watch.self());
   ASSERT_TRUE(slow_beat.Beat().ok());
   StudyClaims slow(store, "study", slow_watch);
+  EXPECT_TRUE(slow.Join(0).ok());
   Result<std::optional<HeldClaim>> mine = slow.ClaimLayout(kLayout, 1);
   ASSERT_TRUE(mine.ok() && mine->has_value());
   ASSERT_TRUE(slow.ClaimSlot(3, **mine).ok());
@@ -212,6 +222,7 @@ TEST(Claims, ASlowOwnerLearnsItsClaimWasTakenOver) {
     LeaseWatch watch(store, ThisProcess("fast"), 0.3);
     Heartbeat(store, watch.self()).Beat();
     StudyClaims claims(store, "study", watch);
+    EXPECT_TRUE(claims.Join(0).ok());
     for (int k = 0; k < 40; ++k) {
       Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
       if (held.ok() && held->has_value()) {
@@ -271,6 +282,7 @@ TEST(NodeIds, AnOwnerOnAnotherHostIsJudgedByItsHeartbeat) {
   TempDir dir;
   const std::string store = dir / "s";
   const ClaimOwner far = Elsewhere(store);
+  ASSERT_TRUE(MakeDirectoriesBelow(store, "nodes").ok());
   ASSERT_TRUE(ReplaceFile(store + "/nodes/far.g1",
                           fmt::format("owner={}\nnode=far\nhost={}\nboot=b\npid=4242\nstart=1\nstate=running\n",
                                       far.token, far.host))

@@ -12,9 +12,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/crash_point.h"
+#include "base/names.h"
+#include "base/no_follow.h"
 #include "base/provenance.h"
 #include "runner/core_backend.h"
 #include "runner/process_group.h"
+#include "store/store_layout.h"
 #include "tuner/stop_signals.h"
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
@@ -88,9 +92,36 @@ std::string BayesianSearch::TrialId(int64_t number, int attempt, int64_t pid) co
                      pid);
 }
 
+// <store>/trials/<study>/<node>-<number>, <study> being the study's name, or its id when the name
+// is not a valid one (base/names.h: a study stored before names were checked).
+std::string BayesianSearch::TrialFolder() const {
+  const store::StudyRecord& study = session_.study();
+  return IsValidName(study.name) ? study.name : study.id;
+}
+
 std::string BayesianSearch::TrialDir(int64_t number) const {
-  return (fs::path(global_.store) / "trials" / session_.study().name / fmt::format("{}-{}", session_.node_id(), number))
-      .string();
+  return store::TrialDirPath(global_.store, TrialFolder(), session_.node_id(), number);
+}
+
+// The batch's trial folders, created below the store without following a link. A folder that is
+// a link, or holds one (planted where the trial writes its command, log or process record), is
+// refused: the batch's claims are given back and the search stops, naming the link.
+Status BayesianSearch::PrepareTrialDirs(const std::vector<std::pair<TrialIdentity, store::HeldClaim>>& batch) {
+  for (const auto& [id, claim] : batch) {
+    Status made = MakeDirectoriesBelow(global_.store, store::TrialDirBelowStore(TrialFolder(), session_.node_id(), id.number));
+    if (made.ok()) made = CheckNoLinksIn(TrialDir(id.number));
+    if (made.ok()) continue;
+    for (const auto& [unused, held] : batch) (void)claims_.Release(held);
+    return made.WithContext("cannot prepare the trial folder");
+  }
+  return Status::Ok();
+}
+
+// Where a recorded trial ran: the folder of its log (a study stored before trial folders were
+// named by the study id when its name is not valid ran under its name), else TrialDir.
+std::string BayesianSearch::RecordedTrialDir(const store::TrialRecord& t) const {
+  if (!t.log_path.empty()) return fs::path(t.log_path).parent_path().string();
+  return TrialDir(t.number);
 }
 
 Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
@@ -102,7 +133,7 @@ Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
     int killed = 0;
     if (t.process_group > 0 && t.host == HostName())
       killed = runner::KillLeftovers(static_cast<pid_t>(t.process_group), marker,
-                                     runner::ProcessRecordPath(TrialDir(t.number)));
+                                     runner::ProcessRecordPath(RecordedTrialDir(t)));
     killed += runner::CancelSlurmSteps(marker);
     r.status = TrialStatus::kInterrupted;
     r.process_group = 0;
@@ -187,12 +218,11 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
 // trial dies with its tuner).
 Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(
     const std::vector<std::pair<TrialIdentity, store::HeldClaim>>& batch) {
+  TUNEPAR_RETURN_IF_ERROR(PrepareTrialDirs(batch));
   std::vector<ActiveTrial> active;
   std::vector<store::TrialRecord> running;
   for (const auto& [id, claim] : batch) {
     const std::string dir = TrialDir(id.number);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
     const runner::TrialContext trial_context{TrialId(id.number, id.attempt, getpid()), dir,
                                              id.number,                      id.attempt,
                                              context_.world,                 context_.problem.hardware.gpus_per_node,
@@ -201,6 +231,7 @@ Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(
     a.claim = claim;
     a.predicted = context_.Predict(id.layout);
     a.trial = backend_.Start(id.layout, trial_context);
+    CrashPoint("start");
     a.record = RunningRecord(id, a.predicted, *a.trial, dir);
     running.push_back(a.record);
     active.push_back(std::move(a));
@@ -216,15 +247,17 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   if (a.record.message.rfind(kRerunOf, 0) == 0)
     r.message = a.record.message + (r.message.empty() ? "" : "; " + r.message);
   // A node that judged this tuner gone has taken the measurement over: it is that node's now.
-  Result<bool> held = ClaimStillHeld(a);
+  // With the claims gone, no one took it over: the result stands.
+  Result<bool> held = ClaimsIntact({&a}) ? ClaimStillHeld(a) : Result<bool>(false);
   if (!held.ok()) return held.status();
-  if (!*held && IsFinished(r.status)) {
+  if (!*held && IsFinished(r.status) && !claims_lost_) {
     r.message = fmt::format("discarded ({} {}): its claim was taken over by another node while this tuner was "
                             "unresponsive for the lease",
                             ToString(r.status), r.message);
     r.status = TrialStatus::kInterrupted;
   }
-  TUNEPAR_RETURN_IF_ERROR(session_.Record({r}));
+  TUNEPAR_RETURN_IF_ERROR(session_.Record({r}, "record"));
+  CrashPoint("publish");
   if (*held) {
     TUNEPAR_RETURN_IF_ERROR(IsFinished(r.status) ? claims_.Finish(a.claim) : claims_.Release(a.claim));
   }
@@ -260,7 +293,22 @@ Status BayesianSearch::Beat() {
 
 // The heartbeat, the claims' check (a trial taken over elsewhere is stopped) and the running
 // records' leases.
+bool BayesianSearch::ClaimsIntact(const std::vector<const ActiveTrial*>& active) {
+  if (claims_lost_) return false;
+  std::vector<store::HeldClaim> held;
+  for (const ActiveTrial* a : active) held.push_back(a->claim);
+  Status intact = session_.presence->heartbeat.Check();
+  if (intact.ok()) intact = claims_.CheckIntact(held);
+  if (intact.ok()) return true;
+  claims_lost_ = intact;
+  if (!global_.json) progress_.Line(fmt::format("tunepar: {}", intact.message()));
+  return false;
+}
+
 Status BayesianSearch::RenewLeases(std::vector<ActiveTrial>& active) {
+  std::vector<const ActiveTrial*> all;
+  for (const ActiveTrial& a : active) all.push_back(&a);
+  if (!ClaimsIntact(all)) return Status::Ok();  // the running trials finish; no claim is renewed
   TUNEPAR_RETURN_IF_ERROR(Beat());
   for (size_t i = 0; i < active.size();) {
     Result<bool> held = ClaimStillHeld(active[i]);
@@ -355,7 +403,7 @@ Status BayesianSearch::Run() {
   InstallStopHandlers();
   Result<std::vector<store::TrialRecord>> recovered = RecoverInterrupted();
   if (!recovered.ok()) return recovered.status();
-  TUNEPAR_RETURN_IF_ERROR(claims_.AdoptFinished(CountFinished(session_.trials)));
+  TUNEPAR_RETURN_IF_ERROR(claims_.Join(CountFinished(session_.trials)));
   PrintHeader(*recovered);
   run_start_ = SteadyClock::now();  // the time budget counts the search, not the recovery
   std::string stop_reason;
@@ -374,10 +422,15 @@ Status BayesianSearch::Run() {
       stop_reason = next->stop;
       break;
     }
+    CrashPoint("claim");
     Result<std::vector<ActiveTrial>> active = StartBatch(next->trials);
     if (!active.ok()) return active.status();
     Result<bool> stopped = PollBatch(*active);
     if (!stopped.ok()) return stopped.status();
+    if (claims_lost_) {
+      progress_.Close();
+      return *claims_lost_;
+    }
     if (*stopped) {
       stop_reason = "interrupted";
       break;

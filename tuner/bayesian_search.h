@@ -91,13 +91,20 @@ class BayesianSearch {
   Status WaitForOthers();
   Result<bool> ClaimStillHeld(const ActiveTrial& active);
   Status StopTakenOver(ActiveTrial& active);
+  std::string TrialFolder() const;
   std::string TrialDir(int64_t number) const;
+  Status PrepareTrialDirs(const std::vector<std::pair<TrialIdentity, store::HeldClaim>>& batch);
+  std::string RecordedTrialDir(const store::TrialRecord& t) const;
   store::TrialRecord RunningRecord(const TrialIdentity& id, const runner::Prediction& predicted,
                                    const runner::RunningTrial& trial, const std::string& dir) const;
   Status RecordFinished(const ActiveTrial& active, const runner::TrialResult& result);
   bool HeartbeatDue() const;
   Status Beat();
   Status RenewLeases(std::vector<ActiveTrial>& active);
+  // Whether the claims still stand for `active` (their folders, this process's heartbeat and its
+  // claims); once they do not, claims_lost_ holds why: the batch's trials finish and are recorded
+  // (nothing else can hold their claims: every node stops), then the search stops with it.
+  bool ClaimsIntact(const std::vector<const ActiveTrial*>& active);
   void PrintHeader(const std::vector<store::TrialRecord>& recovered) const;
   void PrintSummaryText(const std::string& stop_reason) const;
   void PrintSummaryJson(const std::string& stop_reason) const;
@@ -109,6 +116,7 @@ class BayesianSearch {
   BayesianSearchOptions options_;
   search::Proposer proposer_;
   store::StudyClaims claims_;
+  std::optional<Status> claims_lost_;
   Progress progress_;
   std::chrono::steady_clock::time_point run_start_;
   std::chrono::steady_clock::time_point last_beat_;  // this process's heartbeat (claims.h)

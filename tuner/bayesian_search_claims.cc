@@ -42,8 +42,13 @@ std::vector<search::Outcome> BayesianSearch::HistoryWithPending(const store::Cla
   for (const search::Outcome& o : history) known.insert(LayoutKey(o.layout));
   // Measured elsewhere, not yet published: pending (in name order, so proposals depend only on
   // the finished trials and the claims seen).
-  for (const store::ClaimFile& c : view.running_elsewhere) {
-    const std::string key = store::SplitMeasurement(c.name).first;
+  std::vector<std::string> pending;
+  for (const store::ClaimFile& c : view.running_elsewhere) pending.push_back(c.name);
+  // Finished elsewhere but not in what this node could read (that node's shard is damaged or
+  // not yet published): pending too, so that it is not proposed (its claim would be refused).
+  pending.insert(pending.end(), view.done.begin(), view.done.end());
+  for (const std::string& name : pending) {
+    const std::string key = store::SplitMeasurement(name).first;
     if (!known.insert(key).second) continue;
     Result<Layout> layout = ParseLayoutKey(key);
     if (layout.ok()) history.push_back({*layout, TrialStatus::kRunning, std::nullopt, false, std::nullopt});

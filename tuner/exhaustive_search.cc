@@ -80,9 +80,8 @@ void PrintText(const GlobalOptions& global, const StudySession& session, const s
   }
   fmt::print("Study {} ({}) in store {}, shard {}\n", session.study().name, session.resumed ? "resumed" : "new", global.store,
              session.writer->snapshot_path());
-  const std::string store = StoreArgument(global);
-  fmt::print("Inspect: tunepar {}show {}    Export: tunepar {}export {} --csv\n", store, session.study().name, store,
-             session.study().name);
+  fmt::print("Inspect: {}    Export: {}\n", TuneparCommand(global, {"show", session.study().name}),
+             TuneparCommand(global, {"export", session.study().name, "--csv"}));
 }
 
 }  // namespace

@@ -294,6 +294,7 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, ru
   runner::TrialContext context;
   context.trial_id = "launch";
   context.trial_dir = "$job_dir";
+  context.trial_dir_is_expression = true;
   context.number = 0;  // no trial: {trial?TEXT} is off
   context.world = chosen.layout.World();
   context.gpus_per_node = chosen.hardware.gpus_per_node;

@@ -36,7 +36,13 @@ int main(int argc, char** argv) {
   GlobalOptions global;
   app.add_option("--store", global.store, "Store directory (per-node SQLite shards)")
       ->envname("TUNEPAR_STORE")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](const std::string& dir) {
+            return dir.empty() ? std::string("the store directory must not be empty (give a path, e.g. --store .)")
+                               : std::string();
+          },
+          "DIR", "not empty"));
   app.add_flag("-v,--verbose", global.verbose, "Debug logging on stderr");
   app.add_flag("--json", global.json, "Machine-readable JSON on stdout");
   app.require_subcommand(1, 1);

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "base/knobs.h"
+#include "base/names.h"
 #include "base/toml_fields.h"
 
 namespace tunepar {
@@ -104,6 +105,16 @@ Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText s
   p.hardware = std::move(*profile);
   p.space = std::move(*spec);
   return p;
+}
+
+Status CheckConfigNames(const Problem& problem) {
+  const std::pair<const ConfigText*, const std::string*> named[] = {{&problem.model_text, &problem.model.name},
+                                                                     {&problem.hardware_text, &problem.hardware.name},
+                                                                     {&problem.space_text, &problem.space.name}};
+  for (const auto& [config, name] : named) {
+    if (Status s = CheckName("name", *name, StatusCode::kConfig); !s.ok()) return s.WithContext(config->origin);
+  }
+  return Status::Ok();
 }
 
 Status CheckWorld(int64_t world, const runner::HardwareProfile& hw) {

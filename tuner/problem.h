@@ -38,6 +38,10 @@ Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText s
 // than one node (tensor-parallel groups are placed innermost, within a node).
 Status CheckWorld(int64_t world, const runner::HardwareProfile& hardware);
 
+// The model's, hardware profile's and space's names follow base/names.h (exit 3, naming the file):
+// checked where a name becomes part of a path or a command (a new study, a calibration sweep).
+Status CheckConfigNames(const Problem& problem);
+
 search::SpaceQuery MakeSpaceQuery(const Problem& problem, int world);
 
 }  // namespace tunepar

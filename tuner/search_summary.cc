@@ -89,7 +89,7 @@ nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) 
 // When the performance model is far off the measurements (by a median factor over 1.25), how to
 // fit its profile to them.
 std::string ModelErrorHint(const std::vector<store::TrialRecord>& trials, const StudyContext& context,
-                           const std::string& store) {
+                           const GlobalOptions& global) {
   std::vector<double> log_ratios;
   for (const store::TrialRecord& t : trials) {
     if (t.status == TrialStatus::kOk && t.tokens_per_s && t.predicted_tokens_per_s && *t.tokens_per_s > 0 &&
@@ -101,9 +101,11 @@ std::string ModelErrorHint(const std::vector<store::TrialRecord>& trials, const 
   const double median = log_ratios[log_ratios.size() / 2];
   if (std::abs(median) <= std::log(1.25)) return "";
   return fmt::format(
-      "The performance model predicts {:.3g}x the measured throughput (median of {} trials): tunepar {}calibrate "
-      "--from {} --hardware {} -o fitted.toml fits the profile to them, or says why no fit of it can.\n",
-      std::exp(median), log_ratios.size(), store, context.study.name, context.problem.hardware.name);
+      "The performance model predicts {:.3g}x the measured throughput (median of {} trials): {} fits the profile to "
+      "them, or says why no fit of it can.\n",
+      std::exp(median), log_ratios.size(),
+      TuneparCommand(global, {"calibrate", "--from", context.study.name, "--hardware", context.problem.hardware.name,
+                              "-o", "fitted.toml"}));
 }
 
 // The best layouts of a measuring search, best first: the study's best (study_best.h) leads,
@@ -174,15 +176,16 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
   fmt::print("Study {}: {} ({}) in store {}.\n", session_.study().name,
              Counted(static_cast<int64_t>(trials.size()), "trial"), count_text,
              global_.store);
-  fmt::print("{}", ModelErrorHint(trials, context_, StoreArgument(global_)));
-  const std::string name = session_.study().name, store = StoreArgument(global_);
+  fmt::print("{}", ModelErrorHint(trials, context_, global_));
+  const std::string& name = session_.study().name;
   if (CountFinished(trials) >= options_.budget) {
     fmt::print("To go on: run the same command with a larger --budget (the {} finished trials count toward it).\n",
                CountFinished(trials));
   } else if (stop_reason == "interrupted") {
     fmt::print("Resume: run the same command again.\n");
   }
-  fmt::print("Inspect: tunepar {}show {}    Report: tunepar {}report {} --shap\n", store, name, store, name);
+  fmt::print("Inspect: {}    Report: {}\n", TuneparCommand(global_, {"show", name}),
+             TuneparCommand(global_, {"report", name, "--shap"}));
 }
 
 void BayesianSearch::PrintSummaryJson(const std::string& stop_reason) const {

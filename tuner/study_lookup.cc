@@ -11,9 +11,11 @@
 
 namespace tunepar {
 
-std::string StoreArgument(const GlobalOptions& global) {
-  if (global.store == GlobalOptions().store) return "";
-  return fmt::format("--store {} ", runner::ShellQuote(global.store));
+std::string TuneparCommand(const GlobalOptions& global, const std::vector<std::string>& words) {
+  std::string line = "tunepar";
+  if (global.store != GlobalOptions().store) line += " --store " + runner::ShellQuote(global.store);
+  for (const std::string& word : words) line += " " + runner::ShellQuote(word);
+  return line;
 }
 
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "store/store_reader.h"
@@ -10,9 +11,11 @@
 
 namespace tunepar {
 
-// "--store DIR " for a command line printed as a hint (shell-quoted when needed), "" for the
-// default store: a pasted hint reads the same store.
-std::string StoreArgument(const GlobalOptions& global);
+// "tunepar [--store DIR] WORD...": a command line printed for the user to paste, every word
+// shell-quoted where it needs it (runner::ShellQuote), so that a store path, study name or file
+// with spaces, quotes or `$(...)` pastes as the words meant. --store is left out for the default
+// store: a pasted hint reads the same store.
+std::string TuneparCommand(const GlobalOptions& global, const std::vector<std::string>& words);
 
 // kNotFound (naming the store) when nothing matches; kInvalidArgument for an ambiguous prefix.
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,

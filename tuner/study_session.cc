@@ -1,11 +1,14 @@
 #include "tuner/study_session.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/crash_point.h"
+#include "base/names.h"
 #include "store/store_layout.h"
 #include "store/store_reader.h"
 
@@ -67,6 +70,16 @@ const store::StudyRecord* FindByName(const std::vector<store::StudyRecord>& stud
   return it == studies.end() ? nullptr : &*it;
 }
 
+// The names a new study turns into paths and commands (trial folders, the calibration's folder,
+// job names, the hints it prints) follow base/names.h: the configs' names (exit 3) and the study's
+// (exit 2 for --study). A stored study is resumed whatever its names: its trial folders are named
+// by its id when its name is not a valid one (BayesianSearch::TrialDir).
+Status CheckNewStudyNames(const Problem& problem, const std::string& study_name, bool from_flag) {
+  TUNEPAR_RETURN_IF_ERROR(CheckConfigNames(problem));
+  return CheckName(from_flag ? "--study" : "study name", study_name,
+                   from_flag ? StatusCode::kInvalidArgument : StatusCode::kConfig);
+}
+
 // The stored study these inputs are (resumed), or the new one to store; `resumed` says which.
 Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const SessionRequest& r, Proposed p,
                                        const std::vector<store::StudyRecord>& studies,
@@ -91,6 +104,7 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
         clash->name));
   }
   if (!p.support.ok()) return p.support;
+  TUNEPAR_RETURN_IF_ERROR(CheckNewStudyNames(p.problem, name, !r.study.empty()));
   if (r.resume_only) {
     return NotFound(
         fmt::format("no study '{}' to resume in store '{}' (drop --resume-only to start it)", name, global.store));
@@ -119,7 +133,8 @@ void Upsert(std::vector<store::TrialRecord>& trials, const store::TrialRecord& r
 Status StudySession::Refresh() {
   Result<store::StoreView> view = writer->ReadMerged();
   if (!view.ok()) return view.status();
-  for (const std::string& w : view->warnings) spdlog::warn("{}", w);
+  for (const std::string& w : view->warnings)
+    if (warned.insert(w).second) spdlog::warn("{}", w);
   trials = std::move(view->trials);
   return Status::Ok();
 }
@@ -134,10 +149,11 @@ Status StudySession::Beat() {
   return presence->heartbeat.Beat();
 }
 
-Status StudySession::Record(const std::vector<store::TrialRecord>& records) {
+Status StudySession::Record(const std::vector<store::TrialRecord>& records, std::string_view crash_point) {
   if (records.empty()) return Status::Ok();
   TUNEPAR_RETURN_IF_ERROR(presence->ownership.Check());
   TUNEPAR_RETURN_IF_ERROR(writer->PutTrials(records));
+  if (!crash_point.empty()) CrashPoint(crash_point);
   TUNEPAR_RETURN_IF_ERROR(writer->Publish());
   if (records.size() < 16) {
     for (const store::TrialRecord& r : records) Upsert(trials, r);
@@ -161,6 +177,40 @@ Status StudySession::Record(const std::vector<store::TrialRecord>& records) {
   return Status::Ok();
 }
 
+namespace {
+
+// The directories a refused first run made in a store that did not exist before it: removed when
+// empty (rmdir never removes anything another process put there meanwhile), so that a refusal
+// leaves no trace.
+void RemoveEmptyStoreDirectories(const std::string& store_dir) {
+  for (const char* dir : {"claims/beats", "claims", "nodes", "shards", "work", "trials", ""}) {
+    std::error_code ec;
+    const std::filesystem::path path = std::filesystem::path(store_dir) / dir;
+    if (std::filesystem::is_directory(path, ec) && std::filesystem::is_empty(path, ec)) std::filesystem::remove(path, ec);
+  }
+}
+
+// Joins the store as `node_id` (its heartbeat and its node id held), opens this node's shard of
+// `study` and publishes it.
+Status JoinStudy(const GlobalOptions& global, const SessionRequest& r, const std::string& node_id,
+                 const store::StudyRecord& study, StudySession& s) {
+  s.presence = std::make_unique<NodePresence>(global.store, node_id, r.lease_s);
+  TUNEPAR_RETURN_IF_ERROR(s.presence->heartbeat.Beat());
+  Result<store::NodeOwnership> ownership = store::NodeOwnership::Acquire(global.store, r.work_dir, s.presence->watch);
+  if (!ownership.ok()) return ownership.status();
+  s.presence->ownership = std::move(*ownership);
+  Result<std::unique_ptr<store::ShardWriter>> writer =
+      store::ShardWriter::Open({global.store, node_id, study.id, r.work_dir});
+  if (!writer.ok()) return writer.status();
+  s.writer = std::move(*writer);
+  TUNEPAR_RETURN_IF_ERROR(s.writer->PutStudy(study));
+  // Published at once: the node is part of the study from now on (readers see its shard even
+  // when the other nodes leave it nothing to run).
+  return s.writer->Publish();
+}
+
+}  // namespace
+
 Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionRequest r) {
   Result<Proposed> proposed = ProposeStudy(r);
   if (!proposed.ok()) return proposed.status();
@@ -169,26 +219,21 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
   StudySession s;
   const std::string node_id = r.node_id.empty() ? store::DefaultNodeId() : r.node_id;
   TUNEPAR_RETURN_IF_ERROR(store::ValidateNodeId(node_id));
-  TUNEPAR_RETURN_IF_ERROR(store::CheckShardVersions(global.store));
-  s.presence = std::make_unique<NodePresence>(global.store, node_id, r.lease_s);
-  TUNEPAR_RETURN_IF_ERROR(s.presence->heartbeat.Beat());
-  Result<store::NodeOwnership> ownership = store::NodeOwnership::Acquire(global.store, r.work_dir, s.presence->watch);
-  if (!ownership.ok()) return ownership.status();
-  s.presence->ownership = std::move(*ownership);
+  TUNEPAR_RETURN_IF_ERROR(store::CheckShardVersions(global.store, node_id));
+  // Every check on the inputs before anything is written: a refused run leaves the store alone.
   Result<store::StoreView> all = store::ReadStore(global.store, {"-", ""});  // studies only
   if (!all.ok()) return all.status();
-  for (const std::string& w : all->warnings) spdlog::warn("{}", w);
+  for (const std::string& w : all->warnings)
+    if (s.warned.insert(w).second) spdlog::warn("{}", w);
   Result<store::StudyRecord> study =
       ChooseStudy(global, r, std::move(*proposed), all->studies, node_id, &s.resumed);
   if (!study.ok()) return study.status();
-  Result<std::unique_ptr<store::ShardWriter>> writer =
-      store::ShardWriter::Open({global.store, node_id, study->id, r.work_dir});
-  if (!writer.ok()) return writer.status();
-  s.writer = std::move(*writer);
-  TUNEPAR_RETURN_IF_ERROR(s.writer->PutStudy(*study));
-  // Published at once: the node is part of the study from now on (readers see its shard even
-  // when the other nodes leave it nothing to run).
-  TUNEPAR_RETURN_IF_ERROR(s.writer->Publish());
+  if (Status joined = JoinStudy(global, r, node_id, *study, s); !joined.ok()) {
+    s.writer.reset();
+    s.presence.reset();
+    if (!all->exists) RemoveEmptyStoreDirectories(global.store);
+    return joined;
+  }
   Result<StudyContext> context = MakeStudyContext(*study, r.ranks_per_node);
   if (!context.ok()) return context.status();
   s.context = std::move(*context);

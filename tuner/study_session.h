@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,15 +56,18 @@ struct StudySession {
   std::unique_ptr<NodePresence> presence;  // before the writer: the node id is held first
   std::unique_ptr<store::ShardWriter> writer;
   std::vector<store::TrialRecord> trials;  // of this study, every node, ordered by (node, number)
+  std::set<std::string> warned;            // the skipped shards named so far (each once per run)
 
   const store::StudyRecord& study() const { return context.study; }
   const std::string& node_id() const { return writer->node_id(); }
-  // Re-reads the trials (other nodes' published shards and this node's live one).
+  // Re-reads the trials (other nodes' published shards and this node's live one); a shard that
+  // cannot be counted is named once, and the rest read.
   Status Refresh();
   // Writes `records` to this node's shard in one transaction, publishes the shard, and puts
   // them into `trials` (replacing the rows with the same node and number). Refused when another
-  // process has taken this node id (it judged this one gone).
-  Status Record(const std::vector<store::TrialRecord>& records);
+  // process has taken this node id (it judged this one gone). `crash_point` names the moment
+  // between writing and publishing (base/crash_point.h).
+  Status Record(const std::vector<store::TrialRecord>& records, std::string_view crash_point = {});
   // Renews this process's heartbeat and checks that it still holds its node id.
   Status Beat();
 };
