@@ -115,24 +115,28 @@ Result<int> OpenForWriting(const std::string& path, int flags) {
   return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
 }
 
-Status WriteFileNoFollow(const std::string& path, std::string_view content) {
-  Result<int> fd = OpenForWriting(path, O_TRUNC);
-  if (!fd.ok()) return fd.status();
+Status WriteAllAndClose(int fd, const std::string& path, std::string_view content) {
   const char* p = content.data();
   size_t left = content.size();
   while (left > 0) {
-    const ssize_t n = write(*fd, p, left);
+    const ssize_t n = write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = errno;
-      close(*fd);
+      close(fd);
       return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (close(*fd) != 0) return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  if (close(fd) != 0) return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
   return Status::Ok();
+}
+
+Status WriteFileNoFollow(const std::string& path, std::string_view content) {
+  Result<int> fd = OpenForWriting(path, O_TRUNC);
+  if (!fd.ok()) return fd.status();
+  return WriteAllAndClose(*fd, path, content);
 }
 
 Status CheckNoLinksIn(const std::string& dir) {

@@ -24,6 +24,9 @@ Status CheckNoLinksBelow(const std::string& root, std::string_view relative);
 // (mode 0644): a link at `path` is refused, never written through. A kStore error names the file.
 Result<int> OpenForWriting(const std::string& path, int flags);
 
+// Writes all of `content` to `fd` (retrying short writes) and closes it; kStore names `path`.
+Status WriteAllAndClose(int fd, const std::string& path, std::string_view content);
+
 // Writes `content` to `path` (created or truncated) without following a link at `path`.
 Status WriteFileNoFollow(const std::string& path, std::string_view content);
 

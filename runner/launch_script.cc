@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/names.h"
 #include "runner/launch_environment.h"
 
 namespace tunepar::runner {
@@ -60,7 +61,7 @@ std::string Modules(const LaunchScriptRequest& r) {
   if (r.modules.empty()) {
     s += "# None given: load your site's modules here (e.g. the RCCL network plugin, when not in a container).\n";
   }
-  for (const std::string& m : r.modules) s += "module load " + m + "\n";
+  for (const std::string& m : r.modules) s += "module load " + ShellQuote(m) + "\n";
   return s;
 }
 
@@ -296,7 +297,7 @@ std::string Steps(const LaunchScriptRequest& r, const Placement& p) {
   }
 
   const std::string replaced =
-      r.replaced.empty() ? "" : "# The script's srun and rendezvous replace the template's: " + r.replaced + "\n";
+      r.replaced.empty() ? "" : "# The script's srun and rendezvous replace the template's: " + OneLine(r.replaced) + "\n";
   if (r.node_launcher) {
     s += fmt::format("\n# ---- Training: {} on {} ranks: one launcher per node ({} node{}), {} workers each\n",
                      LayoutKey(r.layout), p.world, p.nodes, p.nodes == 1 ? "" : "s",

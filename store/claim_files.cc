@@ -14,48 +14,38 @@
 
 #include <fmt/format.h>
 
+#include "base/no_follow.h"
+
 namespace tunepar::store {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// Writes all of `content` to `fd` and closes it; on failure removes `path` (the file `fd` is).
-Status WriteAndClose(int fd, const std::string& path, const std::string& content) {
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    const ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      close(fd);
-      unlink(path.c_str());
-      return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (close(fd) != 0) {
-    const int err = errno;
-    unlink(path.c_str());
-    return StoreError(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
-  }
-  return Status::Ok();
-}
-
 // A new temporary file next to `path` holding `content`: mkstemp's unpredictable name, created
 // with O_EXCL (never an existing file, never through a link planted under a guessed name).
 Result<std::string> WriteTemporary(const std::string& path, const std::string& content, const std::string& tag) {
-  std::string name = (fs::path(path).parent_path() / fmt::format(".tmp-{}-XXXXXX", FileSafe(tag))).string();
+  const fs::path folder = fs::path(path).parent_path();
+  std::string name = (folder / fmt::format(".tmp-{}-XXXXXX", FileSafe(tag))).string();
   const int fd = mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return ClaimsVanished(fmt::format("the folder {} is gone", folder.string()));
   if (fd < 0) return StoreError(fmt::format("cannot create a temporary file next to '{}': {}", path, std::strerror(errno)));
   fchmod(fd, 0644);
-  TUNEPAR_RETURN_IF_ERROR(WriteAndClose(fd, name, content));
+  if (Status written = WriteAllAndClose(fd, name, content); !written.ok()) {
+    unlink(name.c_str());
+    return written;
+  }
   return name;
 }
 
 }  // namespace
+
+Status ClaimsVanished(const std::string& what) {
+  return StoreError(fmt::format(
+      "the store's claims vanished during the search ({}; deleted by hand?): this node stops so that no trial runs "
+      "twice and the budget holds; run the search again, which rebuilds the claims from the shards",
+      what));
+}
 
 Result<bool> CreateOnce(const std::string& path, const std::string& content, const std::string& tag) {
   Result<std::string> temporary = WriteTemporary(path, content, tag);
@@ -70,6 +60,7 @@ Result<bool> CreateOnce(const std::string& path, const std::string& content, con
     created = stat(tmp.c_str(), &st) == 0 && st.st_nlink == 2;
     if (!created) {
       unlink(tmp.c_str());
+      if (err == ENOENT) return ClaimsVanished(fmt::format("the folder {} is gone", fs::path(path).parent_path().string()));
       return StoreError(fmt::format("cannot create '{}': {}", path, std::strerror(err)));
     }
   }
@@ -84,17 +75,31 @@ Status ReplaceFile(const std::string& path, const std::string& content) {
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     unlink(tmp.c_str());
+    if (err == ENOENT) return ClaimsVanished(fmt::format("the folder {} is gone", fs::path(path).parent_path().string()));
     return StoreError(fmt::format("cannot replace '{}': {}", path, std::strerror(err)));
   }
   return Status::Ok();
 }
 
 Result<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("'{}' does not exist", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  // Never through a link, never blocking on a FIFO planted in its place.
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) return LinkRefused(path);
+  if (fd < 0) return NotFound(fmt::format("'{}' does not exist", path));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return StoreError(fmt::format("'{}' is not a regular file", path));
+  }
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n = read(fd, buffer, sizeof buffer); n != 0; n = read(fd, buffer, sizeof buffer)) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
 }
 
 std::map<std::string, std::string> ParseKeyValues(const std::string& text) {
@@ -115,6 +120,8 @@ Result<std::map<std::string, int>> LatestGenerations(const std::string& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string file = it->path().filename().string();
     if (file.empty() || file.front() == '.') continue;  // temporary files
+    std::error_code type_ec;
+    if (it->is_symlink(type_ec)) return LinkRefused(it->path().string());
     const size_t g = file.rfind(".g");
     if (g == std::string::npos || g + 2 >= file.size()) continue;
     const std::string digits = file.substr(g + 2);

@@ -12,6 +12,12 @@
 
 namespace tunepar::store {
 
+// The error every claims operation gives once the claims it relies on are gone (a folder of
+// claims/ or nodes/, this process's heartbeat or one of its claims deleted during a search): one
+// line that says what vanished and what to do. The node stops there: with claims gone, going on
+// could run a trial twice or overrun the budget.
+Status ClaimsVanished(const std::string& what);
+
 // Creates `path` with `content` unless it exists: true when this call created it. The content
 // is written to a temporary file first and linked to `path`, so no reader ever sees it partial,
 // and of any number of processes creating the same path exactly one wins. The temporary file has

@@ -118,19 +118,15 @@ bool LeaseWatch::Gone(const ClaimOwner& owner) {
     if (owner.boot_id != self_.boot_id) return true;  // the host rebooted since
     if (ProcessStartTicks(owner.pid) != std::optional<int64_t>(owner.start_ticks)) return true;
   }
-  Result<std::string> counter = ReadSmallFile(BeatPath(store_dir_, owner.token));
-  if (!counter.ok()) return true;  // no heartbeat: it left, or never began one
+  // No heartbeat file reads as a counter that stands still: a process that left has finished or
+  // released its claims, so only a crashed one, or a heartbeat deleted by hand, leaves a claim
+  // running without one, and both are judged by the lease like any silent owner.
+  Result<std::string> read = ReadSmallFile(BeatPath(store_dir_, owner.token));
+  const std::string counter = read.ok() ? *read : std::string();
   const auto now = std::chrono::steady_clock::now();
-  auto [it, fresh] = seen_.try_emplace(owner.token, Seen{*counter, now});
-  if (!fresh && it->second.counter != *counter) it->second = Seen{*counter, now};
+  auto [it, fresh] = seen_.try_emplace(owner.token, Seen{counter, now});
+  if (!fresh && it->second.counter != counter) it->second = Seen{counter, now};
   return std::chrono::duration<double>(now - it->second.since).count() >= lease_s_;
-}
-
-Status ClaimsVanished(const std::string& what) {
-  return StoreError(fmt::format(
-      "the store's claims vanished during the search ({}; deleted by hand?): this node stops so that no trial runs "
-      "twice and the budget holds; run the search again, which rebuilds the claims from the shards",
-      what));
 }
 
 Status Heartbeat::Beat() {
@@ -270,6 +266,23 @@ Status StudyClaims::Join(int finished) {
     if (!created.ok()) return created.status();
   }
   return Status::Ok();
+}
+
+Result<bool> StudyClaims::SettleFinished(const ClaimFile& layout_claim) {
+  const std::string paid_for = fmt::format("{}.g{}", layout_claim.name, layout_claim.generation);
+  Result<bool> settled = CreateOnce(GenerationPath(LayoutsDir(), layout_claim.name, layout_claim.generation + 1),
+                                    Encode(watch_.self(), ClaimState::kDone, "settled: finished, left running"),
+                                    watch_.self().token);
+  if (!settled.ok() || !*settled) return settled;
+  Result<std::map<std::string, ClaimFile>> slots = LatestClaims(SlotsDir());
+  if (!slots.ok()) return slots.status();
+  for (const auto& [name, slot] : *slots) {
+    if (slot.state != ClaimState::kRunning || slot.detail != paid_for) continue;
+    Result<bool> done = CreateOnce(GenerationPath(SlotsDir(), name, slot.generation + 1),
+                                   Encode(watch_.self(), ClaimState::kDone, paid_for), watch_.self().token);
+    if (!done.ok()) return done.status();
+  }
+  return true;
 }
 
 Status StudyClaims::CheckIntact(const std::vector<HeldClaim>& held) const {

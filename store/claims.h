@@ -85,12 +85,6 @@ class LeaseWatch {
   std::map<std::string, Seen> seen_;
 };
 
-// The error every claims operation gives once the claims it relies on are gone (a folder of
-// claims/, this process's heartbeat or one of its claims deleted during a search): one line that
-// says what vanished and what to do. The node stops there: with claims gone, going on could run a
-// trial twice or overrun the budget.
-Status ClaimsVanished(const std::string& what);
-
 // This process's heartbeat: <store>/claims/beats/<token>, a counter rewritten every Beat(). The
 // first beat creates the folder; from then on a heartbeat file or folder that vanished is
 // ClaimsVanished.
@@ -154,6 +148,11 @@ class StudyClaims {
   // existed, or claims deleted while no node ran), gives those trials slots 1..finished, done.
   // From then on, a folder or a claim of this process that vanishes is ClaimsVanished.
   Status Join(int finished);
+  // A measurement whose result is recorded but whose claim an owner now gone left running (it
+  // was killed between recording the trial and marking its claim): the layout claim and the slot
+  // paying for it get a next generation, done, so that the budget counts the trial once. False
+  // when another process settled it first.
+  Result<bool> SettleFinished(const ClaimFile& layout_claim);
   // ClaimsVanished when the study's claim folders, or a claim in `held`, are gone.
   Status CheckIntact(const std::vector<HeldClaim>& held) const;
   // The study's claims, judged through the watch, with slots counted among 1..limit;

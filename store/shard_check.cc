@@ -167,6 +167,8 @@ Result<std::string> FindFileDamage(const std::string& path, CheckDepth depth) {
   const fs::file_status status = fs::symlink_status(path, ec);
   if (status.type() == fs::file_type::not_found) return std::string();
   if (status.type() == fs::file_type::directory) return std::string("a directory, not a shard file");
+  if (status.type() == fs::file_type::symlink)
+    return std::string("a symbolic link (tunepar never follows links inside a store)");
   if (fs::file_size(path, ec) == 0 && !ec) return std::string("empty (0 bytes): not a tunepar shard");
   Result<Database> db = Database::Open(ImmutableUri(path), SQLITE_OPEN_READONLY, path);
   if (!db.ok()) return db.status();

@@ -28,6 +28,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What a link where a shard should be is, as damage: set aside (the link itself), never followed.
+constexpr std::string_view kLinkDamage = "a symbolic link (tunepar never follows links inside a store)";
+
 // How to get trials back out of a damaged file by hand.
 constexpr std::string_view kRecoverHint = "`sqlite3 FILE .recover` may save some of its trials";
 
@@ -108,8 +111,10 @@ Result<LiveShard> OpenLiveShard(const ShardPaths& paths, FileSystem& file_system
   const std::string& path = paths.work;
   LiveShard live;
   std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(path, ec))) {
-    live.damage = "a directory, not a shard file";  // set aside like any damage (RecoverFromDamage)
+  // Set aside like any damage (RecoverFromDamage), never opened: SQLite would write through a link.
+  const fs::file_status status = fs::symlink_status(path, ec);
+  if (fs::is_directory(status) || fs::is_symlink(status)) {
+    live.damage = fs::is_symlink(status) ? std::string(kLinkDamage) : "a directory, not a shard file";
     return live;
   }
   live.created = !fs::exists(path, ec);
@@ -463,7 +468,9 @@ Status ShardWriter::CheckBeforePublishing() {
 Status ShardWriter::WriteCheckedCopy(const std::string& copy) {
   Result<Statement> vacuum = db_.Prepare("VACUUM INTO ?1");
   if (!vacuum.ok()) return vacuum.status();
-  vacuum->Bind(1, copy);
+  // Its directory's links resolved: VACUUM INTO inherits SQLITE_OPEN_NOFOLLOW from this
+  // connection, which refuses a link anywhere in the path (the store's own path may be one).
+  vacuum->Bind(1, ResolvedShardPath(copy));
   if (Status s = vacuum->Run(); !s.ok()) return s.WithContext(fmt::format("writing the copy {}", copy));
   Result<std::string> damage = FindFileDamage(copy, CheckDepth::kEverything);
   if (!damage.ok()) return damage.status().WithContext(fmt::format("checking the copy {}", copy));

@@ -128,6 +128,7 @@ Result<ShardListing> ListShardFiles(const std::string& shards_dir, const ReadOpt
   if (ec) return StoreError(fmt::format("{}: cannot list shards: {}", shards_dir, ec.message()));
   std::sort(listing.files.begin(), listing.files.end(),
             [](const ShardFile& a, const ShardFile& b) { return a.path < b.path; });
+  std::sort(listing.warnings.begin(), listing.warnings.end());
   return listing;
 }
 
@@ -192,9 +193,9 @@ Status CheckPlacement(Database& db, const ShardFile& file, const std::vector<Stu
     if (says.empty() && t.node_id != file.node) says = fmt::format("node '{}'", t.node_id);
   if (says.empty()) return Status::Ok();
   return StoreError(fmt::format(
-      "it holds {}'s data, not what its place ({}) says: a copy or a file from elsewhere, not counted (move it out of "
-      "shards/)",
-      says, file.whole_node ? "node " + file.node : fmt::format("node {}, study {}", file.node, file.study)));
+      "it belongs to {} (its meta table or rows say so), not to {} where it lies: a copy or a file from elsewhere, not "
+      "counted (move it out of shards/)",
+      says, file.whole_node ? "node " + file.node : fmt::format("node '{}', study {}", file.node, file.study)));
 }
 
 // The studies and trials of one published copy; an error is the damage to report.

@@ -4,12 +4,14 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "runner/launch_environment.h"
 #include "runner/log_text.h"
 #include "runner/process_group.h"
 #include "tests/test_support.h"
@@ -79,6 +81,85 @@ TEST(CommandTemplate, UnknownPlaceholderIsNamed) {
       << s.status().message();
   EXPECT_NE(s.status().message().find("{tp}"), std::string::npos);  // lists the known ones
   EXPECT_FALSE(ExpandCommand("run {tp", Layout(1, 1), TrialContext{}).ok());
+}
+
+// What bash makes of an expanded template: the words `printf '%s\0' ...` prints, run in `dir`
+// (where a `$(touch F)` that escaped its quoting would leave F).
+std::vector<std::string> BashWords(const std::string& expanded, const std::string& dir,
+                                   const std::string& env = "") {
+  testing::WriteFile(dir + "/words.sh", "cd " + ShellQuote(dir) + "\n" + env + "printf '%s\\0' " + expanded + "\n");
+  const testing::CliRun run = testing::RunCommand("bash " + ShellQuote(dir + "/words.sh"));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> words;
+  size_t at = 0;
+  for (size_t nul = run.out.find('\0'); nul != std::string::npos; nul = run.out.find('\0', at)) {
+    words.push_back(run.out.substr(at, nul - at));
+    at = nul + 1;
+  }
+  return words;
+}
+
+// A trial folder and a model name with every character a shell could misread.
+const std::string kHostile = "a b/$(touch F)/`touch G`/'q'/\"d\"/\\/ü\n$HOME;x";
+
+// Values are quoted for where they stand: bare, inside "...", as part of a word (--x={trial_dir}),
+// inside conditional text; each comes out as exactly the words meant and nothing runs.
+TEST(CommandTemplate, EveryValueIsQuotedForWhereItStands) {
+  testing::TempDir dir;
+  ModelShape m = testing::PresetModel("tiny");
+  m.name = kHostile;
+  TrialContext c = Context(dir.path() + "/" + kHostile, &m);
+  const std::string trial_dir = c.trial_dir;
+  Result<std::string> bare = ExpandCommand("{trial_dir} --x={trial_dir} {model} --mbs {mbs}", Layout(1, 4), c);
+  ASSERT_TRUE(bare.ok()) << bare.status().message();
+  EXPECT_EQ(BashWords(*bare, dir.path()),
+            (std::vector<std::string>{trial_dir, "--x=" + trial_dir, kHostile, "--mbs", "4"}));
+  Result<std::string> quoted = ExpandCommand("\"{trial_dir}/log\" \"pre {model} {mbs}\" '{{literal}}'", Layout(1, 4), c);
+  ASSERT_TRUE(quoted.ok()) << quoted.status().message();
+  EXPECT_EQ(BashWords(*quoted, dir.path()),
+            (std::vector<std::string>{trial_dir + "/log", "pre " + kHostile + " 4", "{literal}"}));
+  // Conditional text stays several words, each value in it quoted where it stands.
+  Result<std::string> conditional = ExpandCommand("{sp?--sp {trial_dir}} \"{sp?x {model}}\" {sp!=1?--never}", Layout(1, 4), c);
+  ASSERT_TRUE(conditional.ok()) << conditional.status().message();
+  EXPECT_EQ(BashWords(*conditional, dir.path()), (std::vector<std::string>{"--sp", trial_dir, "x " + kHostile}));
+  // An escaped quote opens nothing.
+  EXPECT_EQ(BashWords(ExpandCommand("\\'{mbs} \"a\\\"{mbs}\"", Layout(1, 4), c).value(), dir.path()),
+            (std::vector<std::string>{"'4", "a\"4"}));
+  EXPECT_FALSE(std::filesystem::exists(dir / "F"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "G"));
+  // Safe words stay as they are (the text users and tests compare).
+  EXPECT_EQ(ExpandCommand("run --tp {tp} --ds {deepspeed_config}", Layout(2, 4), Context("/tmp/t", &m)).value(),
+            "run --tp 2 --ds /tmp/t/deepspeed_config.json");
+}
+
+TEST(CommandTemplate, APlaceholderInsideSingleQuotesIsRefused) {
+  Result<std::string> s = ExpandCommand("bash -c 'train --dir {trial_dir}'", Layout(1, 1), TrialContext{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("{trial_dir} stands inside '...'"), std::string::npos) << s.status().message();
+  // Also in conditional text that is off; literal conditional text substitutes no value, so it may
+  // stand there; conditional text must not leave a quote open.
+  tunepar::Layout off = Layout(1, 1);
+  off.seq_parallel = false;
+  EXPECT_FALSE(ExpandCommand("'{sp?--sp {mbs}}'", off, TrialContext{}).ok());
+  EXPECT_EQ(ExpandCommand("'{sp?--sp}'", Layout(1, 1), TrialContext{}).value(), "'--sp'");
+  EXPECT_FALSE(ExpandCommand("{sp?--sp \"}x\"", Layout(1, 1), TrialContext{}).ok());
+  // Single quotes that close before it are fine, and a ' inside "..." is a character.
+  EXPECT_TRUE(ExpandCommand("echo 'a' {mbs} \"it's {mbs}\"", Layout(1, 1), TrialContext{}).ok());
+}
+
+// In a launch script the trial folder is $job_dir, for the shell to expand: in double quotes
+// wherever it stands, so a job folder with spaces stays one word.
+TEST(CommandTemplate, AShellExpressionTrialFolderIsExpandedInDoubleQuotes) {
+  testing::TempDir dir;
+  TrialContext c;
+  c.trial_dir = "$job_dir";
+  c.trial_dir_is_expression = true;
+  Result<std::string> s = ExpandCommand("{trial_dir} \"{trial_dir}/x\" --ds={deepspeed_config}", Layout(1, 1), c);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(*s, "\"$job_dir\" \"$job_dir/x\" --ds=\"$job_dir/deepspeed_config.json\"");
+  EXPECT_EQ(BashWords(*s, dir.path(), "job_dir='/j o/b'\n"),
+            (std::vector<std::string>{"/j o/b", "/j o/b/x", "--ds=/j o/b/deepspeed_config.json"}));
+  EXPECT_FALSE(ExpandCommand("'{trial_dir}'", Layout(1, 1), c).ok());
 }
 
 // A space with every knob open (sizes as divisors of the world).

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runner/launch_environment.h"
 #include "runner/measured_runs.h"
 #include "runner/process_group.h"
 #include "tests/test_support.h"
@@ -366,6 +367,28 @@ TEST(LocalBackend, AStudyFromSchemaOneResumesUnderTheSameStudyId) {
   EXPECT_NE(run.out.find("study tiny-w4-4a864f6e (resumed; 2 finished trials so far)"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("the budget of 2 trials is reached"), std::string::npos) << run.out;
   EXPECT_EQ(testing::Trials(store, "tiny-w4-4a864f6e").size(), 2u);
+}
+
+// A store path with every character a shell misreads: the core's trials run healthy through
+// mpirun, their files land in their own folders, and nothing of the path ever runs (issue 27).
+TEST(LocalBackend, AHostileStorePathRunsHealthyTrialsAndRunsNothingOfIt) {
+  TempDir dir;
+  fs::create_directories(dir / "cwd");
+  const std::string store = dir / "cwd/st ore 'q' \"d\" ü $(touch F) `touch G` ;x";
+  const testing::CliRun run = testing::RunCommand(
+      "cd " + runner::ShellQuote(dir / "cwd") + " && " + testing::TuneparBinary() + " --store " +
+      runner::ShellQuote(store) + " search --backend local --world 2 --model tiny --hardware local-cpu --budget 2 "
+      "--steps 2 --warmup 1 --node-id n0 --study plain --core " + TUNEPAR_CORE);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const nlohmann::json show = nlohmann::json::parse(
+      testing::RunCommand(testing::TuneparBinary() + " --store " + runner::ShellQuote(store) + " --json show plain --all").out);
+  ASSERT_EQ(show["trials"].size(), 2u);
+  for (const auto& t : show["trials"]) {
+    EXPECT_EQ(t["status"], "ok") << t.dump();
+    const std::string folder = store + "/trials/plain/n0-" + std::to_string(t["number"].get<int>());
+    EXPECT_TRUE(fs::exists(folder + "/result.json")) << folder;
+  }
+  for (const std::string& stray : {dir / "F", dir / "G", dir / "cwd/F", dir / "cwd/G"}) EXPECT_FALSE(fs::exists(stray));
 }
 
 }  // namespace

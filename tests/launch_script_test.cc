@@ -7,12 +7,15 @@
 // scripts run under Slurm in slurm_backend_test.cc (LaunchScriptOnSlurm).
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "runner/hardware_profile.h"
+#include "runner/launch_environment.h"
 #include "runner/launch_script.h"
 #include "tests/test_support.h"
 #include "tuner/exit_codes.h"
@@ -468,6 +471,43 @@ TEST(LaunchScriptText, SlurmTimeForms) {
     EXPECT_TRUE(runner::CheckSlurmTime(good).ok()) << good;
   for (const std::string bad : {"", "x", "1:60", "1:60:00", "1-24", "1-1:1:60", "0:00", "1:2:3:4", "1h"})
     EXPECT_FALSE(runner::CheckSlurmTime(bad).ok()) << bad;
+}
+
+// Names a user gave never become lines or words of the script (issue 27): a study stored under a
+// name with newlines and `$(...)` (as a tunepar before the name rule could store it) in a store
+// whose path holds quotes and spaces, written to a path like it; the script parses, every line
+// that names them is one comment line, and a job name or account that would end its #SBATCH line
+// is refused.
+TEST(LaunchScript, HostileNamesNeverBecomeLinesOrWordsOfTheScript) {
+  TempDir dir;
+  const std::string store = dir / "st ore 'q' ü";
+  ASSERT_EQ(RunTunepar("--store " + runner::ShellQuote(store) +
+                       " search --world 4 --model tiny --hardware local-cpu --study plain --node-id n0")
+                .exit_code,
+            0);
+  const nlohmann::json show =
+      nlohmann::json::parse(RunTunepar("--store " + runner::ShellQuote(store) + " --json show plain").out);
+  const std::string name = "x\n$(touch F)\ntouch G\n";
+  testing::RenameStoredStudy(store, "n0", show["study_id"].get<std::string>(), name);
+  const std::string script = dir / "out 'put' $(x).sbatch";
+  const CliRun run = RunTunepar("--store " + runner::ShellQuote(store) + " launch-script " + runner::ShellQuote(name) +
+                                " --training-command 'python train.py' -o " + runner::ShellQuote(script));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string text = ReadFile(script);
+  EXPECT_EQ(RunCommand("bash -n " + runner::ShellQuote(script)).exit_code, 0);
+  for (const std::string& line : Lines(text)) {
+    EXPECT_NE(line.rfind("$(touch F)", 0), 0u) << line;
+    EXPECT_NE(line.rfind("touch G", 0), 0u) << line;
+  }
+  EXPECT_NE(text.find("best of study x\\n$(touch F)\\ntouch G\\n"), std::string::npos) << text.substr(0, 600);
+  EXPECT_FALSE(fs::exists(dir / "F"));
+  const std::map<std::string, std::string> others = {{"--job-name", kSite},
+                                                      {"--account", " --partition standard-g"},
+                                                      {"--partition", " --account project_465000123"}};
+  for (const auto& [flag, rest] : others) {
+    ExpectOneLineError(RunTunepar(kLumi + rest + " " + flag + " " + runner::ShellQuote("a\nb")), kExitUsage,
+                       flag + " 'a\\nb' must be one word");
+  }
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ TEST_F(SearchSteps, RecoveryMarksThisNodesRunningTrialsInterruptedAndTheyRunFirs
   const Layout layout = session_->context.space.legal[3];
   LeaveRunning(1, layout);
   BayesianSearch search(global_, *session_, backend_, Options(4, 2));
+  ASSERT_TRUE(search.JoinClaims().ok());
   Result<std::vector<store::TrialRecord>> recovered = search.RecoverInterrupted();
   ASSERT_TRUE(recovered.ok()) << recovered.status().message();
   ASSERT_EQ(recovered->size(), 1u);
@@ -95,6 +96,7 @@ TEST_F(SearchSteps, RecoveryMarksThisNodesRunningTrialsInterruptedAndTheyRunFirs
 
 TEST_F(SearchSteps, StartAndPollRecordEveryTrialUntilTheBudget) {
   BayesianSearch search(global_, *session_, backend_, Options(3, 2));
+  ASSERT_TRUE(search.JoinClaims().ok());
   EXPECT_EQ(search.CheckBudget(), "");
   Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
   ASSERT_TRUE(next.ok()) << next.status().message();
@@ -128,6 +130,7 @@ TEST_F(SearchSteps, StartAndPollRecordEveryTrialUntilTheBudget) {
 TEST_F(SearchSteps, IdenticalFailuresStopTheRunAsAWrongSetup) {
   backend_.fail = true;
   BayesianSearch search(global_, *session_, backend_, Options(10, 1));
+  ASSERT_TRUE(search.JoinClaims().ok());
   for (int k = 0; k < 3; ++k) {
     Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
     ASSERT_TRUE(next.ok());

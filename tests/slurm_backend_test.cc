@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runner/launch_environment.h"
 #include "runner/process_group.h"
 #include "tests/test_support.h"
 
@@ -478,6 +479,25 @@ TEST_F(SlurmBackend, WrongSetupIsOneLineAndChangesNothing) {
     EXPECT_NE(run.err.find("tunepar: error:"), std::string::npos) << run.err;
   }
   EXPECT_EQ(SnapshotFiles(store_), before);
+}
+
+// A store path with every character a shell misreads, through salloc, srun and the rank script:
+// the steps run healthy on both nodes and nothing of the path ever runs (issue 27).
+TEST_F(SlurmBackend, AHostileStorePathRunsHealthyStepsAndRunsNothingOfIt) {
+  const std::string hostile = store_ + "/st ore 'q' \"d\" ü $(touch F) `touch G` ;x";
+  fs::create_directories(store_);
+  const CliRun run = RunCommand("cd " + runner::ShellQuote(store_) + " && salloc -N 2 --exclusive " + bin_ +
+                                "/tunepar --store " + runner::ShellQuote(hostile) + " " + Search(2, "--study plain"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const nlohmann::json show = nlohmann::json::parse(
+      RunCommand(bin_ + "/tunepar --store " + runner::ShellQuote(hostile) + " --json show plain --all").out);
+  ASSERT_EQ(show["trials"].size(), 2u);
+  for (const auto& t : show["trials"]) {
+    EXPECT_EQ(t["status"], "ok") << t.dump();
+    EXPECT_EQ(t["details"]["placement"].size(), 4u) << t.dump();
+  }
+  for (const std::string& stray : {store_ + "/F", store_ + "/G", kRoot + "/F", kRoot + "/G"})
+    EXPECT_FALSE(fs::exists(stray)) << stray;
 }
 
 }  // namespace

@@ -305,5 +305,52 @@ TEST(NodeIds, AnOwnerOnAnotherHostIsJudgedByItsHeartbeat) {
   EXPECT_FALSE(mine->Check().ok());
 }
 
+// Temporary files have unpredictable names and are created new: links planted at the names a
+// tunepar before used (".tmp-<tag>-<pid>-<n>") are never written through, a link at a claim's own
+// name wins nothing, and every claim, beat and node record lands as a file of its own.
+TEST(Claims, LinksPlantedInTheClaimFoldersAreNeverWrittenThrough) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  testing::WriteFile(dir / "victim", "the victim's\n");
+  const ClaimOwner self = ThisProcess("n0");
+  const std::vector<std::string> folders = {"claims/beats", "nodes", "claims/study/layouts", "claims/study/slots"};
+  for (const std::string& folder : folders) {
+    ASSERT_TRUE(MakeDirectoriesBelow(store, folder).ok());
+    for (int n = 0; n < 32; ++n) {
+      for (const std::string& tag : {std::string("replace"), self.token})
+        std::filesystem::create_symlink(dir / "victim", fmt::format("{}/{}/.tmp-{}-{}-{}", store, folder, tag, getpid(), n));
+    }
+  }
+  LeaseWatch watch(store, self, 60);
+  Heartbeat beat(store, self);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(beat.Beat().ok());
+  Result<store::NodeOwnership> owner = store::NodeOwnership::Acquire(store, "", watch);
+  ASSERT_TRUE(owner.ok()) << owner.status().message();
+  StudyClaims claims(store, "study", watch);
+  ASSERT_TRUE(claims.Join(0).ok());
+  Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
+  ASSERT_TRUE(held.ok() && held->has_value());
+  Result<bool> slot = claims.ClaimSlot(4, **held);
+  ASSERT_TRUE(slot.ok() && *slot);
+  ASSERT_TRUE(claims.Finish(**held).ok());
+  std::filesystem::create_symlink(dir / "victim", store + "/claims/study/layouts/" + std::string(kLayout) + ".m2.g1");
+  Result<std::optional<HeldClaim>> planted = claims.ClaimLayout(kLayout, 2);  // its name is a link: refused, named
+  ASSERT_FALSE(planted.ok());
+  EXPECT_NE(planted.status().message().find(".m2.g1' is a symbolic link"), std::string::npos)
+      << planted.status().message();
+  owner->Release();
+  EXPECT_EQ(testing::ReadFile(dir / "victim"), "the victim's\n");
+  int files = 0;
+  for (const std::string& folder : folders) {
+    for (const auto& entry : std::filesystem::directory_iterator(store + "/" + folder)) {
+      const std::string name = entry.path().filename().string();
+      if (name.front() == '.' || entry.is_symlink()) continue;  // what the test planted
+      EXPECT_TRUE(entry.is_regular_file()) << entry.path();
+      ++files;
+    }
+  }
+  EXPECT_EQ(files, 4);  // the beat, the node record, the layout claim, the slot
+}
+
 }  // namespace
 }  // namespace tunepar::store

@@ -440,6 +440,85 @@ TEST(Store, MissingStoreReadsAsEmpty) {
   EXPECT_TRUE(view->studies.empty());
 }
 
+// ---- Links planted inside the store (issue 27, item 3): refused, named, never followed.
+
+TEST(StoreLinks, ALiveShardThatIsALinkIsRefusedAndItsTargetUntouched) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const std::string live = WorkPath(store, "n0", Study().id, "");
+  fs::create_directories(fs::path(live).parent_path());
+  testing::WriteFile(dir / "victim", "");
+  fs::create_symlink(dir / "victim", live);
+  Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", Study().id, ""});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kStore);
+  EXPECT_NE(w.status().message().find(live + " is damaged (a symbolic link"), std::string::npos) << w.status().message();
+  EXPECT_EQ(fs::file_size(dir / "victim"), 0u);
+  EXPECT_TRUE(fs::is_symlink(live));
+}
+
+TEST(StoreLinks, AStoreFolderThatIsALinkIsRefused) {
+  for (const std::string folder : {"work/n0", "shards/n0", "shards", "work"}) {
+    TempDir dir;
+    const std::string store = dir / "store";
+    fs::create_directories(dir / "elsewhere");
+    fs::create_directories(fs::path(store + "/" + folder).parent_path());
+    fs::create_symlink(dir / "elsewhere", store + "/" + folder);
+    Result<std::unique_ptr<ShardWriter>> w = ShardWriter::Open({store, "n0", Study().id, ""});
+    ASSERT_FALSE(w.ok()) << folder;
+    EXPECT_NE(w.status().message().find("is a symbolic link"), std::string::npos) << w.status().message();
+    EXPECT_TRUE(fs::is_empty(dir / "elsewhere")) << folder;
+  }
+  // The store's own path, and --work-dir, may be links: the user chose where they point.
+  TempDir dir;
+  fs::create_directories(dir / "real-store");
+  fs::create_directories(dir / "real-work");
+  fs::create_symlink(dir / "real-store", dir / "store");
+  fs::create_symlink(dir / "real-work", dir / "work");
+  auto w = ShardWriter::Open({dir / "store", "n0", Study().id, dir / "work"});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_TRUE((*w)->PutStudy(Study()).ok());
+  ASSERT_TRUE((*w)->Publish().ok());
+  EXPECT_TRUE(fs::exists(SnapshotPath(dir / "real-store", "n0", Study().id)));
+}
+
+TEST(StoreLinks, LinksInTheShardsFolderAreNamedSkippedAndNeverFollowed) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  {
+    auto w = OpenWriter(store, "n0");
+    ASSERT_TRUE(w->PutStudy(Study()).ok());
+    ASSERT_TRUE(w->PutTrials({Trial(Study().id, "n0", 1)}).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  fs::create_symlink(NodeShardsDir(store, "n0"), NodeShardsDir(store, "n1"));  // a whole node folder
+  fs::create_directories(NodeShardsDir(store, "n2"));
+  fs::create_symlink(SnapshotPath(store, "n0", Study().id), SnapshotPath(store, "n2", Study().id));
+  for (const std::string& study : {std::string(), Study().id}) {
+    Result<StoreView> view = ReadStore(store, {study, ""});
+    ASSERT_TRUE(view.ok()) << view.status().message();
+    EXPECT_EQ(view->trials.size(), 1u);
+    ASSERT_EQ(view->warnings.size(), 2u) << ::testing::PrintToString(view->warnings);
+    EXPECT_NE(view->warnings[0].find(NodeShardsDir(store, "n1") + ": a symbolic link"), std::string::npos)
+        << view->warnings[0];
+    EXPECT_NE(view->warnings[1].find(SnapshotPath(store, "n2", Study().id) + ": a symbolic link"), std::string::npos)
+        << view->warnings[1];
+  }
+  // A link where this node publishes: the publish replaces the link, never writes its target.
+  testing::WriteFile(dir / "victim", "the victim's\n");
+  fs::remove(SnapshotPath(store, "n0", Study().id));
+  fs::create_symlink(dir / "victim", SnapshotPath(store, "n0", Study().id));
+  auto w = OpenWriter(store, "n0");
+  ASSERT_TRUE(w != nullptr);
+  ASSERT_TRUE(w->Publish().ok());
+  EXPECT_EQ(testing::ReadFile(dir / "victim"), "the victim's\n");
+  EXPECT_FALSE(fs::is_symlink(SnapshotPath(store, "n0", Study().id)));
+  bool kept = false;  // the link itself, set aside as damage
+  for (const auto& entry : fs::directory_iterator(NodeShardsDir(store, "n0")))
+    kept = kept || (entry.path().filename().string().find(".damaged-") != std::string::npos && fs::is_symlink(entry.path()));
+  EXPECT_TRUE(kept);
+}
+
 }  // namespace
 }  // namespace tunepar::store
 

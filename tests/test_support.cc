@@ -12,8 +12,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "base/presets.h"
 #include "runner/process_group.h"
+#include "store/rows.h"
+#include "store/shard_writer.h"
+#include "store/store_layout.h"
+#include "store/store_reader.h"
 
 namespace tunepar::testing {
 
@@ -68,12 +74,17 @@ std::string ReadFile(const std::string& path) {
 }
 
 CliRun RunTunepar(const std::string& args) {
-  return RunCommand(std::string(TUNEPAR_BINARY) + " " + args);
+  return RunCommand(TuneparBinary() + " " + args);
 }
 
 std::string MpiRun(int ranks) {
   return std::string("mpirun --oversubscribe --bind-to none") +
          (geteuid() == 0 ? " --allow-run-as-root" : "") + " -np " + std::to_string(ranks);
+}
+
+std::string TuneparBinary() {
+  const char* other = std::getenv("TUNEPAR_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : TUNEPAR_BINARY;
 }
 
 CliRun RunCommand(const std::string& command_line) {
@@ -91,7 +102,7 @@ CliRun RunCommand(const std::string& command_line) {
 pid_t Spawn(const std::string& args, const std::string& out) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const std::string command = "exec " + std::string(TUNEPAR_BINARY) + " " + args + " >" + out + " 2>&1";
+    const std::string command = "exec " + TuneparBinary() + " " + args + " >" + out + " 2>&1";
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -149,6 +160,27 @@ bool NoTrialProcessesLeft(const std::string& study_prefix) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+void RenameStoredStudy(const std::string& store, const std::string& node, const std::string& id,
+                       const std::string& name) {
+  std::vector<store::StudyRecord> studies;
+  std::vector<store::TrialRecord> trials;
+  {
+    Result<store::Database> db = store::OpenShardForReading(store::SnapshotPath(store, node, id));
+    ASSERT_TRUE(db.ok()) << db.status().message();
+    studies = store::SelectStudies(*db).value();
+    trials = store::SelectTrials(*db, id).value();
+  }
+  ASSERT_EQ(studies.size(), 1u);
+  studies[0].name = name;
+  fs::remove(store::SnapshotPath(store, node, id));
+  fs::remove(store::WorkPath(store, node, id, ""));
+  auto writer = store::ShardWriter::Open({store, node, id, ""});
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  ASSERT_TRUE((*writer)->PutStudy(studies[0]).ok());
+  ASSERT_TRUE((*writer)->PutTrials(trials).ok());
+  ASSERT_TRUE((*writer)->Publish().ok());
 }
 
 std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string& dir) {

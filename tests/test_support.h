@@ -45,6 +45,9 @@ struct CliRun {
   std::string out;
   std::string err;
 };
+// The tunepar binary the CLI tests run: the one built here, or $TUNEPAR_TEST_BINARY (another
+// build, to watch a new test fail on an older tunepar).
+std::string TuneparBinary();
 // Runs `tunepar <args>` through the shell (args are shell words the test controls).
 CliRun RunTunepar(const std::string& args);
 // Runs a shell command line.
@@ -75,6 +78,11 @@ std::string NodeShard(const std::string& store, const std::string& node);
 // (the supervisor kills a trial's processes when tunepar dies; that takes a moment, seconds on a
 // machine loaded by parallel tests).
 bool NoTrialProcessesLeft(const std::string& study_prefix);
+
+// Renames a stored study as a tunepar before the name rule (base/names.h) could have stored it:
+// node `node`'s shard of study `id` written anew with `name` (its rows' checksums made by the store).
+void RenameStoredStudy(const std::string& store, const std::string& node, const std::string& id,
+                       const std::string& name);
 
 // Every regular file under `dir` with its content, to prove a failed command changed nothing.
 std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string& dir);

@@ -146,6 +146,10 @@ Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
   return recovered;
 }
 
+Status BayesianSearch::JoinClaims() {
+  return claims_.Join(CountFinished(session_.trials));
+}
+
 std::string BayesianSearch::CheckBudget() const {
   if (StopSignal() != 0) return "interrupted";
   if (CountFinished(session_.trials) >= options_.budget)
@@ -403,7 +407,7 @@ Status BayesianSearch::Run() {
   InstallStopHandlers();
   Result<std::vector<store::TrialRecord>> recovered = RecoverInterrupted();
   if (!recovered.ok()) return recovered.status();
-  TUNEPAR_RETURN_IF_ERROR(claims_.Join(CountFinished(session_.trials)));
+  TUNEPAR_RETURN_IF_ERROR(JoinClaims());
   PrintHeader(*recovered);
   run_start_ = SteadyClock::now();  // the time budget counts the search, not the recovery
   std::string stop_reason;

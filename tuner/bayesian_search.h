@@ -40,6 +40,9 @@ class BayesianSearch {
   // This node's trials still marked running belong to a tuner that is gone (this process holds
   // the node's shard exclusively): kills what they left and records them as interrupted.
   Result<std::vector<store::TrialRecord>> RecoverInterrupted();
+  // Joins the study's claims (store::StudyClaims::Join): their folders made, and the finished
+  // trials given budget slots when the study has none.
+  Status JoinClaims();
   // Why the search must stop before another batch ("" to go on): a stop signal, the budget, or
   // the time budget.
   std::string CheckBudget() const;

@@ -28,11 +28,27 @@ int Measurements(const std::vector<store::TrialRecord>& trials, const std::strin
 }  // namespace
 
 Result<store::ClaimsView> BayesianSearch::ReadClaims() {
+  // The claims still stand (this process's heartbeat among them) before any other process is
+  // judged by them: a heartbeat folder deleted by hand must stop this node, not make it take over
+  // the others' trials.
+  TUNEPAR_RETURN_IF_ERROR(session_.presence->heartbeat.Check());
+  TUNEPAR_RETURN_IF_ERROR(claims_.CheckIntact({}));
   // The claims first, then the trials: a claim marked done was published before it was marked,
   // so its result is in what the refresh reads.
   Result<store::ClaimsView> view = claims_.Read(options_.budget);
   if (!view.ok()) return view.status();
   TUNEPAR_RETURN_IF_ERROR(session_.Refresh());
+  // A measurement recorded by a tuner killed before it marked its claim: settled as done, so its
+  // budget slot is not handed out again (the study would finish more trials than its budget).
+  bool settled = false;
+  for (const store::ClaimFile& c : view->orphaned) {
+    const auto [key, k] = store::SplitMeasurement(c.name);
+    if (Measurements(session_.trials, key) < k) continue;
+    Result<bool> done = claims_.SettleFinished(c);
+    if (!done.ok()) return done.status();
+    settled = settled || *done;
+  }
+  if (settled) view = claims_.Read(options_.budget);
   return view;
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/names.h"
 #include "base/presets.h"
 #include "base/provenance.h"
 #include "runner/calibration.h"
@@ -191,7 +192,7 @@ std::string DerivedProfileName(const std::string& original, const std::string& d
   std::string base = original.substr(0, original.find("-fit-"));
   std::string stem;
   for (char c : data_stem) stem += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ? c : '-';
-  return fmt::format("{}-fit-{}", base, stem.empty() ? "runs" : stem);
+  return ToValidName(fmt::format("{}-fit-{}", base, stem.empty() ? "runs" : stem));
 }
 
 // Sets the top-level `name = "..."` line (the first key line before any table).
@@ -358,6 +359,8 @@ void PrintText(const std::vector<runner::MeasuredRun>& runs, const runner::Hardw
 }
 
 Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
+  // The name goes into the written profile, and from there into studies' paths and commands.
+  if (!o.name.empty()) TUNEPAR_RETURN_IF_ERROR(CheckName("--name", o.name, StatusCode::kInvalidArgument));
   Result<ConfigText> hw_text = ResolveConfig("hardware", o.hardware);
   if (!hw_text.ok()) return hw_text.status();
   Result<runner::HardwareProfile> profile = runner::ParseHardwareProfile(hw_text->text, hw_text->origin, hw_text->name);

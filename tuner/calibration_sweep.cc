@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "base/no_follow.h"
+
 #include "runner/core/supported_knobs.h"
 
 #include "runner/core_backend.h"
@@ -164,8 +166,8 @@ std::vector<runner::MeasuredRun> MeasureSweep(const GlobalOptions& global, const
     const ModelShape& model = plan[i].model;
     runner::CoreBackend backend(core, model, hardware);
     const fs::path trial_dir = dir / std::to_string(i + 1);
-    std::error_code ec;
-    fs::create_directories(trial_dir, ec);
+    // Below the store, never through a link; a folder that cannot be made fails the run as data.
+    const Status made = MakeDirectoriesBelow(dir.string(), std::to_string(i + 1));
     runner::TrialContext context;
     context.trial_id = fmt::format("calibration/{}/{}/{}", name, i + 1, getpid());
     context.trial_dir = trial_dir.string();
@@ -173,7 +175,12 @@ std::vector<runner::MeasuredRun> MeasureSweep(const GlobalOptions& global, const
     context.world = world;
     context.gpus_per_node = hardware.gpus_per_node;
     context.model = &model;
-    const runner::TrialResult r = backend.Evaluate(l, context);
+    runner::TrialResult r;
+    if (made.ok()) {
+      r = backend.Evaluate(l, context);
+    } else {
+      r.message = made.message();  // a crash: no run
+    }
     const bool ok = r.status == TrialStatus::kOk && r.metrics.step_time_s;
     if (!global.json) {
       fmt::print("run {:>2}/{}  {:<16} {:<56} {:>7}  {}\n", i + 1, plan.size(), model.name, LayoutKey(l),
@@ -196,6 +203,7 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
     return InvalidArgument(fmt::format("--shapes must be 1 to {}, got {}", kMaxSweepShapes, o.shapes));
   Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
   if (!problem.ok()) return problem.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckConfigNames(*problem));  // they name the sweep's folder
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.world, problem->hardware));
   std::string core_said;
   Result<runner::CoreBackendOptions> core =
@@ -212,9 +220,7 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
 
   const std::string name = fmt::format("{}-{}-w{}", problem->hardware.name, problem->model.name, o.world);
   const fs::path dir = fs::path(global.store) / "calibration" / name;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return StoreError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
+  TUNEPAR_RETURN_IF_ERROR(MakeDirectoriesBelow(global.store, "calibration/" + name));
   const size_t shapes = ShapeVariants(problem->model, o.shapes).size();
   if (!global.json) {
     fmt::print("core: {}\n", core_said);
@@ -228,7 +234,8 @@ Result<std::vector<runner::MeasuredRun>> RunCalibrationSweep(const GlobalOptions
                                                          runs.size(), plan->size(), dir.string()));
   }
   const std::string csv = o.runs_csv.empty() ? (dir / "runs.csv").string() : o.runs_csv;
-  std::ofstream(csv) << "# tunepar-core sweep: " << name << "\n" << MeasuredRunsCsv(runs);
+  if (Status written = WriteFileNoFollow(csv, "# tunepar-core sweep: " + name + "\n" + MeasuredRunsCsv(runs)); !written.ok())
+    return written;
   if (!global.json) fmt::print("measured runs written to {} (tunepar calibrate --from it refits them)\n\n", csv);
   return runs;
 }

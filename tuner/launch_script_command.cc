@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/names.h"
 #include "base/provenance.h"
 #include "runner/command_backend.h"
 #include "runner/core/supported_knobs.h"
@@ -150,8 +151,10 @@ std::string ScriptHeader(const Chosen& chosen, const runner::Prediction& predict
       "# Launch script written by tunepar {} ({}) on {}.\n# Layout {}: {}.\n# Model {} ({} parameters) on {} ({} x "
       "{}).\n# The performance model predicts {:.3f} s/step, {:.0f} tokens/s, {:.1f} GB per device (one rank per "
       "device, as this script places them).\n",
-      Version(), GitRevision(), UtcNow(), LayoutKey(chosen.layout), chosen.origin, chosen.model.name,
-      static_cast<int64_t>(chosen.model.Parameters()), chosen.hardware.name, chosen.hardware.gpus_per_node, chosen.hardware.device_name,
+      // Names and origins are the user's text: one line each, so none can start a line of the script.
+      Version(), GitRevision(), UtcNow(), LayoutKey(chosen.layout), OneLine(chosen.origin), OneLine(chosen.model.name),
+      static_cast<int64_t>(chosen.model.Parameters()), OneLine(chosen.hardware.name), chosen.hardware.gpus_per_node,
+      OneLine(chosen.hardware.device_name),
       prediction.step_time_s, prediction.tokens_per_s, prediction.memory_bytes / 1e9);
 }
 
@@ -175,8 +178,8 @@ Status WriteScript(const std::string& path, const Chosen& chosen, const std::str
     if (!out) return InvalidArgument(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
   }
   chmod(path.c_str(), 0755);
-  fmt::print(stderr, "wrote {}: {} on {} node{}; submit with: sbatch {}\n", path, LayoutKey(chosen.layout),
-             NodesOf(chosen), NodesOf(chosen) == 1 ? "" : "s", path);
+  fmt::print(stderr, "wrote {}: {} on {} node{}; submit with: sbatch {}\n", OneLine(path), LayoutKey(chosen.layout),
+             NodesOf(chosen), NodesOf(chosen) == 1 ? "" : "s", runner::ShellQuote(path));
   return Status::Ok();
 }
 
@@ -318,8 +321,23 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, ru
 }
 
 // What the site requires (the profile's launch.requires_*) and Slurm's --time forms.
+// A value written after "#SBATCH --flag=": one word of printable ASCII (a space, quote or newline
+// would end the directive, or start a line of the script).
+Status CheckSbatchValue(std::string_view flag, const std::string& value) {
+  for (char c : value) {
+    if (c <= ' ' || c > '~' || c == '\'' || c == '"' || c == '\\')
+      return InvalidArgument(fmt::format("{} '{}' must be one word of printable ASCII without quotes (it is written "
+                                         "into an #SBATCH line)",
+                                         flag, OneLine(value)));
+  }
+  return Status::Ok();
+}
+
 Status CheckSiteOptions(const LaunchScriptOptions& o, const runner::HardwareProfile& hw) {
   TUNEPAR_RETURN_IF_ERROR(runner::CheckSlurmTime(o.time));
+  TUNEPAR_RETURN_IF_ERROR(CheckSbatchValue("--job-name", o.job_name));
+  TUNEPAR_RETURN_IF_ERROR(CheckSbatchValue("--account", o.account));
+  TUNEPAR_RETURN_IF_ERROR(CheckSbatchValue("--partition", o.partition));
   if (hw.launch.requires_account && o.account.empty()) {
     return InvalidArgument(fmt::format(
         "{} bills every job to a project (launch.requires_account): give --account PROJECT (e.g. --account "
@@ -364,7 +382,7 @@ Result<std::string> ScriptFor(const LaunchScriptOptions& o, const Chosen& chosen
   r.time = o.time;
   r.partition = o.partition;
   r.account = o.account;
-  r.job_name = o.job_name.empty() ? "tunepar-" + chosen.model.name : o.job_name;
+  r.job_name = o.job_name.empty() ? "tunepar-" + ToValidName(chosen.model.name) : o.job_name;
   r.modules = chosen.hardware.launch.modules;
   r.modules.insert(r.modules.end(), o.modules.begin(), o.modules.end());
   r.container = ContainerOf(o, chosen.hardware);
