@@ -68,6 +68,7 @@ Status Walk(const std::string& root, std::string_view relative, bool create) {
   if (!parts.ok()) return parts.status();
   if (create) {
     std::error_code ec;
+    if (fs::exists(root, ec) && !fs::is_directory(root, ec)) return StoreError(fmt::format("'{}' is not a directory", root));
     fs::create_directories(root, ec);
     if (ec) return StoreError(fmt::format("cannot create '{}': {}", root, ec.message()));
   }

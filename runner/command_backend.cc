@@ -237,12 +237,24 @@ std::optional<double> OomLowerBound(const std::string& line) {
   static const std::regex kInUse(
       "(?:([0-9.]+ ?[KMGT]?i?B) already allocated|this process has ([0-9.]+ ?[KMGT]?i?B) memory in use)",
       std::regex::icase);
-  std::smatch tried, in_use;
-  if (!std::regex_search(line, tried, kTried) || !std::regex_search(line, in_use, kInUse)) return std::nullopt;
-  const std::optional<double> request = ParseByteSize(tried[1].str());
-  const std::optional<double> used = ParseByteSize(in_use[1].matched ? in_use[1].str() : in_use[2].str());
-  if (!request || !used) return std::nullopt;
-  return *request + *used;
+  // The short form: "Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.12 GiB is
+  // reserved by PyTorch but unallocated."
+  static const std::regex kAllocated("Of the allocated memory ([0-9.]+ ?[KMGT]?i?B) is allocated by PyTorch",
+                                     std::regex::icase);
+  static const std::regex kReserved("([0-9.]+ ?[KMGT]?i?B) is reserved by PyTorch but unallocated", std::regex::icase);
+  auto size = [&line](const std::regex& re, int group) -> std::optional<double> {
+    std::smatch m;
+    if (!std::regex_search(line, m, re) || !m[group].matched) return std::nullopt;
+    return ParseByteSize(m[group].str());
+  };
+  std::optional<double> used = size(kInUse, 1);
+  if (!used) used = size(kInUse, 2);
+  if (!used) {
+    const std::optional<double> allocated = size(kAllocated, 1);
+    if (allocated) used = *allocated + size(kReserved, 1).value_or(0);
+  }
+  if (!used) return std::nullopt;
+  return *used + size(kTried, 1).value_or(0);
 }
 
 namespace {

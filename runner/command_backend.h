@@ -116,9 +116,11 @@ class CommandBackend : public Backend {
 double ObjectiveValue(MetricKind kind, double value, const ModelShape& model, int world);
 
 // From an out-of-memory message like PyTorch's ("Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB
-// total capacity; 75.80 GiB already allocated; ...)", or "... this process has 79.13 GiB memory
-// in use ..."): what was in use plus what it tried to allocate, in bytes; nullopt when the line
-// does not say both.
+// total capacity; 75.80 GiB already allocated; ...)", "... this process has 79.13 GiB memory in
+// use ...", or only "Of the allocated memory 75.10 GiB is allocated by PyTorch, and 2.12 GiB is
+// reserved by PyTorch but unallocated"): what was in use (allocated plus reserved, in the short
+// form) plus what it tried to allocate when it says, in bytes; nullopt when the line says
+// nothing of what was in use.
 std::optional<double> OomLowerBound(const std::string& line);
 
 }  // namespace tunepar::runner

@@ -88,6 +88,8 @@ std::string Environment(const LaunchScriptRequest& r, const Placement& p) {
     s += fmt::format("export {}={}", e.name, ShellQuote(e.value));
     s += e.source.empty() ? "  # (the profile gives no source)\n" : "  # " + e.source + "\n";
   }
+  for (const auto& [name, value] : r.program_env)
+    s += fmt::format("export {}={}  # the program reads it, as in its study's trials\n", name, ShellQuote(value));
   s += fmt::format("export OMP_NUM_THREADS={}  # one thread per CPU of a {}'s binding (launch.cpus_per_task{})\n",
                    p.cpus_per_task, r.node_launcher ? "node task" : "rank",
                    r.node_launcher ? " x devices per node" : "");

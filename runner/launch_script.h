@@ -56,6 +56,9 @@ struct LaunchScriptRequest {
   std::string header;             // comment lines: where the layout comes from
   std::vector<std::string> modules;       // `module load` lines, in order
   std::vector<std::string> required_env;  // variables the command needs, checked before any step
+  // Variables the program reads that the script sets (TUNEPAR_LAYOUT for a program that read its
+  // layout there in its study's trials), exported for every step.
+  std::vector<std::pair<std::string, std::string>> program_env;
   std::string mpi_plugin;                 // srun --mpi=...
   std::string mpi_reason;                 // why that plugin, said in the script
   std::optional<ContainerLaunch> container;

@@ -255,7 +255,10 @@ void MergeInto(StoreView& view, std::vector<StudyRecord> studies, std::vector<Tr
 Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& options) {
   StoreView view;
   std::error_code ec;
-  if (!fs::is_directory(store_dir, ec)) return view;
+  if (!fs::is_directory(store_dir, ec)) {
+    if (fs::exists(store_dir, ec)) return StoreError(fmt::format("store '{}' is not a directory", store_dir));
+    return view;
+  }
   view.exists = true;
   const std::string shards_dir = ShardsDir(store_dir);
   if (!fs::is_directory(shards_dir, ec)) return view;

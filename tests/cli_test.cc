@@ -129,8 +129,11 @@ TEST(Cli, ShardFromANewerTuneparIsSkippedByOthersAndRefusedByItsNode) {
   testing::CliRun other = RunTunepar(store + " search --world 64 --model gpt-22b --node-id n1");
   EXPECT_EQ(other.exit_code, 0) << other.err;
   EXPECT_NE(other.err.find(shard), std::string::npos) << other.err;
-  for (const auto& [path, content] : before)
-    if (path == shard) EXPECT_EQ(testing::ReadFile(shard), content);
+  for (const auto& [path, content] : before) {
+    if (path == shard) {
+      EXPECT_EQ(testing::ReadFile(shard), content);
+    }
+  }
 }
 
 // A damaged shard is named on stderr and skipped; the readers exit 9 so that a script notices the
@@ -582,6 +585,26 @@ TEST(CliMessages, HeadersWithoutNestedParenthesesAndTheBestInItsUnit) {
   EXPECT_NE(report.out.find("Best 2 layouts, measured:"), std::string::npos) << report.out;
   EXPECT_NE(report.out.find("Best so far, each time it improved (finished trial #: best): #1: "), std::string::npos)
       << report.out;
+}
+
+// Issue 28 item 11: bad input that was taken as something else is refused with one line.
+TEST(Cli, AStoreThatIsAFileTimeoutsBelowZeroAndTwoCommandsAreRefused) {
+  TempDir dir;
+  testing::WriteFile(dir / "afile", "not a store\n");
+  for (const std::string command : {"list", "show x", "search --world 8 --model tiny --hardware local-cpu"}) {
+    ExpectOneLineError(RunTunepar("--store " + (dir / "afile") + " " + command), kExitStore, "is not a directory");
+    EXPECT_EQ(testing::ReadFile(dir / "afile"), "not a store\n");
+  }
+  const std::string search = "--store " + (dir / "s") + " search --world 2 --model tiny --hardware local-cpu "
+                             "--backend command --command 'true {tp} {pp} {mbs} {precision} {recompute} {vpp}' "
+                             "--metric-regex 'x([0-9])' ";
+  for (const std::string bad : {"--timeout 0", "--timeout -5", "--time-budget -10"})
+    ExpectOneLineError(RunTunepar(search + bad), kExitUsage, bad.substr(0, bad.find(' ')));
+  const std::string config = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/torchtitan.toml";
+  ExpectOneLineError(RunTunepar("--store " + (dir / "s") + " search --world 8 --model tiny --hardware local-cpu "
+                                "--backend command --command-config " + config + " --command 'true'"),
+                     kExitUsage, "give the command in one place");
+  EXPECT_FALSE(std::filesystem::exists(dir / "s"));
 }
 
 }  // namespace

@@ -421,6 +421,17 @@ TEST(OomLowerBound, ReadsBothOfPyTorchsMessages) {
   EXPECT_FALSE(OomLowerBound("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB").has_value());
 }
 
+// Issue 28 item 10: PyTorch's short form says only what its allocator holds: allocated plus
+// reserved is what was in use at least (with the request when the line has it).
+TEST(OomLowerBound, ReadsPyTorchsShortForm) {
+  EXPECT_NEAR(*OomLowerBound("torch.OutOfMemoryError: CUDA out of memory. Of the allocated memory 75.10 GiB is "
+                             "allocated by PyTorch, and 2.12 GiB is reserved by PyTorch but unallocated."),
+              (75.10 + 2.12) * (1 << 30), 1e3);
+  EXPECT_NEAR(*OomLowerBound("OutOfMemoryError: Tried to allocate 1.00 GiB. Of the allocated memory 70.00 GiB is "
+                             "allocated by PyTorch"),
+              71.0 * (1 << 30), 1e3);
+}
+
 TEST(CommandOptions, MemoryRegexNeedsACaptureGroup) {
   CommandBackendOptions o;
   o.command = "train";

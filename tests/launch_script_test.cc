@@ -510,5 +510,46 @@ TEST(LaunchScript, HostileNamesNeverBecomeLinesOrWordsOfTheScript) {
   }
 }
 
+// Issue 28 item 1: a study measured with the user's own command launches that command for its
+// best layout (its $TUNEPAR_LAYOUT too), never tunepar-core.
+TEST(LaunchScript, AStudyMeasuredWithItsOwnCommandLaunchesThatProgram) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::string command = std::string(TUNEPAR_FAKE_TRAINER) +
+                              " --tp {tp} --pp {pp} --mbs {mbs} --precision {precision} --recompute {recompute}";
+  ASSERT_EQ(RunTunepar("--store " + store + " search --world 4 --model tiny --hardware local-cpu --backend command "
+                       "--command " + runner::ShellQuote(command) + " --metric-regex 'step_time: ([0-9.]+)' "
+                       "--budget 3 --confirm 0 --node-id n0 --reads-layout-env")
+                .exit_code,
+            0);
+  const CliRun run = RunTunepar("--store " + store + " launch-script -o " + (dir / "x.sbatch"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string script = ReadFile(dir / "x.sbatch");
+  const std::vector<std::string> steps = Steps(script);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_NE(steps.back().find(std::string(TUNEPAR_FAKE_TRAINER) + " --tp "), std::string::npos) << steps.back();
+  EXPECT_EQ(steps.back().find("tunepar-core"), std::string::npos) << steps.back();
+  EXPECT_NE(script.find("own command, as its trials ran it"), std::string::npos);
+  const std::string best = script.substr(script.find("# Layout ") + 9, script.find(':', script.find("# Layout ")) - script.find("# Layout ") - 9);
+  EXPECT_NE(script.find("export TUNEPAR_LAYOUT=" + best), std::string::npos) << best;
+}
+
+// Issue 28 item 2: --layout with no study and no model or hardware is for the store's only study
+// (its profile); with several studies, one must be named.
+TEST(LaunchScript, ALayoutWithNoStudyNamedIsForTheStoresOnlyStudy) {
+  TempDir dir;
+  const std::string store = "--store " + (dir / "s");
+  ASSERT_EQ(RunTunepar(store + " search --world 128 --model gpt-22b --hardware lumi-g").exit_code, 0);
+  const CliRun only = RunTunepar(store + " launch-script --layout " + kLumiLayout + kSite);
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_NE(only.out.find("on lumi-g ("), std::string::npos) << only.out.substr(0, 500);
+  EXPECT_EQ(only.out.find("frontier"), std::string::npos);
+  // Given --model and --hardware, the layout is launched outside any study.
+  EXPECT_EQ(RunTunepar(store + " " + kLumi + kSite).exit_code, 0);
+  ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --hardware lumi-g").exit_code, 0);
+  ExpectOneLineError(RunTunepar(store + " launch-script --layout " + kLumiLayout + kSite), kExitUsage,
+                     "has 2 studies; name one");
+}
+
 }  // namespace
 }  // namespace tunepar

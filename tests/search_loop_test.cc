@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -267,8 +268,8 @@ TEST(SearchLoop, ProgressLinesAndTheFinalSummary) {
   TempDir dir;
   const testing::CliRun run = RunTunepar(SearchArgs(dir / "s", 4, ""));
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("trial   1/4"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("trial   4/4"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("trial n0/1 (1/4)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("trial n0/4 (4/4)"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("(model "), std::string::npos);
   EXPECT_NE(run.out.find("Best layout:"), std::string::npos);
   EXPECT_NE(run.out.find("The model's top layout"), std::string::npos);
@@ -523,7 +524,7 @@ TEST(RealLaunchers, AnInterruptedTrialsLineNamesTheTrial) {
   EXPECT_EQ(Wait(pid), 128 + SIGTERM);
   const std::string out = testing::ReadFile(dir / "out.txt");
   EXPECT_NE(out.find("trial n0/1 (not counted)  tp"), std::string::npos) << out;
-  EXPECT_EQ(out.find("trial   0/3"), std::string::npos) << out;
+  EXPECT_EQ(out.find("(0/3)"), std::string::npos) << out;
 }
 
 // TFLOP/s per GPU of a small run (a CPU, a tiny model) shows its significant digits, not 0.0.
@@ -535,6 +536,43 @@ TEST(RealLaunchers, SmallTflopsKeepTheirDigits) {
   const std::string table = TrialTable({&small, &large}, false).Render();
   EXPECT_NE(table.find("0.0042"), std::string::npos) << table;
   EXPECT_NE(table.find("152.3"), std::string::npos) << table;
+}
+
+// Issue 28 item 8: with a batch, trials finish in any order; each progress line names the trial
+// as it is stored (what show and the summary say), beside its place in the budget.
+TEST(SearchLoop, EachProgressLineNamesTheTrialAsStored) {
+  TempDir dir;
+  // Trials of a larger micro-batch end sooner: the batch's trials finish out of their order.
+  const std::string command = std::string("'") + TUNEPAR_FAKE_TRAINER +
+                              " --tp {tp} --pp {pp} --mbs {mbs} --precision {precision} --recompute {recompute} "
+                              "--vpp {vpp} --sleep 0.$(( 9 - {mbs} ))'";
+  const testing::CliRun run = RunTunepar("--store " + (dir / "s") + " search --world 2 --model tiny --hardware " +
+                                         kTestCpu + " --backend command --command " + command +
+                                         " --metric-regex 'step_time: ([0-9.]+)' --budget 6 --batch 3 --confirm 0 "
+                                         "--node-id n0");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::map<int64_t, std::string> stored;
+  for (const Trial& t : Trials(dir / "s", OnlyStudy(dir / "s"))) stored[t.number] = t.layout;
+  int lines = 0;
+  std::istringstream out(run.out);
+  for (std::string line; std::getline(out, line);) {
+    if (line.rfind("trial n0/", 0) != 0) continue;
+    ++lines;
+    const int64_t number = std::stoll(line.substr(9));
+    EXPECT_NE(line.find(stored[number]), std::string::npos) << line << " is stored as " << stored[number];
+  }
+  EXPECT_EQ(lines, 6) << run.out;
+}
+
+// Issue 28 item 10: --study naming another name for a stored study's inputs is said, not ignored.
+TEST(SearchLoop, AStudyNameThatTheInputsOverruleIsSaid) {
+  TempDir dir;
+  ASSERT_EQ(RunTunepar(SearchArgs(dir / "s", 1, "", "--study first")).exit_code, 0);
+  const testing::CliRun again = RunTunepar(SearchArgs(dir / "s", 2, "", "--study second"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("warning: --study second: these inputs are study 'first' already; resuming it"),
+            std::string::npos)
+      << again.err;
 }
 
 }  // namespace

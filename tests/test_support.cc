@@ -195,7 +195,7 @@ std::vector<std::pair<std::string, std::string>> SnapshotFiles(const std::string
 
 std::string InstallTunepar(const std::string& dir, const std::vector<std::string>& cores) {
   const fs::path built = fs::path(TUNEPAR_BINARY).parent_path();
-  fs::copy_file(TUNEPAR_BINARY, fs::path(dir) / "tunepar", fs::copy_options::overwrite_existing);
+  fs::copy_file(TuneparBinary(), fs::path(dir) / "tunepar", fs::copy_options::overwrite_existing);
   for (const std::string& core : cores)
     fs::copy_file(built / "tunepar-core", fs::path(dir) / core, fs::copy_options::overwrite_existing);
   return dir + "/tunepar";

@@ -271,13 +271,14 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   }
   if (global_.json) return Status::Ok();
   const store::TrialRecord* best = FastestOkTrial(session_.trials);
-  // A finished trial takes the next place in the budget; one that did not finish (interrupted)
-  // takes none, so it is named by its own number.
+  // Named as it is stored (node/number, what show and the summary say); a finished trial also
+  // takes the next place in the budget, one that did not finish (interrupted) none.
   const std::string place = IsFinished(r.status)
-                                ? fmt::format("{:>3}/{}", CountFinished(session_.trials), options_.budget)
-                                : fmt::format("{}/{} (not counted)", r.node_id, r.number);
+                                ? fmt::format("{}/{}", CountFinished(session_.trials), options_.budget)
+                                : "not counted";
   progress_.Line(fmt::format(
-      "trial {}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", place, LayoutKey(r.layout),
+      "trial {:<17}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", fmt::format("{}/{} ({})", r.node_id, r.number, place),
+      LayoutKey(r.layout),
       std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + (confirmation ? " (again)" : ""),
       r.status == TrialStatus::kOk ? ThroughputText(r) : "-",
       a.predicted.fits ? fmt::format("{} tok/s", WithCommas(std::llround(a.predicted.tokens_per_s))) : "oom",

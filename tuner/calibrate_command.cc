@@ -440,7 +440,7 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
   sweep->add_option("--warmup", o->sweep.core.warmup, "Warm-up steps per run")->capture_default_str();
   sweep->add_option("--core", o->sweep.core.core, kCoreOptionHelp);
   sweep->add_option("--threads", o->sweep.core.threads, "Threads per rank (default: automatic)");
-  sweep->add_option("--timeout", o->sweep.timeout_s, "Seconds per run (default 600)");
+  sweep->add_option("--timeout", o->sweep.timeout_s, "Seconds per run (default 600)")->check(CLI::PositiveNumber);
   sweep->add_option("--runs-csv", o->sweep.runs_csv, "Write the measured runs here (default: in the store)");
   cmd->callback([&global, result, o] { *result = RunCalibrate(global, *o); });
 }

@@ -77,6 +77,14 @@ Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& 
   runner::CommandBackendOptions o;
   std::string metric = "step_time_s";
   std::string declared;
+  // A config's [knobs] and metric describe its own command: another command with them is a mix
+  // no one meant.
+  if (!flags.config_file.empty() && !flags.command.empty()) {
+    return InvalidArgument(fmt::format(
+        "give the command in one place: --command would replace the command of --command-config {} (whose [knobs] "
+        "and metric describe its own); drop one of them",
+        flags.config_file));
+  }
   if (!flags.config_file.empty()) TUNEPAR_RETURN_IF_ERROR(ReadFile(flags.config_file, &o, &metric, &declared));
   if (knobs != nullptr) *knobs = declared;
   if (flags.reads_layout_env) o.reads_layout_env = true;

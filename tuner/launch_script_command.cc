@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@
 #include "runner/launch_environment.h"
 #include "runner/launch_script.h"
 #include "runner/performance_model.h"
+#include "store/store_reader.h"
 #include "tuner/command_config.h"
 #include "tuner/commands.h"
 #include "tuner/core_backend_config.h"
@@ -46,6 +48,7 @@ struct LaunchScriptOptions {
   std::string layout_key;
   int top = 1;
   std::string model = "gpt-1t", hardware = "frontier-mi250x";
+  bool model_or_hardware_given = false;  // --model or --hardware on the command line
   std::string training_command;
   std::string command_config;
   std::string core;
@@ -66,6 +69,8 @@ struct Chosen {
   runner::HardwareProfile hardware;
   Layout layout;
   std::string origin;  // why this layout
+  std::string study;   // the study it comes from ("" for a layout given with --model/--hardware)
+  std::optional<StudyProgram> program;  // the program that study measured (its own command)
 };
 
 int NodesOf(const Chosen& c) { return (c.layout.World() + c.hardware.gpus_per_node - 1) / c.hardware.gpus_per_node; }
@@ -215,7 +220,7 @@ Result<std::vector<Chosen>> ChooseFromStudy(const GlobalOptions& global, const L
   if (!stored.ok()) return stored.status();
   const StudyContext& context = stored->context;
   const store::StudyRecord& study = context.study;
-  Chosen chosen{context.problem.model, context.problem.hardware, {}, ""};
+  Chosen chosen{context.problem.model, context.problem.hardware, {}, "", study.name, context.program};
   if (!o.layout_key.empty()) {
     Result<Layout> l = ParseLayoutKey(o.layout_key);
     if (!l.ok()) return l.status().WithContext("--layout");
@@ -251,12 +256,21 @@ Result<std::vector<Chosen>> ChooseFromStudy(const GlobalOptions& global, const L
   return all;
 }
 
+// Whether the store holds any study (its studies' headers read; no trial).
+bool HasStudies(const std::string& store_dir) {
+  Result<store::StoreView> view = store::ReadStore(store_dir, {"-", ""});
+  return view.ok() && !view->studies.empty();
+}
+
 Result<std::vector<Chosen>> ChooseLayouts(const GlobalOptions& global, const LaunchScriptOptions& o) {
   if (o.top > 1 && !o.layout_key.empty())
     return InvalidArgument("--top chooses a study's best layouts; it does not go with --layout");
   if (o.top > 1 && o.output.empty())
     return InvalidArgument("--top writes one script per layout: give -o FILE (they are named FILE-1, FILE-2, ...)");
-  if (!o.study.empty() || o.layout_key.empty()) return ChooseFromStudy(global, o);
+  // A layout with no study and no model or hardware is for the store's only study (its hardware,
+  // container and binds); several studies: name one.
+  if (!o.study.empty() || o.layout_key.empty() || (!o.model_or_hardware_given && HasStudies(global.store)))
+    return ChooseFromStudy(global, o);
   Result<Problem> problem = LoadProblem(o.model, o.hardware, "default");
   if (!problem.ok()) return problem.status();
   Result<Layout> l = ParseLayoutKey(o.layout_key);
@@ -292,6 +306,13 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, ru
                              "; search with this --command-config (its study holds only layouts it runs), or give --layout");
     }
     template_command = config->command;
+  }
+  if (template_command.empty() && chosen.program) {
+    // A study measured with its own command launches that program, never tunepar-core.
+    template_command = chosen.program->command;
+    r->header += fmt::format("# The program: study {}'s own command, as its trials ran it, for this layout.\n",
+                             OneLine(chosen.study));
+    if (chosen.program->reads_layout_env) r->program_env.emplace_back("TUNEPAR_LAYOUT", LayoutKey(chosen.layout));
   }
   if (template_command.empty()) return SetCoreCommand(o, chosen, r);
   runner::TrialContext context;
@@ -429,8 +450,9 @@ void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* 
   cmd->add_option("--layout", o->layout_key, "Layout key (default: the study's best trial)");
   cmd->add_option("--top", o->top, "Write scripts for the study's K best layouts, -o FILE naming them FILE-1 ... FILE-K")
       ->capture_default_str();
-  cmd->add_option("--model,-m", o->model, "Model, with --layout and no study")->capture_default_str();
-  cmd->add_option("--hardware", o->hardware, "Hardware, with --layout and no study")->capture_default_str();
+  CLI::Option* model = cmd->add_option("--model,-m", o->model, "Model, with --layout and no study")->capture_default_str();
+  CLI::Option* hardware =
+      cmd->add_option("--hardware", o->hardware, "Hardware, with --layout and no study")->capture_default_str();
   cmd->add_option("--training-command", o->training_command,
                   "Command template run by every rank (placeholders as for --backend command; {trial?TEXT} is a "
                   "trial's only)");
@@ -456,7 +478,10 @@ void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* 
   cmd->add_option("--container-hook", o->container_hook,
                   "Run inside the container before each step (default: the profile's, e.g. $WITH_CONDA)");
   cmd->add_option("--output,-o", o->output, "Write the script here (default: stdout)");
-  cmd->callback([&global, result, o] { *result = RunLaunchScript(global, *o); });
+  cmd->callback([&global, result, o, model, hardware] {
+    o->model_or_hardware_given = model->count() > 0 || hardware->count() > 0;
+    *result = RunLaunchScript(global, *o);
+  });
 }
 
 }  // namespace tunepar

@@ -240,7 +240,8 @@ void AddCommandBackendOptions(CLI::App* cmd, CommandFlags* flags) {
   c->add_option("--memory-json", flags->memory_json, "Or: key of the peak memory (bytes) in JSON lines");
   c->add_option("--oom-pattern", flags->oom_patterns, "Extra regex meaning out-of-memory (repeatable)");
   c->add_option("--timeout", flags->timeout_s,
-                "Seconds before a trial is killed (default 3600; 600 for local and slurm)");
+                "Seconds before a trial is killed (default 3600; 600 for local and slurm)")
+      ->check(CLI::PositiveNumber);
   c->add_option("--env", flags->env, "KEY=VALUE for the command's environment (repeatable)");
   c->add_option("--workdir", flags->workdir, "Working directory of the command");
   c->add_flag("--reads-layout-env", flags->reads_layout_env,
@@ -280,7 +281,8 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
   auto* bayes = cmd->add_option_group("Bayesian search (measuring backends)");
   bayes->add_option("--budget", o->bayes.budget, "Finished trials in the study to stop at")
       ->capture_default_str();
-  bayes->add_option("--time-budget", o->bayes.time_budget_s, "Seconds this run may take (0: no limit)");
+  bayes->add_option("--time-budget", o->bayes.time_budget_s, "Seconds this run may take (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   bayes->add_option("--batch", o->bayes.batch, "Trials proposed and run at a time")->capture_default_str();
   bayes->add_option("--seed", o->seed, "Seed of the proposals (part of the study)")->capture_default_str();
   bayes->add_option("--acquisition", o->acquisition, "logei (log expected improvement) or ucb")

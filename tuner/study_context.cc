@@ -3,6 +3,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace tunepar {
 
@@ -21,6 +22,15 @@ Result<Problem> ProblemOf(const store::StudyRecord& study) {
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(study.world, problem->hardware));
   return problem;
+}
+
+// The command a command study's trials ran, from its backend settings (search_command.cc writes
+// them); nullopt for the other backends.
+std::optional<StudyProgram> ProgramOf(const store::StudyRecord& study) {
+  if (study.backend != "command") return std::nullopt;
+  const nlohmann::json settings = nlohmann::json::parse(study.backend_settings, nullptr, false);
+  if (!settings.is_object() || !settings.contains("command") || !settings["command"].is_string()) return std::nullopt;
+  return StudyProgram{settings["command"].get<std::string>(), settings.value("reads_layout_env", false)};
 }
 
 }  // namespace
@@ -57,6 +67,7 @@ std::optional<Layout> StudyContext::ModelBest() const {
 Result<StudyContext> MakeStudyContext(const store::StudyRecord& study, int ranks_per_node) {
   StudyContext c;
   c.study = study;
+  c.program = ProgramOf(study);
   Result<Problem> problem = ProblemOf(study);
   if (!problem.ok()) return problem.status();
   c.problem = std::move(*problem);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/knob_support.h"
@@ -18,8 +19,16 @@
 
 namespace tunepar {
 
+// The program a study measured with the command backend, as its backend settings stored it: the
+// template, and whether the program reads its layout from $TUNEPAR_LAYOUT.
+struct StudyProgram {
+  std::string command;
+  bool reads_layout_env = false;
+};
+
 struct StudyContext {
   store::StudyRecord study;
+  std::optional<StudyProgram> program;  // the study's own command (command backend only)
   Problem problem;           // the study's configs; problem.space as the backend restricts it
   KnobSupport support;       // what the study's backend can run
   int world = 0;

@@ -93,7 +93,8 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
   if (const store::StudyRecord* existing = FindById(studies, id)) {
     if (r.new_study) return InternalError("--new produced an existing study id");
     if (!r.study.empty() && r.study != existing->name)
-      spdlog::info("these inputs are study '{}'; resuming it (not '{}')", existing->name, r.study);
+      spdlog::warn("--study {}: these inputs are study '{}' already; resuming it under its name", OneLine(r.study),
+                   OneLine(existing->name));
     *resumed = true;
     return *existing;
   }
