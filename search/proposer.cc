@@ -26,6 +26,11 @@ constexpr double kVouched = 0.99;
 constexpr double kCondemned = 0.01;
 // The probability of fitting and running a proposal needs (FeasibilityFloor).
 constexpr double kLikelyToRun = 0.5;
+// The noise of one measurement (log step time) assumed before any layout was measured twice:
+// run-to-run spread of a training step on a shared machine is a percent or two (the README's
+// tunepar-core runs repeat within 1-1.5%; published HPC step-time jitter is 1-3%), and a single
+// measurement says nothing of it, however close the surrogate's fit.
+constexpr double kPriorNoiseSd = 0.02;
 
 }  // namespace
 
@@ -397,6 +402,11 @@ void Proposer::BelievePick(int chosen, State* s, std::vector<double>* mean, std:
   Score(*s, mean, sd);
 }
 
+std::pair<double, int> Proposer::RepeatNoise(const std::vector<Outcome>& history) const {
+  const auto [variance, df] = PooledNoise(Gather(history));
+  return {std::sqrt(variance), df};
+}
+
 // An upper 90% bound on the noise sd from a pooled variance with `df` degrees of freedom
 // (variance x df / the chi-square's 10% quantile, by Wilson-Hilferty): a handful of repeats that
 // happen to agree must not make a gap look certain.
@@ -426,7 +436,13 @@ Standing Proposer::Stand(const std::vector<Outcome>& history, double confidence)
   const double noise = degrees_of_freedom >= kNoiseDegreesOfFreedom
                            ? std::max(out.noise_sd, UpperNoiseSd(pooled, degrees_of_freedom))
                            : out.noise_sd;
-  auto uncertainty = [&](int i) { return std::max(sd[i], noise / std::sqrt(count[i])); };
+  // Until a layout is measured twice its own measurements say nothing of the noise: its
+  // uncertainty is at least the study's pooled noise of repeats, or before any repeat the prior.
+  const double single_floor = degrees_of_freedom > 0 ? std::sqrt(pooled) : kPriorNoiseSd;
+  auto uncertainty = [&](int i) {
+    const double u = std::max(sd[i], noise / std::sqrt(count[i]));
+    return count[i] < 2 ? std::max(u, single_floor) : u;
+  };
   int best = -1;
   for (const auto& [i, n] : count) {
     if (best < 0 || mean[i] < mean[best]) best = i;

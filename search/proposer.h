@@ -145,6 +145,10 @@ class Proposer {
   // Index of a layout in the legal set, or -1.
   int IndexOf(const Layout& layout) const;
 
+  // The spread of repeated measurements: the pooled sd of log step time over layouts measured
+  // more than once (whole measurements), with its degrees of freedom (0: no repeat).
+  std::pair<double, int> RepeatNoise(const std::vector<Outcome>& history) const;
+
  private:
   struct State;     // the fitted surrogate for one history
   struct Evidence;  // what a history says, per legal layout

@@ -239,5 +239,34 @@ TEST(CalibrateCli, HelpListsEveryExitCode) {
     EXPECT_TRUE(Contains(help.out, code)) << code << "\n" << help.out;
 }
 
+// Issue 28 item 6: six runs of one model whose step times are the performance model's in reverse
+// order, each within 30% of it: the error rule alone passes such a fit, but it ranks the runs it
+// did not see backwards (leave-one-out Spearman -1): exit 10, nothing written; the table names
+// every run by its full layout key.
+TEST(CalibrateCli, AFitThatRanksUnseenRunsBackwardsFailsWithExitTen) {
+  TempDir dir;
+  testing::WriteFile(dir / "reversed.csv",
+                     "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,"
+                     "precision,recompute,zero,step_time_s\n"
+                     "a,4,256,8,128,1024,8,4,1,2,4,1,fp16,none,0,0.1268\n"
+                     "b,4,256,8,128,1024,8,4,1,2,4,1,bf16,none,1,0.1085\n"
+                     "c,4,256,8,128,1024,8,4,1,2,4,1,fp32,none,0,0.1054\n"
+                     "d,4,256,8,128,1024,8,4,1,2,4,1,bf16,selective,0,0.1040\n"
+                     "e,4,256,8,128,1024,8,4,1,2,4,1,fp32,selective,1,0.0992\n"
+                     "f,4,256,8,128,1024,8,4,1,2,4,1,fp16,full,0,0.0989\n");
+  const testing::CliRun run = RunTunepar("calibrate --from " + (dir / "reversed.csv") + " --hardware local-cpu -o " +
+                                         (dir / "fit.toml"));
+  EXPECT_EQ(run.exit_code, kExitCalibrationFailed) << run.out << run.err;
+  EXPECT_TRUE(Contains(run.err, "cross-validated Spearman -1.00 over 6 runs, leave-one-out")) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "fit.toml"));
+  EXPECT_TRUE(Contains(run.out, "tp1-pp2-dp2-mbs4-nmb1-fp16-zero0-rcfull-sp0-vpp1-fa0")) << run.out;
+  // --force writes it anyway, as any failed fit.
+  EXPECT_EQ(RunTunepar("calibrate --from " + (dir / "reversed.csv") + " --hardware local-cpu --force -o " +
+                       (dir / "fit.toml"))
+                .exit_code,
+            0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "fit.toml"));
+}
+
 }  // namespace
 }  // namespace tunepar

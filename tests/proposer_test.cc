@@ -295,6 +295,22 @@ TEST(Proposer, StandingLearnsTheNoiseFromRepeatsAndAsksForConfirmation) {
   EXPECT_FALSE(s.remeasure.has_value());
 }
 
+// Issue 28 item 7: two layouts measured once each, 449 against 446 tokens/s: nothing yet says
+// how noisy a measurement is, so the leader is not called near-certainly the fastest.
+TEST(Proposer, OneMeasurementEachDoesNotMakeALeaderCertain) {
+  const Proposer p(ToyLegal(), ToyPrior(1.0), ProposerOptions{});
+  Layout best, rival;
+  best.tp = 2;
+  best.micro_batch = 8;
+  rival.tp = 1;
+  rival.micro_batch = 8;
+  const Standing s = p.Stand({{best, TrialStatus::kOk, 1.0 / 449}, {rival, TrialStatus::kOk, 1.0 / 446}}, 0.9);
+  ASSERT_TRUE(s.best.has_value());
+  EXPECT_EQ(*s.best, best);
+  EXPECT_LT(s.probability_best, 0.9);
+  EXPECT_GE(s.sd, 0.02 * 0.999);  // the prior noise of one measurement
+}
+
 TEST(Proposer, AConstantFactorErrorInTheModelCostsNothing) {
   // The model is 3x too slow everywhere: one measurement fixes the offset, and the ranking the
   // model gives is followed.

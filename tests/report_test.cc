@@ -321,5 +321,27 @@ TEST(Report, StudiesWithLittleOrNoDataGiveAMessageNotANan) {
   EXPECT_NE(run.err.find("name one"), std::string::npos) << run.err;
 }
 
+// Issue 28 item 4: where layouts were measured again, the noise floor is what the repeats say;
+// precision (fp32 is 40% slower in the fake trainer, whose repeats agree exactly) matters.
+TEST(Report, RepeatsSetTheNoiseFloorAndAKnobFarAboveItMatters) {
+  TempDir dir;
+  ASSERT_EQ(RunTunepar(Search(dir / "s", 12, "") + " --confirm 4").exit_code, 0);
+  const testing::CliRun run = RunTunepar("--store " + (dir / "s") + " --json report --shap");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json shap = nlohmann::json::parse(run.out)["shap"];
+  EXPECT_NE(shap["noise_floor"]["method"].get<std::string>().find("spread of repeated measurements"),
+            std::string::npos)
+      << shap["noise_floor"].dump();
+  bool precision = false;
+  for (const auto& k : shap["knobs"]) {
+    if (k["knob"] != "precision") continue;
+    precision = true;
+    EXPECT_FALSE(k["under_noise_floor"].get<bool>()) << k.dump() << shap["noise_floor"].dump();
+  }
+  EXPECT_TRUE(precision);
+  const testing::CliRun text = RunTunepar("--store " + (dir / "s") + " report --shap");
+  EXPECT_EQ(text.out.find("Every knob is under the noise floor"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace tunepar

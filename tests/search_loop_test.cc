@@ -575,5 +575,30 @@ TEST(SearchLoop, AStudyNameThatTheInputsOverruleIsSaid) {
       << again.err;
 }
 
+// Issue 28 item 5: an early stop speaks for every knob the program receives only once each has
+// been varied among the finished layouts (and as many distinct layouts as such knobs finished;
+// confirmations count once). The fake trainer receives tp, pp, mbs, precision, recompute and vpp.
+TEST(SearchLoop, AnEarlyStopComesOnlyAfterEveryReceivedKnobWasVaried) {
+  TempDir dir;
+  const testing::CliRun run = RunTunepar(SearchArgs(dir / "s", 30, "", "--confirm 2 --early-stop 0.05"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::map<std::string, std::set<std::string>> values;  // knob field of the key -> values seen
+  std::set<std::string> distinct;
+  for (const Trial& t : Trials(dir / "s", OnlyStudy(dir / "s"))) {
+    if (t.status == "running" || t.status == "interrupted") continue;
+    distinct.insert(t.layout);
+    std::istringstream fields(t.layout);
+    for (std::string field; std::getline(fields, field, '-');) {
+      const size_t digit = field.find_first_of("0123456789");
+      const std::string name = field.rfind("rc", 0) == 0 ? "rc" : field.substr(0, digit);
+      values[name == "fp" || name == "bf" ? "precision" : name].insert(field);
+    }
+  }
+  ASSERT_NE(run.out.find("Stopped: early stop"), std::string::npos) << run.out;  // well before 30 trials
+  EXPECT_GE(distinct.size(), 6u) << run.out;
+  for (const std::string knob : {"tp", "pp", "mbs", "precision", "rc", "vpp"})
+    EXPECT_GE(values[knob].size(), 2u) << knob << " never varied before the early stop\n" << run.out;
+}
+
 }  // namespace
 }  // namespace tunepar

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/crash_point.h"
+#include "base/knobs.h"
 #include "base/names.h"
 #include "base/no_follow.h"
 #include "base/provenance.h"
@@ -193,9 +194,33 @@ std::optional<Layout> BayesianSearch::ConfirmationDue(bool exhausted) const {
 }
 
 search::StopAdvice BayesianSearch::EarlyStopAdvice() const {
-  if (!options_.early_stop) return {};
+  if (!options_.early_stop || !ExploredEnoughToStop()) return {};
   const auto [gain, probability] = *options_.early_stop;
   return proposer_.Advise(History(session_.trials), gain, probability);
+}
+
+// An early stop speaks for every knob the program receives only when the measurements do: each
+// such knob (more than one value in the legal space) varied among the finished layouts, and at
+// least as many distinct layouts finished as there are such knobs (a confirmation is the same
+// layout again, so it counts once).
+bool BayesianSearch::ExploredEnoughToStop() const {
+  std::vector<Knob> varying;
+  for (Knob knob : kKnobs) {
+    const auto& legal = context_.space.legal;
+    const bool varies = std::any_of(legal.begin(), legal.end(), [&](const Layout& l) {
+      return KnobCode(knob, l) != KnobCode(knob, legal.front());
+    });
+    if (varies) varying.push_back(knob);
+  }
+  std::set<std::string> distinct;
+  std::map<Knob, std::set<int>> values;
+  for (const store::TrialRecord& t : session_.trials) {
+    if (!IsFinished(t.status)) continue;
+    distinct.insert(LayoutKey(t.layout));
+    for (Knob knob : varying) values[knob].insert(KnobCode(knob, t.layout));
+  }
+  if (distinct.size() < varying.size()) return false;
+  return std::all_of(varying.begin(), varying.end(), [&](Knob knob) { return values[knob].size() > 1; });
 }
 
 store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const runner::Prediction& predicted,

@@ -78,6 +78,7 @@ class BayesianSearch {
   search::Standing Standing() const;
   // Whether --early-stop advises stopping now (never without it).
   search::StopAdvice EarlyStopAdvice() const;
+  bool ExploredEnoughToStop() const;
   // The final summary on stdout, as text or JSON.
   void Summarise(const std::string& stop_reason) const;
 

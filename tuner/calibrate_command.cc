@@ -119,11 +119,6 @@ Result<Agreement> AgreementOf(const std::vector<runner::RowFit>& rows) {
   return a;
 }
 
-std::string LayoutText(const Layout& l) {
-  return fmt::format("tp{} pp{} dp{} mbs{}{}", l.tp, l.pp, l.dp, l.micro_batch,
-                     l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : "");
-}
-
 // Where the runs came from: `name` for the profile's record, `stem` for the profile's name.
 struct DataSource {
   std::string name;  // e.g. "megatron_table1.csv", "study gpt-22b-w64"
@@ -156,13 +151,36 @@ Result<std::vector<runner::MeasuredRun>> ReadRuns(const GlobalOptions& global, c
   return RunsFromStudy(global.store, o.from);
 }
 
-// The fit, with how well it ranks and predicts the runs in sample and out of sample (2-fold:
-// each half predicted by a fit to the other, when there are at least 8 runs).
+// Cross-validation needs this many runs; 2-fold from kTwoFoldRuns, leave-one-out below (a fit to
+// half of fewer runs would leave most parameters unconstrained).
+constexpr size_t kCrossValidatedRuns = 5;
+constexpr size_t kTwoFoldRuns = 8;
+
+// The fit, with how well it ranks and predicts the runs in sample and out of sample (each run
+// predicted by a fit to runs it is not among: 2-fold, or leave-one-out for 5 to 7 runs).
 struct Fit {
   runner::CalibrationResult result;
   Result<Agreement> in_sample = InvalidArgument("not computed");
   Result<Agreement> cross = InvalidArgument("not computed");
+  std::string cross_scheme;  // how `cross` was made, for the output
 };
+
+// The held-out predictions: fold k of `folds` holds the runs i with i % folds == k.
+Result<std::vector<runner::RowFit>> HeldOut(const std::vector<runner::MeasuredRun>& runs, size_t folds,
+                                            const runner::HardwareProfile& profile,
+                                            const runner::CalibrationOptions& options) {
+  std::vector<runner::RowFit> held_out;
+  for (size_t fold = 0; fold < folds; ++fold) {
+    std::vector<runner::MeasuredRun> train, test;
+    for (size_t i = 0; i < runs.size(); ++i) (i % folds == fold ? test : train).push_back(runs[i]);
+    Result<runner::CalibrationResult> part = runner::Calibrate(train, profile, options);
+    if (!part.ok()) return part.status();
+    Result<std::vector<runner::RowFit>> rows = runner::EvaluateRuns(test, profile, part->efficiency);
+    if (!rows.ok()) return rows.status();
+    held_out.insert(held_out.end(), rows->begin(), rows->end());
+  }
+  return held_out;
+}
 
 Result<Fit> FitRuns(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& profile,
                     const runner::CalibrationOptions& options) {
@@ -170,19 +188,26 @@ Result<Fit> FitRuns(const std::vector<runner::MeasuredRun>& runs, const runner::
   if (!fit.ok()) return fit.status();
   Fit f{std::move(*fit)};
   f.in_sample = AgreementOf(f.result.rows);
-  if (runs.size() < 8) return f;
-  std::vector<runner::RowFit> held_out;
-  for (int fold = 0; fold < 2; ++fold) {
-    std::vector<runner::MeasuredRun> train, test;
-    for (size_t i = 0; i < runs.size(); ++i) ((static_cast<int>(i) % 2 == fold) ? test : train).push_back(runs[i]);
-    Result<runner::CalibrationResult> part = runner::Calibrate(train, profile, options);
-    if (!part.ok()) return part.status();
-    Result<std::vector<runner::RowFit>> rows = runner::EvaluateRuns(test, profile, part->efficiency);
-    if (!rows.ok()) return rows.status();
-    held_out.insert(held_out.end(), rows->begin(), rows->end());
-  }
-  f.cross = AgreementOf(held_out);
+  if (runs.size() < kCrossValidatedRuns) return f;
+  const bool two_fold = runs.size() >= kTwoFoldRuns;
+  Result<std::vector<runner::RowFit>> held_out = HeldOut(runs, two_fold ? 2 : runs.size(), profile, options);
+  if (!held_out.ok()) return held_out.status();
+  f.cross = AgreementOf(*held_out);
+  f.cross_scheme = two_fold ? "2-fold: each half predicted by a fit to the other"
+                            : "leave-one-out: each run predicted by a fit to the others";
   return f;
+}
+
+// A fit that orders runs it did not see no better than chance (cross-validated Spearman at or
+// below 0) would rank a search's layouts wrongly: it fails, like a parameter at a bound.
+void JudgeRanking(const Fit& fit, size_t runs, runner::FitJudgement& judgement) {
+  if (judgement.failed || !fit.cross.ok() || fit.cross->spearman > 0) return;
+  judgement.failed = true;
+  judgement.reason = fmt::format(
+      "it ranks the runs it did not see no better than chance (cross-validated Spearman {:.2f} over {} runs, {}): "
+      "the performance model cannot order these layouts with this profile; check the runs (are they of this "
+      "hardware, and is each step time of the whole step?) or fit fewer parameters (--fit)",
+      fit.cross->spearman, runs, fit.cross_scheme);
 }
 
 // The written profile's name when --name gives none: the original's (less the suffix of an
@@ -308,7 +333,7 @@ void PrintRows(const std::vector<runner::MeasuredRun>& runs, const runner::Calib
   for (size_t i = 0; i < fit.rows.size(); ++i) {
     const runner::RowFit& r = fit.rows[i];
     const double flops = runs[i].FlopsPerStep() / r.layout.World() / 1e12;
-    t.AddRow({r.label, std::to_string(r.layout.World()), LayoutText(r.layout), Fixed(r.measured_step_s, 3),
+    t.AddRow({r.label, std::to_string(r.layout.World()), LayoutKey(r.layout), Fixed(r.measured_step_s, 3),
               Fixed(r.predicted_step_s, 3), TflopsText(flops / r.measured_step_s), TflopsText(flops / r.predicted_step_s),
               fmt::format("{:+.1f}%", 100 * r.error), fmt::format("{:.1f}{}", r.memory_gb, r.fits ? "" : " OOM")});
   }
@@ -325,9 +350,8 @@ void PrintAgreement(const Fit& fit) {
     }
   }
   if (!fit.cross.ok()) return;
-  fmt::print(
-      "out of sample (2-fold: each half predicted by a fit to the other): Spearman {:.3f}, median |error| {:.1f}%\n",
-      fit.cross->spearman, 100 * fit.cross->median_abs_error);
+  fmt::print("out of sample ({}): Spearman {:.3f}, median |error| {:.1f}%\n", fit.cross_scheme, fit.cross->spearman,
+             100 * fit.cross->median_abs_error);
   if (fit.cross->shapes > 0) {
     fmt::print("  ranking layouts within each model shape: mean Spearman {:.3f} over {} shapes\n",
                fit.cross->spearman_within_shapes, fit.cross->shapes);
@@ -381,6 +405,7 @@ Status RunCalibrate(const GlobalOptions& global, const CalibrateOptions& o) {
   if (!fit.ok()) return fit.status();
   Outcome outcome;
   outcome.judgement = runner::JudgeFit(fit->result);
+  JudgeRanking(*fit, runs->size(), outcome.judgement);
   outcome.name = o.name.empty() ? DerivedProfileName(profile->name, data.stem) : o.name;
   if (!o.output.empty() && (!outcome.judgement.failed || o.force)) {
     TUNEPAR_RETURN_IF_ERROR(WriteProfile(o, hw_text->text, *profile, *fit, data, outcome.name));

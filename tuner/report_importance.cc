@@ -203,6 +203,8 @@ constexpr int kFloorRefits = 24;
 constexpr uint64_t kFloorSeed = 16;
 constexpr int kFloorBackground = 100;
 constexpr double kFloorQuantile = 0.9;
+// With repeats: the floor in repeat spreads (a mean |phi| of 1.5 spreads: three between a knob's values).
+constexpr double kRepeatFloorSpreads = 1.5;
 
 // The floor's text under the knob table.
 std::string NoiseFloorText(const NoiseFloor& floor, const search::KnobImportance& g) {
@@ -254,6 +256,22 @@ Explained ExplainModel(const StudyContext& context, const std::string& subject, 
   e.local_header = "the performance model's fastest layout predicted to fit";  // as StudyBest says a dry run's
   e.background_note = fmt::format("{} legal layouts predicted to fit, sampled", e.background.size());
   return e;
+}
+
+// Where layouts were measured more than once (repeats with 2 or more degrees of freedom), the
+// floor is what the measurements themselves say of noise: a knob that moves log throughput by
+// more than three repeat spreads between its values (a mean |phi| over 1.5 spreads) matters.
+// Shuffled refits of a few distinct layouts can put every knob under a floor far above what
+// repeats agreeing to 1% allow.
+void UseRepeatsForTheFloor(const search::Proposer& proposer, const std::vector<search::Outcome>& history,
+                           NoiseFloor& floor) {
+  const auto [spread, df] = proposer.RepeatNoise(history);
+  if (df < 2) return;
+  floor.value = kRepeatFloorSpreads * spread;
+  floor.method = fmt::format(
+      "{} times the spread of repeated measurements (pooled sd of log step time {:.2g}, {} repeats): a knob "
+      "whose values move throughput by more than three such spreads is above it",
+      kRepeatFloorSpreads, spread, df);
 }
 
 // Refits to the study's own ok measurements shuffled among their layouts: the data keep their
@@ -310,6 +328,7 @@ NoiseFloor ImportanceNoiseFloor(const StudyContext& context, const StudyTrials& 
       "the 90th percentile of the knobs' importances over {} refits of the surrogate to the {} ok "
       "measurements shuffled among their layouts (where no knob can matter), {} background points each",
       kFloorRefits, measured.size(), floor.background);
+  UseRepeatsForTheFloor(proposer, History(trials.all), floor);
   spdlog::debug("noise floor {:.3g} from {} refits in {:.2f} s", floor.value, kFloorRefits,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return floor;
