@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <regex>
+
 #include <fmt/format.h>
 
 #include "runner/efficiency.h"
@@ -154,6 +156,22 @@ Status ReadNetPlugin(TomlFields& f, NetPlugin* out) {
   return Status::Ok();
 }
 
+// mem_per_gpu = { value = "60G", source = "..." }: Slurm's size form, a number and K, M, G or T.
+Status ReadMemoryRequest(TomlFields& f, MemoryRequest* out) {
+  const toml::table* t = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("mem_per_gpu", &t, false));
+  if (t == nullptr) return Status::Ok();
+  TomlFields m(*t, f.source(), f.Path("mem_per_gpu."));
+  TUNEPAR_RETURN_IF_ERROR(m.String("value", &out->per_gpu));
+  TUNEPAR_RETURN_IF_ERROR(m.String("source", &out->source));
+  TUNEPAR_RETURN_IF_ERROR(m.RejectUnknownKeys());
+  static const std::regex kSize("[1-9][0-9]*[KMGT]?");
+  if (!std::regex_match(out->per_gpu, kSize))
+    return m.Error("value", fmt::format("'{}' is not a Slurm memory size (e.g. \"60G\")", out->per_gpu));
+  if (out->source.empty()) return m.Error("source", "must say where the request comes from");
+  return Status::Ok();
+}
+
 Status ReadContainer(TomlFields& f, ContainerSettings* out) {
   const toml::table* t = nullptr;
   TUNEPAR_RETURN_IF_ERROR(f.Table("container", &t, false));
@@ -182,6 +200,7 @@ Status ReadLaunch(const toml::table& t, std::string_view source, int gpus_per_no
   TUNEPAR_RETURN_IF_ERROR(ReadCpuMasks(f, gpus_per_node, out));
   TUNEPAR_RETURN_IF_ERROR(ReadMpiPlugins(f, out));
   TUNEPAR_RETURN_IF_ERROR(ReadEnv(f, out));
+  TUNEPAR_RETURN_IF_ERROR(ReadMemoryRequest(f, &out->memory));
   TUNEPAR_RETURN_IF_ERROR(ReadNetPlugin(f, &out->net_plugin));
   TUNEPAR_RETURN_IF_ERROR(ReadContainer(f, &out->container));
   return f.RejectUnknownKeys();

@@ -51,6 +51,13 @@ struct ContainerSettings {
   std::string source;                   // where the binds and the hook come from
 };
 
+// The memory a job asks per device (#SBATCH --mem-per-gpu): on LUMI a job without it gets the
+// partition's small default share of a node's memory (seed 001 asks --mem-per-gpu=60G).
+struct MemoryRequest {
+  std::string per_gpu;  // Slurm's size form ("60G"); "" = no request (the site's default)
+  std::string source;
+};
+
 struct LaunchSettings {
   std::string visible_devices_env;     // e.g. ROCR_VISIBLE_DEVICES, set to the local rank
   std::vector<std::string> cpu_masks;  // per local rank (hex), from the GPU-to-NUMA map
@@ -66,6 +73,7 @@ struct LaunchSettings {
   bool requires_account = false;    // the site refuses jobs without --account (LUMI, Frontier)
   bool requires_partition = false;  // the site has no default partition (LUMI)
   std::vector<std::string> modules;  // `module load` lines of a launch script, in order
+  MemoryRequest memory;
   NetPlugin net_plugin;
   ContainerSettings container;
 };

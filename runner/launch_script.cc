@@ -43,8 +43,10 @@ std::string Resources(const LaunchScriptRequest& r, const Placement& p) {
   s += fmt::format("#SBATCH --nodes={}\n", p.nodes);
   s += fmt::format("#SBATCH --ntasks-per-node={}\n", p.tasks_per_node);
   s += fmt::format("#SBATCH --cpus-per-task={}\n", p.cpus_per_task);
-  if (!r.hardware.launch.visible_devices_env.empty())
-    s += fmt::format("#SBATCH --gpus-per-node={}\n", r.hardware.gpus_per_node);
+  const MemoryRequest& memory = r.hardware.launch.memory;
+  const bool asks_devices = !r.hardware.launch.visible_devices_env.empty();
+  if (asks_devices) s += fmt::format("#SBATCH --gpus-per-node={}\n", r.hardware.gpus_per_node);
+  if (asks_devices && !memory.per_gpu.empty()) s += fmt::format("#SBATCH --mem-per-gpu={}\n", memory.per_gpu);
   s += "#SBATCH --exclusive\n";
   s += fmt::format("#SBATCH --time={}\n", r.time);
   if (!r.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", r.partition);
@@ -52,6 +54,8 @@ std::string Resources(const LaunchScriptRequest& r, const Placement& p) {
   s += "#SBATCH --output=%x-%j.out\n";
   s += "# --exclusive: the CPU masks below name every L3 region and device of a node; a shared node\n";
   s += "# would hand some of them to another job.\n";
+  if (asks_devices && !memory.per_gpu.empty())
+    s += fmt::format("# --mem-per-gpu (launch.mem_per_gpu): {}\n", OneLine(memory.source));
   s += "set -euo pipefail\n";
   return s;
 }
@@ -275,6 +279,25 @@ std::string ContainerPrefix(const LaunchScriptRequest& r) {
   return s + " " + ShellQuote(r.container->image) + " ";
 }
 
+// The smoke test's srun line; with a network plugin in the profile, its log is kept and searched
+// for the line RCCL/NCCL print when they use the plugin ("NET/OFI Using aws-ofi-rccl", seed 001):
+// a library file on LD_LIBRARY_PATH (the node check) does not prove the library loaded it.
+std::string SmokeStep(const LaunchScriptRequest& r, const std::string& smoke) {
+  const NetPlugin& plugin = r.hardware.launch.net_plugin;
+  if (plugin.name.empty()) return smoke + "\n";
+  const std::string evidence = "NET/OFI Using " + plugin.name;
+  std::string s = "smoke_log=\"$job_dir/tunepar-smoke-$SLURM_JOB_ID.log\"\n";
+  s += smoke + " 2>&1 | tee \"$smoke_log\"\n";
+  s += "if ! grep -qF " + ShellQuote(evidence) + " \"$smoke_log\"; then\n";
+  const std::string why = fmt::format(
+      "line {}: the communication library did not load the {} plugin and would run every collective over TCP "
+      "sockets (3-4x slower); load the plugin (its module, or a container that has it) and resubmit",
+      evidence, plugin.name);
+  s += "  echo \"tunepar: the smoke test's log ($smoke_log) has no \"" + ShellQuote(why) + " >&2\n";
+  s += "  exit 3\nfi\n";
+  return s;
+}
+
 std::string Steps(const LaunchScriptRequest& r, const Placement& p) {
   const HardwareProfile& hw = r.hardware;
   const std::string in = ContainerPrefix(r);
@@ -295,7 +318,7 @@ std::string Steps(const LaunchScriptRequest& r, const Placement& p) {
   if (!r.smoke_command.empty()) {
     s += "\n# ---- Smoke test: one small all-reduce over every rank's device with the training's communication\n"
          "# library (NCCL/RCCL on a GPU build): a missing network plugin or a broken device stops the job here\n";
-    s += p.srun + " " + in + "bash \"$rank_setup\" " + r.smoke_command + "\n";
+    s += SmokeStep(r, p.srun + " " + in + "bash \"$rank_setup\" " + r.smoke_command);
   }
 
   const std::string replaced =
@@ -514,6 +537,70 @@ std::vector<std::string> VariablesTheCommandNeeds(const std::string& command,
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   return names;
+}
+
+namespace {
+
+// A word as the shell passes it when it is one plain or wholly quoted string ("" when it holds a
+// variable, a substitution or a quote inside).
+std::string PlainWord(const std::string& word) {
+  std::string w = word;
+  if (w.size() >= 2 && (w.front() == '\'' || w.front() == '"') && w.back() == w.front()) w = w.substr(1, w.size() - 2);
+  if (w.find_first_of("$`'\"\\") != std::string::npos) return "";
+  return w;
+}
+
+// The first two components of an absolute path ("/scratch/project_1/data" -> "/scratch/project_1").
+std::string TopDirectories(const std::string& path) {
+  std::string out;
+  int components = 0;
+  for (size_t i = 0; i < path.size() && components < 2;) {
+    const size_t start = path.find_first_not_of('/', i);
+    if (start == std::string::npos) break;
+    const size_t end = std::min(path.find('/', start), path.size());
+    const std::string part = path.substr(start, end - start);
+    if (part == "." || part == "..") return "";
+    out += "/" + part;
+    ++components;
+    i = end;
+  }
+  return out;
+}
+
+bool Within(const std::string& path, const std::string& dir) {
+  return !dir.empty() && (path == dir || path.rfind(dir + "/", 0) == 0);
+}
+
+}  // namespace
+
+std::vector<std::string> DirectoriesTheCommandNames(const std::string& command, const std::string& home) {
+  static const std::set<std::string> kImageOrDefault = {"/bin", "/boot", "/dev", "/etc",  "/lib", "/lib32",
+                                                        "/lib64", "/libx32", "/opt", "/proc", "/root", "/run",
+                                                        "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var"};
+  std::vector<std::string> dirs;
+  for (const std::string& word : ShellWords(command)) {
+    std::string w = PlainWord(word);
+    if (w.rfind("-", 0) == 0 && w.find('=') != std::string::npos) w = w.substr(w.find('=') + 1);
+    if (w.size() < 2 || w[0] != '/') continue;
+    const std::string dir = TopDirectories(w);
+    if (dir.empty() || kImageOrDefault.count(dir.substr(0, dir.find('/', 1))) > 0) continue;
+    if (!home.empty() && Within(w, home)) continue;
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+std::string PythonProgramOf(const std::string& command) {
+  static const std::regex kAssignment("[A-Za-z_][A-Za-z0-9_]*=.*");
+  static const std::regex kPython("(python[0-9.]*|torchrun|.*\\.py)");
+  if (command.find("mpi4py") != std::string::npos || command.find("--deepspeed_mpi") != std::string::npos) return "";
+  for (const std::string& word : ShellWords(command)) {
+    const std::string w = PlainWord(word);
+    if (w == "env" || std::regex_match(w, kAssignment)) continue;
+    const std::string program = w.substr(w.rfind('/') + 1);
+    return std::regex_match(program, kPython) ? program : "";
+  }
+  return "";
 }
 
 Status CheckSlurmTime(const std::string& time) {

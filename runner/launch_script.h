@@ -95,6 +95,19 @@ Result<std::string> WithTrainingLength(const std::string& command, int steps);
 std::vector<std::string> VariablesTheCommandNeeds(const std::string& command,
                                                   const std::vector<std::string>& set_by_script);
 
+// The host directories a command names by absolute path (a word, or the value of a
+// --flag=VALUE word; quoted words unquoted, words with a variable skipped), as a container must
+// have them bound: each path cut to its first two components (/scratch/project_465000123, where
+// LUMI's project, scratch and flash directories are), in order of first use. Not the image's own
+// system directories (/usr, /opt, /etc, ...) nor what singularity and apptainer bind by default
+// (/tmp, /proc, /sys, /dev, `home`).
+std::vector<std::string> DirectoriesTheCommandNames(const std::string& command, const std::string& home);
+
+// The program word of a command when it is a Python program (python, python3.11, torchrun, a
+// .py script, after any NAME=VALUE assignments and `env`), "" otherwise: a program that links no
+// MPI unless the command names an MPI user (mpi4py, DeepSpeed's --deepspeed_mpi), which also gives "".
+std::string PythonProgramOf(const std::string& command);
+
 // Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S (minutes and seconds below 60,
 // hours below 24 after days; not zero). kInvalidArgument with the forms otherwise.
 Status CheckSlurmTime(const std::string& time);

@@ -297,7 +297,7 @@ TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
   EXPECT_NE(run.out.find("#SBATCH --ntasks-per-node=1\n#SBATCH --cpus-per-task=2\n"), std::string::npos) << run.out;
   const std::string training = Steps(run.out).back();
   EXPECT_EQ(training,
-            "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --cpu-bind=mask_cpu:0x3 --mpi=pmix "
+            "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --cpu-bind=mask_cpu:0x3 --mpi=none "
             "--kill-on-bad-exit=1 bash \"$rank_setup\" bash -c 'torchrun --nnodes=1 --nproc-per-node=2 "
             "--node-rank=\"$SLURM_NODEID\" --rdzv-backend=static --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" "
             "train.py --dp 2'");
@@ -389,8 +389,8 @@ TEST(LaunchScript, TheCoresSmokeTestRunsBeforeItsTraining) {
   const std::vector<std::string> core = Steps(RunTunepar(kLumi + kSite).out);
   ASSERT_EQ(core.size(), 4u);
   EXPECT_NE(core[2].find(" bash \"$rank_setup\" "), std::string::npos) << core[2];
-  EXPECT_EQ(core[2].substr(core[2].size() - std::string("/tunepar-core-hip --smoke").size()),
-            "/tunepar-core-hip --smoke");
+  const std::string smoke = "/tunepar-core-hip --smoke 2>&1 | tee \"$smoke_log\"";  // its log is searched (issue 28)
+  EXPECT_EQ(core[2].substr(core[2].size() - smoke.size()), smoke);
   const CliRun script = RunTunepar(kLumi + kSite + " --training-command 'python train.py --tp {tp}'");
   ASSERT_EQ(script.exit_code, 0) << script.err;
   EXPECT_EQ(Steps(script.out).size(), 3u);
@@ -549,6 +549,137 @@ TEST(LaunchScript, ALayoutWithNoStudyNamedIsForTheStoresOnlyStudy) {
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --hardware lumi-g").exit_code, 0);
   ExpectOneLineError(RunTunepar(store + " launch-script --layout " + kLumiLayout + kSite), kExitUsage,
                      "has 2 studies; name one");
+}
+
+// ---- Issue 28 item 3: what LUMI's guidance still asked of a script.
+
+// The memory request the seed slides make on LUMI (--mem-per-gpu=60G, the profile's
+// launch.mem_per_gpu, with its source); profiles without one ask none. A bad size is refused.
+TEST(LaunchScript, ALumiScriptAsksTheProfilesMemoryPerDevice) {
+  const CliRun lumi = RunTunepar(kLumi + kSite);
+  ASSERT_EQ(lumi.exit_code, 0) << lumi.err;
+  EXPECT_NE(lumi.out.find("\n#SBATCH --mem-per-gpu=60G\n"), std::string::npos) << lumi.out.substr(0, 800);
+  EXPECT_NE(lumi.out.find("# --mem-per-gpu (launch.mem_per_gpu): seed 001"), std::string::npos);
+  const CliRun frontier = RunTunepar("launch-script --model gpt-22b --hardware frontier-mi250x --layout " + kLumiLayout +
+                                     " --account abc123");
+  ASSERT_EQ(frontier.exit_code, 0) << frontier.err;
+  EXPECT_EQ(frontier.out.find("--mem-per-gpu"), std::string::npos);
+  const std::string profile = testing::PresetText("hardware", "lumi-g");
+  const std::string request = "mem_per_gpu = { value = \"60G\"";
+  ASSERT_NE(profile.find(request), std::string::npos);
+  std::string bad = profile;
+  bad.replace(bad.find(request), request.size(), "mem_per_gpu = { value = \"60 GB\"");
+  Result<runner::HardwareProfile> parsed = runner::ParseHardwareProfile(bad, "mine.toml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("launch.mem_per_gpu.value': '60 GB' is not a Slurm memory size"),
+            std::string::npos)
+      << parsed.status().message();
+}
+
+// The smoke test's log is searched for the line RCCL prints when it uses the network plugin: the
+// job stops there with one line when it is missing, and goes on to training when it is there.
+TEST(LaunchScript, TheSmokeTestsLogMustShowTheNetworkPlugin) {
+  const CliRun run = RunTunepar(kLumi + kSite);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const size_t start = run.out.find("smoke_log=");
+  ASSERT_NE(start, std::string::npos) << run.out;
+  const size_t end = run.out.find("\nfi\n", start);
+  ASSERT_NE(end, std::string::npos);
+  std::string block = run.out.substr(start, end + 4 - start);
+  // The smoke step's srun, replaced by what its ranks would print.
+  const size_t srun = block.find("\nsrun ");
+  ASSERT_NE(srun, std::string::npos) << block;
+  const size_t tee = block.find(" 2>&1 | tee \"$smoke_log\"", srun);
+  ASSERT_NE(tee, std::string::npos) << block;
+  block.replace(srun + 1, tee - srun - 1, "printf '%s\\n' \"$SMOKE_OUTPUT\"");
+  TempDir dir;
+  testing::WriteFile(dir / "smoke.sh", "set -euo pipefail\njob_dir=" + dir.path() + "\nSLURM_JOB_ID=7\n" + block +
+                                           "echo training starts\n");
+  const CliRun with = RunCommand("SMOKE_OUTPUT='[0] NCCL INFO NET/OFI Using aws-ofi-rccl 1.4.0' bash " + (dir / "smoke.sh"));
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_NE(with.out.find("training starts"), std::string::npos) << with.out;
+  const CliRun without = RunCommand("SMOKE_OUTPUT='[0] NCCL INFO NET/Socket : Using [0]hsn0' bash " + (dir / "smoke.sh"));
+  EXPECT_EQ(without.exit_code, 3) << without.out << without.err;
+  EXPECT_EQ(without.out.find("training starts"), std::string::npos);
+  EXPECT_EQ(std::count(without.err.begin(), without.err.end(), '\n'), 1) << without.err;
+  EXPECT_NE(without.err.find("tunepar: the smoke test's log (" + dir.path() + "/tunepar-smoke-7.log) has no line "
+                             "NET/OFI Using aws-ofi-rccl: the communication library did not load the aws-ofi-rccl plugin"),
+            std::string::npos)
+      << without.err;
+  // A profile without a network plugin has nothing to search for.
+  const CliRun local = RunTunepar("launch-script --model tiny --hardware local-cpu --layout " + kCpuLayout);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_NE(local.out.find("--smoke\n"), std::string::npos);
+  EXPECT_EQ(local.out.find("smoke_log"), std::string::npos);
+}
+
+// In a container, the host directories the command names (data, checkpoints) are bound at a
+// project directory's level, once, unless a bind covers them already; not the image's own system
+// directories, /tmp or $HOME (bound by default).
+TEST(LaunchScript, AContainerBindsTheDirectoriesTheCommandNames) {
+  const std::string command =
+      "python /scratch/project_465000123/megatron/pretrain_gpt.py --tp {tp} "
+      "--data-path=/scratch/project_465000123/data/owt --save '/flash/project_465000123/ckpt' "
+      "--tokenizer /usr/share/tok.json --cache /tmp/c --log $HOME/x --vocab /opt/miniconda3/vocab.json";
+  const CliRun run = RunTunepar(kLumi + kSite + " --container img.sif --training-command " + runner::ShellQuote(command));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> steps = Steps(run.out);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_NE(steps.back().find("--bind /usr/lib64/libcxi.so.1 --bind /scratch/project_465000123 --bind "
+                              "/flash/project_465000123 img.sif "),
+            std::string::npos)
+      << steps.back();
+  EXPECT_EQ(Count(steps.back(), "--bind"), 6) << steps.back();  // the job directory, 3 of the profile's, 2
+  EXPECT_NE(run.out.find("/scratch/project_465000123, /flash/project_465000123: the training command names paths "
+                         "under them"),
+            std::string::npos);
+  // A bind given for a directory (its container side) covers the paths under it.
+  const CliRun given = RunTunepar(kLumi + kSite + " --container img.sif --bind /pfs/lustrep2/scratch/project_465000123:"
+                                  "/scratch/project_465000123 --training-command " + runner::ShellQuote(command));
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(Count(Steps(given.out).back(), "--bind /scratch/project_465000123"), 0) << Steps(given.out).back();
+  EXPECT_EQ(Count(Steps(given.out).back(), "--bind"), 6) << Steps(given.out).back();
+  EXPECT_NE(Steps(given.out).back().find("--bind /flash/project_465000123 img.sif"), std::string::npos);
+  // Without a container, nothing is bound.
+  const CliRun bare = RunTunepar(kLumi + kSite + " --training-command " + runner::ShellQuote(command));
+  EXPECT_EQ(bare.out.find("--bind"), std::string::npos);
+}
+
+TEST(LaunchScriptText, TheDirectoriesACommandNames) {
+  EXPECT_EQ(runner::DirectoriesTheCommandNames(
+                "python train.py --data /scratch/p1/d/x.bin --out=/project/p1 \"/flash/p1/a b\" ${HOME}/y /data "
+                "/users/me/z /usr/bin/x /var/tmp/q /scratch/p1/other --x=$D/q",
+                "/users/me"),
+            (std::vector<std::string>{"/scratch/p1", "/project/p1", "/flash/p1", "/data"}));
+  EXPECT_TRUE(runner::DirectoriesTheCommandNames("torchrun train.py --steps 5 ../rel/x", "").empty());
+}
+
+// A Python program links no MPI: srun --mpi=none, said in the script; --mpi overrides; a command
+// that uses MPI from Python (DeepSpeed's --deepspeed_mpi) or a binary keeps the profile's plugin.
+TEST(LaunchScript, APythonProgramRunsWithoutSrunsMpiPlugin) {
+  const CliRun python = RunTunepar(kLumi + kSite + " --training-command 'python3.11 train.py --tp {tp}'");
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  for (const std::string& step : Steps(python.out)) {
+    if (step.find("\"$checks\" node") != std::string::npos) continue;
+    EXPECT_NE(step.find(" --mpi=none "), std::string::npos) << step;
+  }
+  EXPECT_NE(python.out.find("# srun --mpi=none: python3.11 is a Python program, which links no MPI"),
+            std::string::npos);
+  const CliRun torchrun =
+      RunTunepar(kLumi + kSite + " --training-command 'torchrun --nproc-per-node 8 train.py --tp {tp}'");
+  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
+  EXPECT_NE(torchrun.out.find("# srun --mpi=none: torchrun is a Python program"), std::string::npos);
+  const CliRun given = RunTunepar(kLumi + kSite + " --mpi pmix --training-command 'python train.py --tp {tp}'");
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_NE(Steps(given.out).back().find(" --mpi=pmix "), std::string::npos);
+  for (const std::string mpi_user : {"python train.py --deepspeed_mpi --tp {tp}", "./train --tp {tp}"}) {
+    const CliRun run = RunTunepar(kLumi + kSite + " --training-command " + runner::ShellQuote(mpi_user));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(Steps(run.out).back().find(" --mpi=pmix "), std::string::npos) << mpi_user;
+  }
+  EXPECT_EQ(runner::PythonProgramOf("CUDA_LAUNCH_BLOCKING=1 env /opt/conda/bin/python -u x.py"), "python");
+  EXPECT_EQ(runner::PythonProgramOf("./pretrain.py --x 1"), "pretrain.py");
+  EXPECT_EQ(runner::PythonProgramOf("bash run.sh"), "");
 }
 
 }  // namespace

@@ -186,7 +186,8 @@ Result<Fit> FitRuns(const std::vector<runner::MeasuredRun>& runs, const runner::
                     const runner::CalibrationOptions& options) {
   Result<runner::CalibrationResult> fit = runner::Calibrate(runs, profile, options);
   if (!fit.ok()) return fit.status();
-  Fit f{std::move(*fit)};
+  Fit f;
+  f.result = std::move(*fit);
   f.in_sample = AgreementOf(f.result.rows);
   if (runs.size() < kCrossValidatedRuns) return f;
   const bool two_fold = runs.size() >= kTwoFoldRuns;

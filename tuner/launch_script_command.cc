@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -20,6 +21,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "base/names.h"
@@ -89,8 +91,9 @@ std::string MpiLinkedBy(const std::string& binary) {
 }
 
 // srun's MPI plugin: --mpi (an MPI of the profile's launch.mpi_plugins, or a plugin), else the
-// MPI the tunepar-core binary links (`core_binary`: "" for another program), else the profile's
-// launch.mpi; and the reason, for the script.
+// MPI the tunepar-core binary links (`core_binary`: "" for another program), else none for a
+// Python program (the request's training command), else the profile's launch.mpi; and the
+// reason, for the script.
 Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, runner::LaunchScriptRequest* r) {
   const runner::LaunchSettings& launch = r->hardware.launch;
   const std::string from = fmt::format("{} launch.mpi_plugins", r->hardware.name);
@@ -110,6 +113,15 @@ Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, r
     }
     r->mpi_plugin = o.mpi;
     r->mpi_reason = "given with --mpi";
+    return Status::Ok();
+  }
+  if (const std::string python = core_binary.empty() ? runner::PythonProgramOf(r->training_command) : "";
+      !python.empty()) {
+    r->mpi_plugin = "none";
+    r->mpi_reason = fmt::format(
+        "{} is a Python program, which links no MPI (torch.distributed meets its ranks at MASTER_ADDR:MASTER_PORT); "
+        "give --mpi when it uses MPI (mpi4py)",
+        python);
     return Status::Ok();
   }
   const std::string program = core_binary.substr(core_binary.rfind('/') + 1);
@@ -275,7 +287,7 @@ Result<std::vector<Chosen>> ChooseLayouts(const GlobalOptions& global, const Lau
   if (!problem.ok()) return problem.status();
   Result<Layout> l = ParseLayoutKey(o.layout_key);
   if (!l.ok()) return l.status().WithContext("--layout");
-  return std::vector<Chosen>{Chosen{problem->model, problem->hardware, *l, "layout given"}};
+  return std::vector<Chosen>{Chosen{problem->model, problem->hardware, *l, "layout given", "", std::nullopt}};
 }
 
 // What the script and Slurm set themselves: not asked of the user.
@@ -390,6 +402,25 @@ std::optional<runner::ContainerLaunch> ContainerOf(const LaunchScriptOptions& o,
   return c;
 }
 
+// The host directories the training command names (data, checkpoints) that no bind covers yet
+// (by its container side), bound too, and said where the binds are explained.
+void BindTheCommandsDirectories(runner::LaunchScriptRequest* r) {
+  runner::ContainerLaunch& c = *r->container;
+  const char* home = std::getenv("HOME");
+  std::vector<std::string> added;
+  for (const std::string& dir : runner::DirectoriesTheCommandNames(r->training_command, home ? home : "")) {
+    const bool covered = std::any_of(c.binds.begin(), c.binds.end(), [&](const std::string& bind) {
+      const std::string inside = bind.substr(bind.find(':') == std::string::npos ? 0 : bind.find(':') + 1);
+      return dir == inside || dir.rfind(inside + "/", 0) == 0;
+    });
+    if (!covered) c.binds.push_back(dir), added.push_back(dir);
+  }
+  if (added.empty()) return;
+  c.source += fmt::format("; {}: the training command names paths under {}, which the image does not have "
+                          "(bound at a project directory's level, as /scratch/PROJECT on LUMI)",
+                          fmt::join(added, ", "), added.size() == 1 ? "it" : "them");
+}
+
 Result<std::string> ScriptFor(const LaunchScriptOptions& o, const Chosen& chosen) {
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(chosen.layout.World(), chosen.hardware));
   // The script places one rank per device: so does the prediction it quotes.
@@ -408,6 +439,7 @@ Result<std::string> ScriptFor(const LaunchScriptOptions& o, const Chosen& chosen
   r.modules.insert(r.modules.end(), o.modules.begin(), o.modules.end());
   r.container = ContainerOf(o, chosen.hardware);
   TUNEPAR_RETURN_IF_ERROR(SetTrainingCommand(o, chosen, &r));
+  if (r.container) BindTheCommandsDirectories(&r);
   for (const std::string& name : o.required_env) {
     if (std::find(r.required_env.begin(), r.required_env.end(), name) == r.required_env.end())
       r.required_env.push_back(name);

@@ -30,7 +30,7 @@ void StripDocumentation(toml::table& table) {
 // LaunchSettings): no trial runs differently with them, so a study does not either, and the
 // studies made before they existed keep their ids.
 constexpr const char* kLaunchScriptOnly[] = {"device_files", "requires_account", "requires_partition", "modules",
-                                             "mpi_plugins",  "net_plugin",       "container"};
+                                             "mpi_plugins",  "net_plugin",       "container",        "mem_per_gpu"};
 
 // [launch]: without the launch-script settings, and each environment setting as its value
 // (`NAME = { value = "1", source = "..." }` reads as `NAME = "1"`, as profiles wrote it before
