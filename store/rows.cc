@@ -239,7 +239,8 @@ Result<std::vector<StudyRecord>> SelectStudies(Database& db) {
   return out;
 }
 
-Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& study_id) {
+Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& study_id,
+                                              std::vector<TrialRecord>* damaged) {
   Result<Statement> st = db.Prepare(
       SelectSql("trials", kTrialColumns, study_id.empty() ? " ORDER BY node_id, number"
                                                           : " WHERE study_id = ?1 ORDER BY node_id, number"));
@@ -252,6 +253,10 @@ Result<std::vector<TrialRecord>> SelectTrials(Database& db, const std::string& s
     TrialRecord t;
     const bool readable = ReadAll(*st, kTrialColumns, t);
     if (!ChecksumMatches(*st, kTrialColumns.size())) {
+      if (damaged != nullptr) {
+        damaged->push_back(std::move(t));
+        continue;
+      }
       return StoreError(fmt::format("{}: bad checksum in trial {} of study {} (node {}): the row changed after it "
                                     "was written",
                                     db.label(), t.number, t.study_id, t.node_id));

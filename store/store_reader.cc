@@ -164,7 +164,27 @@ CheckDepth DepthFor(const ShardFile& file, const ReadOptions& options) {
 struct ShardContents {
   std::vector<StudyRecord> studies;
   std::vector<TrialRecord> trials;
+  std::vector<TrialRecord> damaged;  // trial rows whose checksum fails, left out of `trials`
 };
+
+// The warning for the trial rows of `path` left out for a bad checksum, each named as it reads
+// (the first kNamed): "skipping shard <path>'s damaged row only: <path>: bad checksum in trial 3
+// of study 0123abcd (node n0): the row changed after it was written; its other 41 trials are read".
+std::string DamagedRowsWarning(const std::string& path, const std::vector<TrialRecord>& damaged,
+                               size_t read) {
+  constexpr size_t kNamed = 10;
+  std::string rows;
+  for (size_t i = 0; i < damaged.size() && i < kNamed; ++i)
+    rows += fmt::format("{}trial {} of study {} (node {})", i == 0 ? "" : ", ", damaged[i].number,
+                        damaged[i].study_id, damaged[i].node_id);
+  if (damaged.size() > kNamed) rows += fmt::format(" and {} other trials", damaged.size() - kNamed);
+  const bool one = damaged.size() == 1;
+  return fmt::format(
+      "skipping shard {}'s {} only: {}: bad checksum in {}: the row{} changed after {} written; its other {} {} "
+      "read",
+      path, one ? "damaged row" : fmt::format("{} damaged rows", damaged.size()), path, rows, one ? "" : "s",
+      one ? "it was" : "they were", read == 1 ? "1 trial" : fmt::format("{} trials", read), read == 1 ? "is" : "are");
+}
 
 // The value of `key` in the shard's meta table ("" when it has none).
 Result<std::string> MetaValue(Database& db, std::string_view key) {
@@ -204,13 +224,20 @@ Result<ShardContents> ReadShardFile(const std::string& store_dir, const ShardFil
   if (!db.ok()) return db.status();
   Result<std::vector<StudyRecord>> studies = SelectStudies(*db);
   if (!studies.ok()) return studies.status();
+  // A changed trial row hides that row alone (its checksum names it); a changed study row, the
+  // whole shard (its trials would belong to nothing sound).
+  std::vector<TrialRecord> damaged;
   Result<std::vector<TrialRecord>> trials =
       options.study_id == "-" ? Result<std::vector<TrialRecord>>(std::vector<TrialRecord>{})
-                              : SelectTrials(*db, options.study_id);
+                              : SelectTrials(*db, options.study_id, &damaged);
   if (!trials.ok()) return trials.status();
   TUNEPAR_RETURN_IF_ERROR(CheckPlacement(*db, file, *studies, *trials));
-  ShardContents contents{std::move(*studies), std::move(*trials)};
-  if (file.whole_node) DropSuperseded(store_dir, file, contents.studies, contents.trials);
+  ShardContents contents{std::move(*studies), std::move(*trials), std::move(damaged)};
+  if (file.whole_node) {
+    DropSuperseded(store_dir, file, contents.studies, contents.trials);
+    std::vector<StudyRecord> none;
+    DropSuperseded(store_dir, file, none, contents.damaged);
+  }
   return contents;
 }
 
@@ -280,6 +307,11 @@ Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& opt
       Result<ShardContents> contents = ReadShardFile(store_dir, file, options);
       if (options.cache != nullptr) ++options.cache->reads;
       if (contents.ok()) {
+        if (!contents->damaged.empty()) {
+          entry.damaged_rows = static_cast<int64_t>(contents->damaged.size());
+          entry.damaged_rows_warning =
+              DamagedRowsWarning(file.path, contents->damaged, contents->trials.size());
+        }
         entry.studies = std::move(contents->studies);
         entry.trials = std::move(contents->trials);
       } else {
@@ -291,6 +323,10 @@ Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& opt
       view.warnings.push_back(entry.damage);
     } else {
       view.shards.push_back(file.path);
+      if (entry.damaged_rows > 0) {
+        view.warnings.push_back(entry.damaged_rows_warning);
+        view.damaged_rows[file.path] = entry.damaged_rows;
+      }
       MergeInto(view, entry.studies, entry.trials);
     }
     if (options.cache != nullptr && stamp) seen[file.path] = std::move(entry);

@@ -24,6 +24,9 @@ struct StoreView {
   std::vector<TrialRecord> trials;    // ordered by (node, number)
   std::vector<std::string> shards;    // snapshot files read
   std::vector<std::string> warnings;  // one line per skipped shard, naming it
+  // Shards read without the trial rows whose checksum fails (path -> how many rows were left
+  // out): each shard is one line of `warnings` too, naming its rows; only those rows are hidden.
+  std::map<std::string, int64_t> damaged_rows;
 };
 
 // Published copies as last read, by path: a copy whose file is unchanged is not read again. A
@@ -44,6 +47,8 @@ struct ShardCache {
     std::vector<StudyRecord> studies;
     std::vector<TrialRecord> trials;
     std::string damage;  // the warning that skipped it ("" when it was read)
+    std::string damaged_rows_warning;  // the warning naming the rows left out ("" when none was)
+    int64_t damaged_rows = 0;
   };
   std::map<std::string, Entry> entries;
   int reads = 0;  // files read (not served from the cache) so far
@@ -58,7 +63,8 @@ struct ReadOptions {
 // Fails only when the directory cannot be listed. A shard that cannot be counted (damaged, from
 // a newer tunepar, a link or a directory where a shard file should be, a copy found where its
 // header says it does not belong, a schema with objects a shard never holds) is named in a
-// warning and skipped.
+// warning and skipped. A trial row whose checksum fails is left out alone, named in a warning
+// (damaged_rows); the shard's other rows are read.
 Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& options = {});
 
 // Adds `studies` and `trials` to `view`, deduplicating studies by id.

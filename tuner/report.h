@@ -35,7 +35,7 @@ struct StudyTrials {
   std::vector<store::TrialRecord> all;
   std::vector<const store::TrialRecord*> finished;  // in the order they finished
   std::vector<const store::TrialRecord*> ok;        // with an objective, in study order
-  std::vector<const store::TrialRecord*> best;      // ok, best objective first, at most `top`
+  int top = 10;                                     // how many best layouts to list (--top)
 };
 StudyTrials ReadStudyTrials(std::vector<store::TrialRecord> trials, int top);
 

@@ -63,7 +63,7 @@ std::vector<std::string> BestRow(int rank, const store::TrialRecord& r, bool mea
                       : "-");
   }
   const std::optional<double> memory = measured ? r.peak_memory_bytes : r.predicted_memory_bytes;
-  row.push_back(memory ? fmt::format("{:.1f}", *memory / 1e9) : "-");
+  row.push_back(GigabytesText(memory.value_or(NAN)));
   return row;
 }
 
@@ -76,22 +76,14 @@ void AddStudyBest(const StudyBest& best, Report* report) {
   if (best.layout) report->text += fmt::format("\nBest layout: {}\n  {}\n", LayoutKey(*best.layout), best.Header());
 }
 
-// The study's best trials, one per layout, the study's best layout (study_best.h) first.
-std::vector<const store::TrialRecord*> BestFirst(const StudyBest& best, const StudyTrials& trials) {
-  std::vector<const store::TrialRecord*> rows = trials.best;
-  if (best.trial == nullptr) return rows;
-  std::erase_if(rows, [&](const store::TrialRecord* r) { return r->layout == best.trial->layout; });
-  rows.insert(rows.begin(), best.trial);
-  if (rows.size() > trials.best.size()) rows.pop_back();
-  return rows;
-}
-
-// The best layouts, measured against predicted.
+// The best layouts (study_best.h: one row per layout, the study's best first), measured against
+// predicted. The header says the number of rows, and why it is below --top when it is.
 void AddBest(const StudyContext& context, const StudyTrials& trials, Report* report) {
   const StudyBest best = BestOfStudy(context, trials.all);
   AddStudyBest(best, report);
   report->json["best"] = nlohmann::json::array();  // the same key with nothing ok yet
-  if (trials.best.empty()) {
+  const std::vector<const store::TrialRecord*> layouts = BestLayouts(best, trials.all, trials.top);
+  if (trials.ok.empty()) {
     report->text += "No trial has finished ok yet: nothing measured to rank.\n";
     return;
   }
@@ -99,14 +91,17 @@ void AddBest(const StudyContext& context, const StudyTrials& trials, Report* rep
   TextTable t = BestTable(measured);
   nlohmann::json rows = nlohmann::json::array();
   int rank = 0;
-  for (const store::TrialRecord* r : BestFirst(best, trials)) {
+  for (const store::TrialRecord* r : layouts) {
     t.AddRow(BestRow(++rank, *r, measured));
     rows.push_back(TrialJson(*r, context));
   }
-  report->text += fmt::format("\nBest {}{}:\n{}", Counted(static_cast<int64_t>(trials.best.size()), "layout"),
-                              measured ? ", measured" : ", predicted",
-                              t.Render());
-  if (std::any_of(trials.best.begin(), trials.best.end(), [](const store::TrialRecord* r) { return r->sliced; })) {
+  const std::string fewer =
+      static_cast<int>(layouts.size()) < trials.top
+          ? fmt::format(" every layout with an ok trial, fewer than --top {}", trials.top)
+          : "";
+  report->text += fmt::format("\nBest {}{}:{}\n{}", Counted(static_cast<int64_t>(layouts.size()), "layout"),
+                              measured ? ", measured" : ", predicted", fewer, t.Render());
+  if (std::any_of(layouts.begin(), layouts.end(), [](const store::TrialRecord* r) { return r->sliced; })) {
     report->text +=
         "(sliced: measured on fewer data-parallel replicas; the model added the full world's exposed "
         "data-parallel communication)\n";
@@ -186,10 +181,7 @@ StudyTrials ReadStudyTrials(std::vector<store::TrialRecord> all, int top) {
   std::stable_sort(t.finished.begin(), t.finished.end(), [](const store::TrialRecord* a, const store::TrialRecord* b) {
     return std::tie(a->finished_at, a->node_id, a->number) < std::tie(b->finished_at, b->node_id, b->number);
   });
-  t.best = t.ok;
-  std::sort(t.best.begin(), t.best.end(),
-            [](const store::TrialRecord* a, const store::TrialRecord* b) { return *ObjectiveOf(*a) < *ObjectiveOf(*b); });
-  if (static_cast<int>(t.best.size()) > top) t.best.resize(top);
+  t.top = top;
   return t;
 }
 

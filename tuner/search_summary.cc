@@ -2,7 +2,6 @@
 // model's own top layout fared, and how to go on, as text or as one JSON object.
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -106,28 +105,6 @@ std::string ModelErrorHint(const std::vector<store::TrialRecord>& trials, const 
       std::exp(median), log_ratios.size(),
       TuneparCommand(global, {"calibrate", "--from", context.study.name, "--hardware", context.problem.hardware.name,
                               "-o", "fitted.toml"}));
-}
-
-// The best layouts of a measuring search, best first: the study's best (study_best.h) leads,
-// then the fastest ok trial of every other layout by the objective; at most `top`.
-std::vector<const store::TrialRecord*> BestLayouts(const StudyBest& study_best,
-                                                   const std::vector<store::TrialRecord>& trials, int top) {
-  std::map<std::string, const store::TrialRecord*> fastest;
-  for (const store::TrialRecord& t : trials) {
-    if (t.status != TrialStatus::kOk || !ObjectiveOf(t)) continue;
-    const store::TrialRecord*& f = fastest[LayoutKey(t.layout)];
-    if (f == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*f)) f = &t;
-  }
-  std::vector<const store::TrialRecord*> ranked;
-  for (const auto& [key, t] : fastest) {
-    if (study_best.trial == nullptr || !(t->layout == study_best.trial->layout)) ranked.push_back(t);
-  }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const store::TrialRecord* a, const store::TrialRecord* b) {
-    return *ObjectiveOf(*a) < *ObjectiveOf(*b);
-  });
-  if (study_best.trial != nullptr) ranked.insert(ranked.begin(), study_best.trial);
-  if (ranked.size() > static_cast<size_t>(std::max(top, 0))) ranked.resize(std::max(top, 0));
-  return ranked;
 }
 
 // "No trial ..." from "no trial ...".

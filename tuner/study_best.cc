@@ -1,6 +1,8 @@
 #include "tuner/study_best.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -58,6 +60,27 @@ const store::TrialRecord* FastestOkTrial(const std::vector<store::TrialRecord>& 
     if (v && (best == nullptr || *v < *ObjectiveOf(*best))) best = &t;
   }
   return best;
+}
+
+std::vector<const store::TrialRecord*> BestLayouts(const StudyBest& study_best,
+                                                   const std::vector<store::TrialRecord>& trials, int top) {
+  std::map<std::string, const store::TrialRecord*> fastest;
+  for (const store::TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kOk || !ObjectiveOf(t)) continue;
+    const store::TrialRecord*& f = fastest[LayoutKey(t.layout)];
+    if (f == nullptr || *ObjectiveOf(t) < *ObjectiveOf(*f)) f = &t;
+  }
+  std::vector<const store::TrialRecord*> ranked;
+  for (const auto& [key, t] : fastest) {
+    if (study_best.trial == nullptr || !(t->layout == study_best.trial->layout)) ranked.push_back(t);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const store::TrialRecord* a, const store::TrialRecord* b) {
+                     return *ObjectiveOf(*a) < *ObjectiveOf(*b);
+                   });
+  if (study_best.trial != nullptr) ranked.insert(ranked.begin(), study_best.trial);
+  if (ranked.size() > static_cast<size_t>(std::max(top, 0))) ranked.resize(std::max(top, 0));
+  return ranked;
 }
 
 StudyBest BestOfStudy(const StudyContext& context, const std::vector<store::TrialRecord>& trials) {

@@ -47,4 +47,11 @@ const store::TrialRecord* FastestOkTrial(const std::vector<store::TrialRecord>& 
 // The fastest ok trial of `layout` (nullptr when it has none).
 const store::TrialRecord* FastestTrialOf(const std::vector<store::TrialRecord>& trials, const Layout& layout);
 
+// The best layouts, one row each, best first: the study's best (`study_best`, of the same
+// `trials`) leads, then the fastest ok trial of every other layout by the objective; at most
+// `top`, fewer only when fewer layouts have an ok trial. A layout measured again (a
+// confirmation, a re-run) is still one row.
+std::vector<const store::TrialRecord*> BestLayouts(const StudyBest& study_best,
+                                                   const std::vector<store::TrialRecord>& trials, int top);
+
 }  // namespace tunepar

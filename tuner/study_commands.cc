@@ -74,6 +74,7 @@ Status ListStudies(const GlobalOptions& global, const store::StoreView& view) {
   TextTable t;
   using A = TextTable::Align;
   t.AddColumn("study", A::kLeft);
+  t.AddColumn("id", A::kLeft);  // the shortest prefix that `show` and the others resolve
   t.AddColumn("model", A::kLeft);
   t.AddColumn("hardware", A::kLeft);
   t.AddColumn("world");
@@ -94,9 +95,10 @@ Status ListStudies(const GlobalOptions& global, const store::StoreView& view) {
       else if (IsFinished(r.status))
         ++failed;
     }
-    t.AddRow({s.name, s.model_name, s.hardware_name, std::to_string(s.world), s.backend,
-              WithCommas(static_cast<int64_t>(trials.size())), WithCommas(ok), WithCommas(failed),
-              best == nullptr ? "-" : ThroughputText(*best), s.created_at});
+    t.AddRow({s.name, ShortStudyId(view.studies, s.id), s.model_name, s.hardware_name,
+              std::to_string(s.world), s.backend, WithCommas(static_cast<int64_t>(trials.size())),
+              WithCommas(ok), WithCommas(failed), best == nullptr ? "-" : ThroughputText(*best),
+              s.created_at});
   }
   fmt::print("{}", t.Render());
   fmt::print("{} stud{} from {} shard{} in '{}'\n", view.studies.size(),

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "base/names.h"
 #include "runner/launch_environment.h"
 #include "tuner/trial_records.h"
 
@@ -18,21 +19,39 @@ std::string TuneparCommand(const GlobalOptions& global, const std::vector<std::s
   return line;
 }
 
+std::string ShortStudyId(const std::vector<store::StudyRecord>& studies, const std::string& id) {
+  size_t length = kMinIdPrefix;
+  for (const store::StudyRecord& s : studies) {
+    if (s.id == id) continue;
+    const size_t common = std::mismatch(id.begin(), id.end(), s.id.begin(), s.id.end()).first - id.begin();
+    length = std::max(length, common + 1);
+  }
+  auto is_other_name = [&](const std::string& prefix) {
+    return std::any_of(studies.begin(), studies.end(),
+                       [&](const store::StudyRecord& s) { return s.name == prefix && s.id != id; });
+  };
+  while (length < id.size() && is_other_name(id.substr(0, length))) ++length;
+  return id.substr(0, std::min(length, id.size()));
+}
+
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
                                      const std::string& arg) {
   for (const store::StudyRecord& s : view.studies) {
     if (s.name == arg || s.id == arg) return s;
   }
-  const store::StudyRecord* match = nullptr;
-  if (arg.size() >= 4) {
-    for (const store::StudyRecord& s : view.studies) {
-      if (s.id.rfind(arg, 0) == 0) {
-        if (match != nullptr) return InvalidArgument(fmt::format("study id prefix '{}' is ambiguous", arg));
-        match = &s;
-      }
-    }
+  std::vector<const store::StudyRecord*> matches;
+  if (arg.size() >= kMinIdPrefix) {
+    for (const store::StudyRecord& s : view.studies)
+      if (s.id.rfind(arg, 0) == 0) matches.push_back(&s);
   }
-  if (match != nullptr) return *match;
+  if (matches.size() > 1) {
+    std::vector<std::string> which;
+    for (const store::StudyRecord* s : matches)
+      which.push_back(fmt::format("{} ({})", ShortStudyId(view.studies, s->id), OneLine(s->name)));
+    return InvalidArgument(fmt::format("study id prefix '{}' is ambiguous: {} match it; type one of those",
+                                       arg, fmt::join(which, ", ")));
+  }
+  if (matches.size() == 1) return *matches.front();
   if (!view.exists) return NotFound(fmt::format("no study '{}': store '{}' does not exist", arg, store_dir));
   return NotFound(
       fmt::format("no study '{}' in store '{}' (tunepar list shows the studies)", arg, store_dir));
@@ -78,18 +97,29 @@ Result<store::StoreView> ReadStudyView(const std::string& store_dir, const std::
 }
 
 Status WithDamagedShards(const store::StoreView& view, bool allow_damaged, Status status) {
-  const size_t skipped = view.warnings.size();
-  if (skipped == 0 || allow_damaged) return status;
+  // Every warning is a skipped shard but those of shards read without their damaged rows.
+  const size_t skipped = view.warnings.size() - std::min(view.warnings.size(), view.damaged_rows.size());
+  int64_t rows = 0;
+  for (const auto& [shard, count] : view.damaged_rows) rows += count;
+  if ((skipped == 0 && rows == 0) || allow_damaged) return status;
   const std::string shards =
       skipped == 1 ? "1 damaged shard was skipped" : fmt::format("{} damaged shards were skipped", skipped);
+  const std::string left_out = rows == 1 ? "1 damaged trial row was left out"
+                                         : fmt::format("{} damaged trial rows were left out", rows);
   if (status.ok()) {
-    return {
-        StatusCode::kDamaged,
-        fmt::format("{} (named above), so the output leaves out {} trials; --allow-damaged accepts a partial "
-                    "result",
-                    shards, skipped == 1 ? "its" : "their")};
+    std::string what;
+    if (rows == 0) {
+      what = fmt::format("{} (named above), so the output leaves out {} trials", shards,
+                         skipped == 1 ? "its" : "their");
+    } else if (skipped == 0) {
+      what = fmt::format("{} (named above), so the output leaves out {}", left_out,
+                         rows == 1 ? "that trial" : "those trials");
+    } else {
+      what = fmt::format("{} and {} (named above), so the output leaves out their trials", shards, left_out);
+    }
+    return {StatusCode::kDamaged, what + "; --allow-damaged accepts a partial result"};
   }
-  if (status.code() == StatusCode::kNotFound)
+  if (status.code() == StatusCode::kNotFound && skipped > 0)  // a trial row holds no study
     return {StatusCode::kDamaged,
             fmt::format("{}; {} (named above) and may hold it", status.message(), shards)};
   return status;

@@ -17,7 +17,16 @@ namespace tunepar {
 // store: a pasted hint reads the same store.
 std::string TuneparCommand(const GlobalOptions& global, const std::vector<std::string>& words);
 
-// kNotFound (naming the store) when nothing matches; kInvalidArgument for an ambiguous prefix.
+// The fewest characters of a study id that a user may type for it.
+inline constexpr size_t kMinIdPrefix = 4;
+
+// The shortest prefix of study `id`, at least kMinIdPrefix characters, that FindStudy resolves
+// to that study in a store of `studies`: shared with no other study's id, and not another
+// study's name (a name is matched first). What `list` prints and ambiguity errors suggest.
+std::string ShortStudyId(const std::vector<store::StudyRecord>& studies, const std::string& id);
+
+// kNotFound (naming the store) when nothing matches; kInvalidArgument for an ambiguous prefix,
+// naming each study it matches with the prefix that picks it.
 Result<store::StudyRecord> FindStudy(const store::StoreView& view, const std::string& store_dir,
                                      const std::string& name_or_id);
 
@@ -34,10 +43,11 @@ Result<store::StudyRecord> FindStudyOrOnly(const store::StoreView& view, const s
 Result<store::StoreView> ReadStudyView(const std::string& store_dir, const std::string& name_or_id,
                                        bool announce = true);
 
-// A reader command's outcome (list, show, export, report) given the shards its read skipped,
-// each already named in a warning: `status` itself when none was skipped or `allow_damaged`
-// (--allow-damaged); else kDamaged (exit code 9), so that a script never takes a partial
-// result for a whole one. A study not found may be in a skipped shard: kDamaged too.
+// A reader command's outcome (list, show, export, report) given the shards its read skipped and
+// the damaged trial rows it left out, each already named in a warning: `status` itself when
+// nothing was left out or `allow_damaged` (--allow-damaged); else kDamaged (exit code 9), so that
+// a script never takes a partial result for a whole one. A study not found may be in a skipped
+// shard: kDamaged too.
 Status WithDamagedShards(const store::StoreView& view, bool allow_damaged, Status status);
 
 }  // namespace tunepar

@@ -71,7 +71,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     row.push_back(Fixed(r->step_time_s.value_or(NAN), 3));
     row.push_back(r->tokens_per_s ? WithCommas(static_cast<int64_t>(std::llround(*r->tokens_per_s))) : "-");
     row.push_back(TflopsText(r->tflops_per_gpu.value_or(NAN)));
-    row.push_back(Fixed(r->peak_memory_bytes.value_or(NAN) / 1e9, 1));
+    row.push_back(GigabytesText(r->peak_memory_bytes.value_or(NAN)));
     if (any_sliced) row.emplace_back(r->sliced ? "slice + model" : "whole");
     t.AddRow(std::move(row));
   }
