@@ -282,8 +282,10 @@ void MergeInto(StoreView& view, std::vector<StudyRecord> studies, std::vector<Tr
 Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& options) {
   StoreView view;
   std::error_code ec;
-  if (!fs::is_directory(store_dir, ec)) {
-    if (fs::exists(store_dir, ec)) return StoreError(fmt::format("store '{}' is not a directory", store_dir));
+  // One stat decides: a store that a writer creates between two calls is no file.
+  const fs::file_status status = fs::status(store_dir, ec);
+  if (!fs::is_directory(status)) {
+    if (fs::exists(status)) return StoreError(fmt::format("store '{}' is not a directory", store_dir));
     return view;
   }
   view.exists = true;
