@@ -26,6 +26,7 @@ std::string StateText(ClaimState s) {
     case ClaimState::kRunning: return "running";
     case ClaimState::kDone: return "done";
     case ClaimState::kReleased: return "released";
+    case ClaimState::kForgotten: return "forgotten";
   }
   return "running";
 }
@@ -33,6 +34,7 @@ std::string StateText(ClaimState s) {
 ClaimState ParseState(const std::string& s) {
   if (s == "done") return ClaimState::kDone;
   if (s == "released") return ClaimState::kReleased;
+  if (s == "forgotten") return ClaimState::kForgotten;
   return ClaimState::kRunning;
 }
 
@@ -109,11 +111,12 @@ ClaimOwner ThisProcess(const std::string& node_id) {
 LeaseWatch::LeaseWatch(std::string store_dir, ClaimOwner self, double lease_s)
     : store_dir_(std::move(store_dir)), self_(std::move(self)), lease_s_(lease_s) {}
 
-bool LeaseWatch::Gone(const ClaimOwner& owner) {
+bool LeaseWatch::Gone(const ClaimOwner& owner, bool by_held_node) {
   if (owner.token == self_.token) return false;
   if (owner.token.empty()) return true;
-  // This process holds the node id: any other process that held it has ended.
-  if (holds_node_ && owner.node_id == self_.node_id) return true;
+  // This process holds the node id (for the study whose claims it judges): any other process
+  // that held it has ended.
+  if (by_held_node && holds_node_ && owner.node_id == self_.node_id) return true;
   if (owner.host == self_.host) {
     if (owner.boot_id != self_.boot_id) return true;  // the host rebooted since
     if (ProcessStartTicks(owner.pid) != std::optional<int64_t>(owner.start_ticks)) return true;
@@ -285,6 +288,27 @@ Result<bool> StudyClaims::SettleFinished(const ClaimFile& layout_claim) {
   return true;
 }
 
+Result<int> StudyClaims::Forget(const std::string& layout_key, int count) {
+  Result<std::map<std::string, ClaimFile>> latest = LatestClaims(LayoutsDir());
+  if (!latest.ok()) return latest.status();
+  std::vector<std::pair<int, const ClaimFile*>> done;  // (k, claim)
+  for (const auto& [name, c] : *latest) {
+    const auto [key, k] = SplitMeasurement(name);
+    if (key == layout_key && c.state == ClaimState::kDone) done.emplace_back(k, &c);
+  }
+  std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  int marked = 0;
+  for (const auto& [k, c] : done) {
+    if (marked == count) break;
+    Result<bool> created = CreateOnce(GenerationPath(LayoutsDir(), c->name, c->generation + 1),
+                                      Encode(watch_.self(), ClaimState::kForgotten, "its trial was forgotten"),
+                                      watch_.self().token);
+    if (!created.ok()) return created.status();
+    marked += *created ? 1 : 0;
+  }
+  return marked;
+}
+
 Status StudyClaims::CheckIntact(const std::vector<HeldClaim>& held) const {
   std::error_code ec;
   for (const std::string& dir : {dir_, LayoutsDir(), SlotsDir()})
@@ -298,7 +322,7 @@ Result<ClaimsView> StudyClaims::Read(int slot_limit) {
   Result<std::map<std::string, ClaimFile>> layouts = LatestClaims(LayoutsDir());
   if (!layouts.ok()) return layouts.status();
   for (auto& [name, c] : *layouts) {
-    if (c.state == ClaimState::kDone) continue;
+    if (c.state == ClaimState::kDone || c.state == ClaimState::kForgotten) continue;
     const bool gone = c.state == ClaimState::kReleased || watch_.Gone(c.owner);
     if (gone) {
       view.orphaned.push_back(c);

@@ -48,7 +48,9 @@ ClaimOwner OwnerFromFields(const std::map<std::string, std::string>& fields);
 // A layout claim's name "<layout key>.m<k>" split into the key and k.
 std::pair<std::string, int> SplitMeasurement(const std::string& name);
 
-enum class ClaimState { kRunning, kDone, kReleased };
+// kForgotten: a done measurement whose trial its node forgot (`tunepar forget`): over, so the
+// measurement can be claimed again, and neither done nor to re-run.
+enum class ClaimState { kRunning, kDone, kReleased, kForgotten };
 
 // One generation of a claim as read from its file.
 struct ClaimFile {
@@ -67,7 +69,9 @@ struct ClaimFile {
 class LeaseWatch {
  public:
   LeaseWatch(std::string store_dir, ClaimOwner self, double lease_s);
-  bool Gone(const ClaimOwner& owner);
+  // `by_held_node` false: judged by its process and heartbeat alone, not by this process holding
+  // the node id (which is held per study: node records of other studies).
+  bool Gone(const ClaimOwner& owner, bool by_held_node = true);
   // This process now holds its node id (NodeOwnership): every other process of that id is gone.
   void HoldNode() { holds_node_ = true; }
   const ClaimOwner& self() const { return self_; }
@@ -153,6 +157,10 @@ class StudyClaims {
   // paying for it get a next generation, done, so that the budget counts the trial once. False
   // when another process settled it first.
   Result<bool> SettleFinished(const ClaimFile& layout_claim);
+  // The `count` done measurements of `layout_key` with the highest k marked forgotten (their
+  // trials were forgotten): the layout's done measurements stay as many as its trials that
+  // count. Returns how many were marked.
+  Result<int> Forget(const std::string& layout_key, int count);
   // ClaimsVanished when the study's claim folders, or a claim in `held`, are gone.
   Status CheckIntact(const std::vector<HeldClaim>& held) const;
   // The study's claims, judged through the watch, with slots counted among 1..limit;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/layout.h"
+#include "base/trial_role.h"
 #include "base/trial_status.h"
 
 namespace tunepar::store {
@@ -55,6 +56,10 @@ struct TrialRecord {
   // Ranks per node the trial was placed (and its prediction priced) with; 0: one per device;
   // nullopt: not known.
   std::optional<int> ranks_per_node;
+
+  // Why it ran (base/trial_role.h); a re-run names the node whose trial it re-runs.
+  TrialRole role = TrialRole::kFirst;
+  std::string rerun_of;
 
   std::string message;
   std::string log_path;

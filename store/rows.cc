@@ -29,6 +29,7 @@ void Bind(Statement& st, int i, const std::optional<int>& v) { st.Bind(i, v); }
 void Bind(Statement& st, int i, Precision v) { st.Bind(i, ToString(v)); }
 void Bind(Statement& st, int i, Recompute v) { st.Bind(i, ToString(v)); }
 void Bind(Statement& st, int i, TrialStatus v) { st.Bind(i, ToString(v)); }
+void Bind(Statement& st, int i, TrialRole v) { st.Bind(i, ToString(v)); }
 
 bool Read(const Statement& st, int i, std::string& v) { return v = st.Text(i), true; }
 bool Read(const Statement& st, int i, int64_t& v) { return v = st.Int(i), true; }
@@ -49,6 +50,7 @@ bool ReadParsed(const Statement& st, int i, Enum& v, Result<Enum> (*parse)(std::
 bool Read(const Statement& st, int i, Precision& v) { return ReadParsed(st, i, v, ParsePrecision); }
 bool Read(const Statement& st, int i, Recompute& v) { return ReadParsed(st, i, v, ParseRecompute); }
 bool Read(const Statement& st, int i, TrialStatus& v) { return ReadParsed(st, i, v, ParseTrialStatus); }
+bool Read(const Statement& st, int i, TrialRole& v) { return ReadParsed(st, i, v, ParseTrialRole); }
 
 // A column holding the field `Field` of the record.
 template <typename Record, auto Field>
@@ -135,6 +137,8 @@ constexpr std::array kTrialColumns = {
     Of<T, &T::finished_at>("finished_at"),
     Of<T, &T::heartbeat_at>("heartbeat_at"),
     Of<T, &T::lease_expires_at>("lease_expires_at"),
+    Of<T, &T::role>("role"),  // schema 5
+    Of<T, &T::rerun_of>("rerun_of"),
 };
 
 template <typename Record, size_t N>

@@ -161,6 +161,39 @@ UPDATE trials SET checksum = tunepar_row_checksum(
     R"sql(
 SELECT 1;
 )sql",
+    // 4 -> 5: a trial's role (base/trial_role.h) gets columns of its own, derived for the rows
+    // before from what their messages began with (a confirmation, "re-run of a trial of node X
+    // ...") and from their details (reclassified_from); readers no longer parse messages. The
+    // checksums are recomputed with the longer column list where the old one matched (a damaged
+    // row stays damaged).
+    R"sql(
+ALTER TABLE trials ADD COLUMN role TEXT NOT NULL DEFAULT 'first'
+  CHECK (role IN ('first', 'confirmation', 'rerun', 'reclassified', 'forgotten'));
+ALTER TABLE trials ADD COLUMN rerun_of TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN checksum_matched INTEGER NOT NULL DEFAULT 0;
+UPDATE trials SET checksum_matched = (checksum = tunepar_row_checksum(
+  study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, precision,
+  zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, step_time_s,
+  tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s,
+  predicted_tokens_per_s, predicted_memory_bytes, details, sliced, metric_kind, metric_value,
+  ranks_per_node, message, log_path, backend, hosts, tunepar_version, git_revision, host, pid,
+  process_group, started_at, finished_at, heartbeat_at, lease_expires_at));
+UPDATE trials SET role = 'confirmation' WHERE message LIKE 'confirmation:%';
+UPDATE trials SET role = 'rerun',
+  rerun_of = substr(substr(message, 27), 1, instr(substr(message, 27) || ' ', ' ') - 1)
+  WHERE message LIKE 're-run of a trial of node %';
+UPDATE trials SET role = 'reclassified'
+  WHERE role = 'first' AND json_valid(details) AND json_type(details, '$.reclassified_from') IS NOT NULL;
+UPDATE trials SET checksum = tunepar_row_checksum(
+  study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, precision,
+  zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, step_time_s,
+  tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s,
+  predicted_tokens_per_s, predicted_memory_bytes, details, sliced, metric_kind, metric_value,
+  ranks_per_node, message, log_path, backend, hosts, tunepar_version, git_revision, host, pid,
+  process_group, started_at, finished_at, heartbeat_at, lease_expires_at, role, rerun_of)
+  WHERE checksum_matched = 1;
+ALTER TABLE trials DROP COLUMN checksum_matched;
+)sql",
 };
 
 }  // namespace

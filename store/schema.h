@@ -10,7 +10,7 @@
 
 namespace tunepar::store {
 
-inline constexpr int64_t kSchemaVersion = 4;
+inline constexpr int64_t kSchemaVersion = 5;
 // The first schema whose study and trial rows carry checksums (row_checksum.h).
 inline constexpr int64_t kFirstChecksummedVersion = 3;
 // PRAGMA application_id of a tunepar shard ("tune"): tells our files from other SQLite files.

@@ -269,14 +269,15 @@ void MergeInto(StoreView& view, std::vector<StudyRecord> studies, std::vector<Tr
       *same = std::move(s);
     }
   }
-  view.trials.insert(view.trials.end(), std::make_move_iterator(trials.begin()),
-                     std::make_move_iterator(trials.end()));
+  for (TrialRecord& t : trials) (t.role == TrialRole::kForgotten ? view.forgotten : view.trials).push_back(std::move(t));
   std::sort(view.studies.begin(), view.studies.end(), [](const StudyRecord& a, const StudyRecord& b) {
     return std::tie(a.created_at, a.id) < std::tie(b.created_at, b.id);
   });
-  std::stable_sort(view.trials.begin(), view.trials.end(), [](const TrialRecord& a, const TrialRecord& b) {
-    return std::tie(a.node_id, a.number) < std::tie(b.node_id, b.number);
-  });
+  for (std::vector<TrialRecord>* rows : {&view.trials, &view.forgotten}) {
+    std::stable_sort(rows->begin(), rows->end(), [](const TrialRecord& a, const TrialRecord& b) {
+      return std::tie(a.node_id, a.number) < std::tie(b.node_id, b.number);
+    });
+  }
 }
 
 Result<StoreView> ReadStore(const std::string& store_dir, const ReadOptions& options) {

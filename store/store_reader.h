@@ -21,7 +21,10 @@ namespace tunepar::store {
 struct StoreView {
   bool exists = false;                // the store directory exists
   std::vector<StudyRecord> studies;   // unique by id, earliest creation kept
-  std::vector<TrialRecord> trials;    // ordered by (node, number)
+  std::vector<TrialRecord> trials;    // ordered by (node, number); not the forgotten ones
+  // Trials their nodes forgot (role kForgotten, `tunepar forget`): kept in the shards, counted
+  // nowhere; export lists them, and a node numbers its next trials after them.
+  std::vector<TrialRecord> forgotten;
   std::vector<std::string> shards;    // snapshot files read
   std::vector<std::string> warnings;  // one line per skipped shard, naming it
   // Shards read without the trial rows whose checksum fails (path -> how many rows were left

@@ -123,6 +123,7 @@ void ExpectReadersShape(const std::string& store) {
   ExpectShape("--json --store " + store + " show --all", "show.schema.json");
   ExpectShape("--json --store " + store + " export", "export.schema.json");
   ExpectShape("--json --store " + store + " report --shap", "report.schema.json");
+  ExpectShape("--json --store " + store + " best", "best.schema.json");
 }
 
 TEST(JsonShape, TheValidatorRejectsWhatTheSchemasForbid) {
@@ -172,6 +173,9 @@ TEST(JsonShape, CommandBackend) {
                   " --metric-regex 'step_time: ([0-9.]+)' --budget 3 --node-id n0",
               "search.schema.json");
   ExpectReadersShape(store);
+  ExpectShape("--json --store " + store + " forget --node-id n0 1 --dry-run", "forget.schema.json");
+  ExpectShape("--json --store " + store + " forget --node-id n0 1", "forget.schema.json");
+  ExpectShape("--json --store " + store + " export", "export.schema.json");  // with a forgotten row
 }
 
 TEST(JsonShape, LocalBackend) {

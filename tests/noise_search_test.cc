@@ -90,7 +90,7 @@ TEST(NoisySearch, ConfirmationTrialsNameTheTrueBestWithItsUncertainty) {
     EXPECT_LT(standing.noise_sd, 0.12) << seed;
     const std::vector<store::TrialRecord>& trials = session->trials;
     EXPECT_GT(std::count_if(trials.begin(), trials.end(),
-                            [](const store::TrialRecord& t) { return t.message.rfind(kConfirmation, 0) == 0; }),
+                            [](const store::TrialRecord& t) { return t.role == TrialRole::kConfirmation; }),
               0)
         << seed;
   }

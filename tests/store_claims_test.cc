@@ -245,7 +245,7 @@ TEST(NodeIds, OfTwoProcessesTakingOneIdAtOnceExactlyOneRuns) {
   const std::vector<int> codes = InProcesses(8, [&](int) {
     LeaseWatch watch(store, ThisProcess("n0"), 60);
     Heartbeat(store, watch.self()).Beat();
-    Result<NodeOwnership> owner = NodeOwnership::Acquire(store, "", watch);
+    Result<NodeOwnership> owner = NodeOwnership::Acquire(store, "s1", "", watch);
     if (!owner.ok()) return owner.status().message().find("n0") != std::string::npos ? 1 : 2;
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // still running when the others look
     return 0;
@@ -260,19 +260,19 @@ TEST(NodeIds, AnIdIsFreeOnceItsOwnerEndedAndRefusedWhileItLives) {
   ASSERT_EQ(InProcesses(1, [&](int) {
               LeaseWatch watch(store, ThisProcess("n0"), 3600);
               Heartbeat(store, watch.self()).Beat();
-              return NodeOwnership::Acquire(store, "", watch).ok() ? 0 : 1;  // killed without releasing
+              return NodeOwnership::Acquire(store, "s1", "", watch).ok() ? 0 : 1;  // killed without releasing
             })[0],
             0);
   LeaseWatch watch(store, ThisProcess("n0"), 3600);
   Heartbeat beat(store, watch.self());
   ASSERT_TRUE(beat.Beat().ok());
-  Result<NodeOwnership> mine = NodeOwnership::Acquire(store, "/tmp/w", watch);
+  Result<NodeOwnership> mine = NodeOwnership::Acquire(store, "s1", "/tmp/w", watch);
   ASSERT_TRUE(mine.ok()) << mine.status().message();
   EXPECT_TRUE(mine->Check().ok());
   // While this process lives, another with the same id (another work dir) is refused.
   const std::vector<int> other = InProcesses(1, [&](int) {
     LeaseWatch w(store, ThisProcess("n0"), 3600);
-    Result<NodeOwnership> o = NodeOwnership::Acquire(store, "/tmp/other", w);
+    Result<NodeOwnership> o = NodeOwnership::Acquire(store, "s1", "/tmp/other", w);
     return !o.ok() && o.status().message().find("in use") != std::string::npos ? 0 : 1;
   });
   EXPECT_EQ(other[0], 0);
@@ -283,26 +283,61 @@ TEST(NodeIds, AnOwnerOnAnotherHostIsJudgedByItsHeartbeat) {
   const std::string store = dir / "s";
   const ClaimOwner far = Elsewhere(store);
   ASSERT_TRUE(MakeDirectoriesBelow(store, "nodes").ok());
-  ASSERT_TRUE(ReplaceFile(store + "/nodes/far.g1",
+  ASSERT_TRUE(ReplaceFile(store + "/nodes/far@s1.g1",
                           fmt::format("owner={}\nnode=far\nhost={}\nboot=b\npid=4242\nstart=1\nstate=running\n",
                                       far.token, far.host))
                   .ok());
   LeaseWatch watch(store, ThisProcess("far"), 0.5);
   const auto start = std::chrono::steady_clock::now();
-  Result<NodeOwnership> mine = NodeOwnership::Acquire(store, "", watch);
+  Result<NodeOwnership> mine = NodeOwnership::Acquire(store, "s1", "", watch);
   ASSERT_TRUE(mine.ok()) << mine.status().message();
   EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
-  EXPECT_TRUE(std::filesystem::exists(store + "/nodes/far.g2"));
-  EXPECT_FALSE(std::filesystem::exists(store + "/nodes/far.g1"));  // a gone owner's record is removed
+  EXPECT_TRUE(std::filesystem::exists(store + "/nodes/far@s1.g2"));
+  EXPECT_FALSE(std::filesystem::exists(store + "/nodes/far@s1.g1"));  // a gone owner's record is removed
   EXPECT_TRUE(mine->Check().ok());
   // A third owner (this one judged gone in turn): this one learns it, though its own record and
   // every one before the third's are gone.
   LeaseWatch third(store, ThisProcess("far"), 0.5);
-  ASSERT_TRUE(ReplaceFile(store + "/nodes/far.g2", "state=released\n").ok());
-  Result<NodeOwnership> next = NodeOwnership::Acquire(store, "", third);
+  ASSERT_TRUE(ReplaceFile(store + "/nodes/far@s1.g2", "state=released\n").ok());
+  Result<NodeOwnership> next = NodeOwnership::Acquire(store, "s1", "", third);
   ASSERT_TRUE(next.ok()) << next.status().message();
-  EXPECT_FALSE(std::filesystem::exists(store + "/nodes/far.g2"));
+  EXPECT_FALSE(std::filesystem::exists(store + "/nodes/far@s1.g2"));
   EXPECT_FALSE(mine->Check().ok());
+}
+
+// Issue 28 item 12: a node id is held per study: a search of one study does not block another
+// study's on the same node id (a dry run beside a measuring search); a record of a tunepar before
+// schema 5 (nodes/<node>.g<g>, every study) still blocks every study while its owner lives.
+TEST(NodeIds, AnIdIsHeldPerStudyAndAnOlderTuneparsRecordHoldsEveryStudy) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  LeaseWatch watch(store, ThisProcess("n0"), 3600);
+  Heartbeat beat(store, watch.self());
+  ASSERT_TRUE(beat.Beat().ok());
+  Result<NodeOwnership> first = NodeOwnership::Acquire(store, "s1", "", watch);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const std::vector<int> codes = InProcesses(1, [&](int) {
+    LeaseWatch w(store, ThisProcess("n0"), 3600);
+    Heartbeat(store, w.self()).Beat();
+    const bool other_study = NodeOwnership::Acquire(store, "s2", "", w).ok();
+    Result<NodeOwnership> same = NodeOwnership::Acquire(store, "s1", "", w);
+    const bool refused = !same.ok() && same.status().message().find("for study s1") != std::string::npos;
+    return other_study && refused ? 0 : 1;
+  });
+  EXPECT_EQ(codes[0], 0);
+  first->Release();
+  // An older tunepar holds n0 for every study, as it recorded it: this live process.
+  ASSERT_TRUE(ReplaceFile(store + "/nodes/n0.g1", OwnerLines(watch.self()) + "state=running\nwork_dir=\n").ok());
+  const std::vector<int> blocked = InProcesses(1, [&](int) {
+    LeaseWatch w(store, ThisProcess("n0"), 3600);
+    Heartbeat(store, w.self()).Beat();
+    Result<NodeOwnership> o = NodeOwnership::Acquire(store, "s3", "", w);
+    return !o.ok() && o.status().message().find("for every study (an older tunepar)") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(blocked[0], 0);
+  ASSERT_TRUE(ReplaceFile(store + "/nodes/n0.g1", OwnerLines(watch.self()) + "state=released\nwork_dir=\n").ok());
+  LeaseWatch later(store, ThisProcess("n0"), 3600);
+  EXPECT_TRUE(NodeOwnership::Acquire(store, "s3", "", later).ok());
 }
 
 // Temporary files have unpredictable names and are created new: links planted at the names a
@@ -324,7 +359,7 @@ TEST(Claims, LinksPlantedInTheClaimFoldersAreNeverWrittenThrough) {
   LeaseWatch watch(store, self, 60);
   Heartbeat beat(store, self);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(beat.Beat().ok());
-  Result<store::NodeOwnership> owner = store::NodeOwnership::Acquire(store, "", watch);
+  Result<store::NodeOwnership> owner = store::NodeOwnership::Acquire(store, "s1", "", watch);
   ASSERT_TRUE(owner.ok()) << owner.status().message();
   StudyClaims claims(store, "study", watch);
   ASSERT_TRUE(claims.Join(0).ok());

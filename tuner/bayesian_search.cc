@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "base/crash_point.h"
 #include "base/knobs.h"
@@ -24,6 +25,7 @@
 #include "tuner/text_table.h"
 #include "tuner/trial_output.h"
 #include "tuner/study_best.h"
+#include "tuner/study_lookup.h"
 
 namespace tunepar {
 
@@ -55,6 +57,8 @@ std::string SameFailureHint(TrialStatus status) {
     default: return "check the command and its setup";
   }
 }
+
+constexpr std::string_view kEnqueued = "enqueued (search --enqueue): measured before any proposal";
 
 std::string AcquisitionName(search::AcquisitionKind kind) {
   return kind == search::AcquisitionKind::kLogExpectedImprovement ? "log EI" : "UCB";
@@ -148,7 +152,7 @@ Result<std::vector<store::TrialRecord>> BayesianSearch::RecoverInterrupted() {
 }
 
 Status BayesianSearch::JoinClaims() {
-  return claims_.Join(CountFinished(session_.trials));
+  return claims_.Join(CountFinished(session_.trials) + CountFinished(session_.forgotten));
 }
 
 std::string BayesianSearch::CheckBudget() const {
@@ -170,6 +174,13 @@ std::vector<TrialIdentity> BayesianSearch::ProposeNextBatch(const store::ClaimsV
   auto again = [&](const Layout& layout) {
     return TrialIdentity{session_.study().id, node, next_number, 1, layout, NextMeasurement(claims, layout), ""};
   };
+  for (const Layout& layout : options_.enqueued) {
+    if (static_cast<int>(batch.size()) >= room || NextMeasurement(claims, layout) > 1) continue;
+    batch.push_back(again(layout));
+    batch.back().number = next_number++;
+    batch.back().enqueued = true;
+  }
+  if (!batch.empty()) return batch;
   if (std::optional<Layout> layout = ConfirmationDue(false)) return {again(*layout)};
   for (const search::Proposal& p : proposer_.Propose(HistoryWithPending(claims), room))
     batch.push_back({session_.study().id, node, next_number++, 1, p.layout, 1, ""});
@@ -231,12 +242,19 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
   r.hosts = HostName();
   r.process_group = trial.process_group();
   r.message = id.attempt > 1 ? fmt::format("re-run after an interruption (attempt {})", id.attempt) : "";
-  if (!id.rerun_of.empty())
+  if (!id.rerun_of.empty()) {
+    r.role = TrialRole::kRerun;
+    r.rerun_of = id.rerun_of;
     r.message = fmt::format("{} {} (its tuner is gone: heartbeat silent for the lease)", kRerunOf, id.rerun_of);
+  }
   const bool measured_before = std::any_of(session_.trials.begin(), session_.trials.end(), [&](const store::TrialRecord& t) {
     return t.status == TrialStatus::kOk && t.layout == id.layout;
   });
-  if (id.attempt == 1 && measured_before) r.message = std::string(kConfirmation) + " the leaders are within noise";
+  if (id.enqueued) r.message = kEnqueued;
+  if (id.attempt == 1 && measured_before && r.role == TrialRole::kFirst) {
+    r.role = TrialRole::kConfirmation;
+    r.message = std::string(kConfirmation) + " the leaders are within noise";
+  }
   r.log_path = dir + "/output.log";
   r.started_at = r.heartbeat_at = UtcNow();
   r.lease_expires_at = UtcIn(options_.lease_s);
@@ -258,6 +276,7 @@ Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(
                                              &context_.problem.model,        static_cast<uint64_t>(session_.study().seed)};
     ActiveTrial a;
     a.claim = claim;
+    a.enqueued = id.enqueued;
     a.predicted = context_.Predict(id.layout);
     a.trial = backend_.Start(id.layout, trial_context);
     CrashPoint("start");
@@ -271,10 +290,9 @@ Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(
 
 Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialResult& result) {
   store::TrialRecord r = WithResult(a.record, result);
-  const bool confirmation = a.record.message.rfind(kConfirmation, 0) == 0;
-  if (confirmation) r.message = std::string(kConfirmation) + " " + r.message;
-  if (a.record.message.rfind(kRerunOf, 0) == 0)
-    r.message = a.record.message + (r.message.empty() ? "" : "; " + r.message);
+  if (a.enqueued) r.message = std::string(kEnqueued) + (r.message.empty() ? "" : "; " + r.message);
+  if (a.record.role == TrialRole::kConfirmation) r.message = std::string(kConfirmation) + " " + r.message;
+  if (a.record.role == TrialRole::kRerun) r.message = a.record.message + (r.message.empty() ? "" : "; " + r.message);
   // A node that judged this tuner gone has taken the measurement over: it is that node's now.
   // With the claims gone, no one took it over: the result stands.
   Result<bool> held = ClaimsIntact({&a}) ? ClaimStillHeld(a) : Result<bool>(false);
@@ -304,7 +322,7 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
   progress_.Line(fmt::format(
       "trial {:<17}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", fmt::format("{}/{} ({})", r.node_id, r.number, place),
       LayoutKey(r.layout),
-      std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + (confirmation ? " (again)" : ""),
+      std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + (a.record.role == TrialRole::kConfirmation ? " (again)" : ""),
       r.status == TrialStatus::kOk ? ThroughputText(r) : "-",
       a.predicted.fits ? fmt::format("{} tok/s", WithCommas(std::llround(a.predicted.tokens_per_s))) : "oom",
       best != nullptr ? ThroughputText(*best) : "-",
@@ -389,7 +407,9 @@ Result<std::string> BayesianSearch::CheckStop() const {
     if (same) {
       return Status{StatusCode::kTrialsFailed,
                     fmt::format("every trial failed the same way ({} trials): {}: {} (log: {}); {}", this_run_.size(),
-                                ToString(first.status), first.message, first.log_path, SameFailureHint(first.status))};
+                                ToString(first.status), first.message, first.log_path, SameFailureHint(first.status)) +
+                        "; once it is fixed, " + TuneparCommand(global_, ForgetFailedWords()) +
+                        " keeps these trials from counting toward the budget"};
     }
   }
   if (!options_.early_stop) return std::string();
@@ -404,6 +424,38 @@ Result<std::string> BayesianSearch::CheckStop() const {
       "most promising, {}, has {:.2g}%)",
       100 * gain, 100 * probability, advice.most_promising ? LayoutKey(*advice.most_promising) : "-",
       100 * advice.best_probability);
+}
+
+// `forget STUDY --failed`, with this node's id unless it is the default one.
+std::vector<std::string> BayesianSearch::ForgetFailedWords() const {
+  std::vector<std::string> words = {"forget", session_.study().name, "--failed"};
+  if (session_.node_id() != store::DefaultNodeId()) words.insert(words.end(), {"--node-id", session_.node_id()});
+  return words;
+}
+
+// A resumed study whose finished trials all failed the same way (a setup error, fixed since or
+// not): how many, how they count toward the budget, and how to forget them.
+void BayesianSearch::WarnOfEarlierFailures() const {
+  std::vector<const store::TrialRecord*> finished;
+  for (const store::TrialRecord& t : session_.trials)
+    if (IsFinished(t.status)) finished.push_back(&t);
+  if (finished.empty()) return;
+  const store::TrialRecord& first = *finished.front();
+  const bool same = std::all_of(finished.begin(), finished.end(), [&](const store::TrialRecord* t) {
+    return t->status == first.status && t->status != TrialStatus::kOk && t->status != TrialStatus::kOom &&
+           t->message == first.message;
+  });
+  if (!same) return;
+  const bool here = std::all_of(finished.begin(), finished.end(),
+                                [&](const store::TrialRecord* t) { return t->node_id == session_.node_id(); });
+  std::vector<std::string> words = ForgetFailedWords();
+  if (!here) words = {"forget", session_.study().name, "--failed", "--node-id", first.node_id};
+  spdlog::warn(
+      "study {}: {} {} finished trial{} failed the same way ({}: {}); they count toward the budget of {}. If the "
+      "cause is fixed, forget them first: {}",
+      OneLine(session_.study().name), finished.size() == 1 ? "its" : "all its", finished.size(),
+      finished.size() == 1 ? "" : "s", ToString(first.status), OneLine(first.message), options_.budget,
+      TuneparCommand(global_, words));
 }
 
 void BayesianSearch::PrintHeader(const std::vector<store::TrialRecord>& recovered) const {
@@ -423,6 +475,10 @@ void BayesianSearch::PrintHeader(const std::vector<store::TrialRecord>& recovere
              session_.resumed ? "resumed" : "new", CountFinished(session_.trials), session_.node_id());
   if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
     fmt::print("not measured: {} (the program does not receive them: fixed, every trial runs with these)\n", fixed);
+  for (const Layout& l : options_.enqueued)
+    fmt::print("enqueued (--enqueue): {}: measured before any proposal unless the study has measured it, counted in "
+               "the budget\n",
+               LayoutKey(l));
   for (const store::TrialRecord& r : recovered) {
     fmt::print("trial {}/{} was left running by a stopped tuner: marked interrupted, will be re-run first\n",
                session_.node_id(), r.number);
@@ -435,6 +491,7 @@ Status BayesianSearch::Run() {
   if (!recovered.ok()) return recovered.status();
   TUNEPAR_RETURN_IF_ERROR(JoinClaims());
   PrintHeader(*recovered);
+  WarnOfEarlierFailures();
   run_start_ = SteadyClock::now();  // the time budget counts the search, not the recovery
   std::string stop_reason;
   bool interrupted = false;

@@ -27,6 +27,7 @@ struct ActiveTrial {
   store::HeldClaim claim;
   runner::Prediction predicted;
   std::unique_ptr<runner::RunningTrial> trial;
+  bool enqueued = false;  // search --enqueue: its message says so when it finishes
 };
 
 class BayesianSearch {
@@ -91,6 +92,11 @@ class BayesianSearch {
   std::vector<search::Outcome> HistoryWithPending(const store::ClaimsView& claims) const;
   std::vector<TrialIdentity> Orphans(const store::ClaimsView& claims, int room) const;
   int64_t NextTrialNumber() const;
+  void WarnOfEarlierFailures() const;
+  std::vector<std::string> ForgetFailedWords() const;
+  // The budget slots the claims count among: the budget, and one more for each finished trial
+  // forgotten since (its slot stays done; the trial no longer counts toward the budget).
+  int SlotLimit() const;
   int NextMeasurement(const store::ClaimsView& claims, const Layout& layout) const;
   Status WaitForOthers();
   Result<bool> ClaimStillHeld(const ActiveTrial& active);

@@ -35,7 +35,7 @@ Result<store::ClaimsView> BayesianSearch::ReadClaims() {
   TUNEPAR_RETURN_IF_ERROR(claims_.CheckIntact({}));
   // The claims first, then the trials: a claim marked done was published before it was marked,
   // so its result is in what the refresh reads.
-  Result<store::ClaimsView> view = claims_.Read(options_.budget);
+  Result<store::ClaimsView> view = claims_.Read(SlotLimit());
   if (!view.ok()) return view.status();
   TUNEPAR_RETURN_IF_ERROR(session_.Refresh());
   // A measurement recorded by a tuner killed before it marked its claim: settled as done, so its
@@ -48,7 +48,7 @@ Result<store::ClaimsView> BayesianSearch::ReadClaims() {
     if (!done.ok()) return done.status();
     settled = settled || *done;
   }
-  if (settled) view = claims_.Read(options_.budget);
+  if (settled) view = claims_.Read(SlotLimit());
   return view;
 }
 
@@ -114,10 +114,15 @@ int BayesianSearch::NextMeasurement(const store::ClaimsView& claims, const Layou
   return Measurements(session_.trials, key) + static_cast<int>(running) + 1;
 }
 
+int BayesianSearch::SlotLimit() const {
+  return options_.budget + CountFinished(session_.forgotten);
+}
+
 int64_t BayesianSearch::NextTrialNumber() const {
   int64_t next = 1;
-  for (const store::TrialRecord& t : session_.trials)
-    if (t.node_id == session_.node_id()) next = std::max(next, t.number + 1);
+  for (const auto* rows : {&session_.trials, &session_.forgotten})
+    for (const store::TrialRecord& t : *rows)
+      if (t.node_id == session_.node_id()) next = std::max(next, t.number + 1);
   return next;
 }
 
@@ -128,7 +133,7 @@ Result<BayesianSearch::NextBatch> BayesianSearch::ClaimNextBatch() {
     Result<store::ClaimsView> view = ReadClaims();
     if (!view.ok()) return view.status();
     NextBatch next;
-    if (view->slots_done + view->slots_held >= options_.budget) {
+    if (view->slots_done + view->slots_held >= SlotLimit()) {
       next.wait = view->slots_held > 0 && !view->running_elsewhere.empty();
       if (!next.wait) next.stop = fmt::format("the budget of {} is reached", Counted(options_.budget, "trial"));
       return next;
@@ -143,7 +148,7 @@ Result<BayesianSearch::NextBatch> BayesianSearch::ClaimNextBatch() {
       Result<std::optional<store::HeldClaim>> claim = claims_.ClaimLayout(LayoutKey(id.layout), id.measurement);
       if (!claim.ok()) return claim.status();
       if (!*claim) continue;  // another node was quicker
-      Result<bool> slot = claims_.ClaimSlot(options_.budget, **claim);
+      Result<bool> slot = claims_.ClaimSlot(SlotLimit(), **claim);
       if (!slot.ok()) return slot.status();
       if (!*slot) {
         TUNEPAR_RETURN_IF_ERROR(claims_.Release(**claim));

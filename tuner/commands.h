@@ -23,6 +23,7 @@ void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* res
 void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddReportCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddLaunchScriptCommand(CLI::App& app, const GlobalOptions& global, Status* result);
-void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result);  // list, show, export
+void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result);  // list, show, best, export
+void AddForgetCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 
 }  // namespace tunepar

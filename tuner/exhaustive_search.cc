@@ -27,6 +27,8 @@ std::vector<store::TrialRecord> PredictUntried(const StudySession& session) {
     if (IsFinished(t.status)) finished.insert(LayoutKey(t.layout));
     if (t.node_id == session.node_id()) next_number = std::max(next_number, t.number + 1);
   }
+  for (const store::TrialRecord& t : session.forgotten)
+    if (t.node_id == session.node_id()) next_number = std::max(next_number, t.number + 1);
   runner::ModelBackend backend(context.model(), context.problem.hardware.memory_gb.value);
   std::vector<store::TrialRecord> fresh;
   for (const Layout& layout : context.space.legal) {

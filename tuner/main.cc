@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   AddPredictCommand(app, global, &result);
   AddCalibrateCommand(app, global, &result);
   AddStudyCommands(app, global, &result);
+  AddForgetCommand(app, global, &result);
   AddReportCommand(app, global, &result);
   AddLaunchScriptCommand(app, global, &result);
 

@@ -27,10 +27,10 @@ std::optional<runner::ExitInfo> RecordedExit(const store::TrialRecord& t) {
 }
 
 // The new message with what the search put before the old one kept: a confirmation's mark, or
-// the re-run of another node's trial it names (readers look for both).
+// the re-run of another node's trial it names (for people: readers go by the trial's role).
 std::string KeepingMarks(const store::TrialRecord& t, const std::string& message) {
-  if (t.message.rfind(kConfirmation, 0) == 0) return std::string(kConfirmation) + " " + message;
-  if (t.message.rfind(kRerunOf, 0) == 0) return t.message.substr(0, t.message.find("; ")) + "; " + message;
+  if (t.role == TrialRole::kConfirmation) return std::string(kConfirmation) + " " + message;
+  if (t.role == TrialRole::kRerun) return t.message.substr(0, t.message.find("; ")) + "; " + message;
   return message;
 }
 
@@ -38,6 +38,7 @@ std::string KeepingMarks(const store::TrialRecord& t, const std::string& message
 store::TrialRecord Reclassified(const store::TrialRecord& t, const runner::TrialResult& result) {
   store::TrialRecord r = WithResult(t, result);
   r.message = KeepingMarks(t, result.message);
+  if (t.role == TrialRole::kFirst) r.role = TrialRole::kReclassified;  // a confirmation or re-run stays one
   r.started_at = t.started_at;  // when it ran, not when it was read again
   r.finished_at = r.heartbeat_at = r.lease_expires_at = t.finished_at;
   r.backend = t.backend;

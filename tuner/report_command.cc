@@ -77,7 +77,9 @@ Status RunOfModel(const GlobalOptions& global, const ReportOptions& o) {
 Status AddImportance(const StudyContext& context, const StudyTrials& trials, const ReportOptions& o, Report* report) {
   const Explained e = ExplainStudy(context, trials, o.importance);
   if (e.local < 0 || e.background.empty()) {
-    report->text += "\nNo layout to explain (nothing is predicted to fit).\n";
+    report->text += e.local < 0 && !e.local_header.empty()
+                        ? fmt::format("\nNo layout to explain: {}.\n", e.local_header)
+                        : std::string("\nNo layout to explain (nothing is predicted to fit).\n");
     if (!o.svg_dir.empty()) report->chart_notes.push_back("no importance chart: no layout to explain");
     return Status::Ok();
   }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/names.h"
 #include "runner/command_backend.h"
 #include "runner/core_backend.h"
 #include "runner/performance_model.h"
@@ -36,6 +37,7 @@ struct SearchOptions {
   bool resume_only = false;
   int top = 10;
   BayesianSearchOptions bayes;
+  std::vector<std::string> enqueue;  // --enqueue KEY: layouts measured first
   std::string acquisition = "logei";
   double early_stop_gain = 0;  // 0: no early stop
   double early_stop_probability = 0.05;
@@ -55,6 +57,8 @@ Status CheckSearchOptions(const SearchOptions& o) {
     return InvalidArgument(fmt::format("--confidence must be in (0, 1), got {}", o.bayes.confidence));
   if (o.early_stop_gain < 0 || o.early_stop_probability <= 0 || o.early_stop_probability >= 1)
     return InvalidArgument("--early-stop GAIN needs GAIN >= 0 and --early-stop-probability in (0, 1)");
+  for (const std::string& key : o.enqueue)
+    if (Result<Layout> l = ParseLayoutKey(key); !l.ok()) return l.status().WithContext("--enqueue");
   return Status::Ok();
 }
 
@@ -144,13 +148,27 @@ BayesianSearchOptions BayesOptions(const SearchOptions& o) {
   return b;
 }
 
+// --enqueue's layouts, each legal in the study (as its backend restricts the space), said.
+Status EnqueuedLayouts(const SearchOptions& o, const StudySession& session, BayesianSearchOptions* bayes) {
+  for (const std::string& key : o.enqueue) {
+    Result<Layout> l = ParseLayoutKey(key);
+    if (!l.ok()) return l.status().WithContext("--enqueue");
+    if (Status legal = search::CheckLegal(session.context.Query(), *l); !legal.ok())
+      return InvalidArgument(fmt::format("--enqueue {}: not a legal layout of study {}: {}", key,
+                                         OneLine(session.study().name), legal.message()));
+    if (std::find(bayes->enqueued.begin(), bayes->enqueued.end(), *l) == bayes->enqueued.end())
+      bayes->enqueued.push_back(*l);
+  }
+  return Status::Ok();
+}
+
 // One warning per option given that the chosen backend does not use (a warning, not an error:
 // one command line may be tried on several backends).
 void WarnIgnoredOptions(const CLI::App& cmd, const std::string& backend) {
   static const std::vector<std::string> kBayesian = {"--budget",     "--time-budget", "--batch",
                                                      "--seed",       "--acquisition", "--early-stop",
                                                      "--early-stop-probability",      "--confirm",
-                                                     "--confidence", "--lease"};
+                                                     "--confidence", "--lease",       "--enqueue"};
   static const std::vector<std::string> kCommand = {"--command-config", "--command",     "--metric",
                                                     "--metric-regex",   "--metric-json", "--memory-regex",
                                                     "--memory-json",    "--oom-pattern", "--env",
@@ -220,7 +238,9 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
     fmt::print("slice trials: {} (a trial holds at most {} ranks here)\n", runner::ToString(core->options().slice),
                core->options().capacity);
   }
-  return RunBayesianSearch(global, *session, *backend, BayesOptions(o));
+  BayesianSearchOptions bayes = BayesOptions(o);
+  TUNEPAR_RETURN_IF_ERROR(EnqueuedLayouts(o, *session, &bayes));
+  return RunBayesianSearch(global, *session, *backend, bayes);
 }
 
 // The command backend's options (--command-config and what it may hold).
@@ -294,6 +314,9 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
       ->add_option("--early-stop-probability", o->early_stop_probability,
                    "... with at least this probability")
       ->capture_default_str();
+  bayes->add_option("--enqueue", o->enqueue,
+                    "A layout key to measure first, before any proposal (repeatable; legal in the study, counted in "
+                    "the budget; one the study has measured already is not run again)");
   bayes->add_option("--confirm", o->bayes.confirmations,
                     "Confirmation trials: in the last N trials of the budget (default: a fifth), and before an early "
                     "stop, measure a leading layout again while the best is not clearly the fastest (0: never)");

@@ -54,7 +54,7 @@ std::string ModelTopText(const ModelTop& top, const store::TrialRecord* best) {
 
 int CountConfirmations(const std::vector<store::TrialRecord>& trials) {
   return static_cast<int>(std::count_if(trials.begin(), trials.end(), [](const store::TrialRecord& t) {
-    return t.message.rfind(kConfirmation, 0) == 0;
+    return t.role == TrialRole::kConfirmation;
   }));
 }
 
@@ -141,7 +141,11 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
   } else if (study_best.layout) {
     fmt::print("{}: {}\n", Capitalised(study_best.Header()), LayoutKey(*study_best.layout));
   } else {
-    fmt::print("No trial has finished ok yet, and no layout is likely to fit.\n");
+    fmt::print("{}.\n", Capitalised(study_best.Header()));
+    if (study_best.failed_trials > 0 && study_best.oom_trials == 0) {
+      fmt::print("Once the failures' cause is fixed, {} keeps those trials from counting toward the budget.\n",
+                 TuneparCommand(global_, ForgetFailedWords()));
+    }
   }
   if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
     fmt::print("Knobs the program does not receive (fixed, not measured): {}.\n", fixed);

@@ -42,6 +42,9 @@ struct BayesianSearchOptions {
   // to be faster than every other measured layout. They count in the budget.
   int confirmations = -1;
   double confidence = 0.9;
+  // --enqueue: layouts measured first, before any proposal (legal in the study; counted in the
+  // budget), each once: one the study has measured already is not run again.
+  std::vector<Layout> enqueued;
   int ConfirmationReserve() const { return confirmations >= 0 ? confirmations : budget / 5; }
 };
 

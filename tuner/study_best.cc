@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -12,34 +13,26 @@ namespace tunepar {
 
 namespace {
 
-// Every memory component of `a` is at least `b`'s.
-bool NeedsNoLessMemory(const runner::Prediction& a, const runner::Prediction& b) {
-  const runner::MemoryBreakdown& m = a.memory;
-  const runner::MemoryBreakdown& n = b.memory;
-  return m.weights >= n.weights && m.gradients >= n.gradients && m.optimizer_states >= n.optimizer_states &&
-         m.activations >= n.activations && m.comm_buffers >= n.comm_buffers;
-}
-
-// The surrogate's fastest layout likely to fit that needs less memory than every OOM trial's
-// layout in some component.
-std::optional<Layout> SurrogateBest(const StudyContext& context, const search::Proposer& proposer,
-                                    const std::vector<search::Outcome>& history,
-                                    const std::vector<store::TrialRecord>& trials) {
-  std::vector<runner::Prediction> oom;
-  for (const store::TrialRecord& t : trials)
-    if (t.status == TrialStatus::kOom) oom.push_back(context.Predict(t.layout));
-  const search::Surrogate s = proposer.Posterior(history);
-  int best = -1;
-  for (size_t i = 0; i < context.space.legal.size(); ++i) {
-    if (!(s.feasibility[i] >= 0.5) || !std::isfinite(s.log_step_time[i])) continue;
-    if (best >= 0 && s.log_step_time[i] >= s.log_step_time[best]) continue;
-    const runner::Prediction p = context.Predict(context.space.legal[i]);
-    bool dominates_an_oom = false;
-    for (const runner::Prediction& o : oom) dominates_an_oom = dominates_an_oom || NeedsNoLessMemory(p, o);
-    if (!dominates_an_oom) best = static_cast<int>(i);
+// After OOMs and no ok trial: the performance model's fastest layout among those the OOM
+// evidence does not condemn: predicted to fit, not tried yet, and predicted to need less memory
+// than every layout that went OOM (the model's memory ranks layouts far better than it prices
+// them: a layout it says needs as much as one that ran out is not offered).
+std::optional<Layout> BelowTheOoms(const StudyContext& context, const std::vector<store::TrialRecord>& trials) {
+  double least_oom = INFINITY;
+  std::set<std::string> tried;
+  for (const store::TrialRecord& t : trials) {
+    if (IsFinished(t.status)) tried.insert(LayoutKey(t.layout));
+    if (t.status == TrialStatus::kOom) least_oom = std::min(least_oom, context.Predict(t.layout).memory_bytes);
   }
-  if (best < 0) return std::nullopt;
-  return context.space.legal[best];
+  std::optional<Layout> best;
+  double best_step = 0;
+  for (const Layout& l : context.space.legal) {
+    if (tried.count(LayoutKey(l)) > 0) continue;
+    const runner::Prediction p = context.Predict(l);
+    if (!p.fits || !(p.memory_bytes < least_oom)) continue;
+    if (!best || p.step_time_s < best_step) best = l, best_step = p.step_time_s;
+  }
+  return best;
 }
 
 }  // namespace
@@ -100,13 +93,13 @@ StudyBest BestOfStudy(const StudyContext& context, const std::vector<store::Tria
     b.trial = FastestTrialOf(trials, *b.layout);
     return b;
   }
-  const bool any_finished =
-      std::any_of(trials.begin(), trials.end(), [](const store::TrialRecord& t) { return IsFinished(t.status); });
-  if (any_finished) {
-    b.layout = SurrogateBest(context, proposer, history, trials);
-    if (b.layout) b.basis = StudyBest::Basis::kSurrogate;
+  for (const store::TrialRecord& t : trials) b.failed_trials += IsFinished(t.status) ? 1 : 0;
+  if (b.oom_trials > 0) {
+    b.layout = BelowTheOoms(context, trials);
+    if (b.layout) b.basis = StudyBest::Basis::kBelowOoms;
     return b;
   }
+  if (b.failed_trials > 0) return b;  // crashes or timeouts only: nothing says what is fast or fits
   b.layout = context.ModelBest();
   if (b.layout) b.basis = StudyBest::Basis::kModel;
   return b;
@@ -116,7 +109,7 @@ std::string StudyBest::BasisName() const {
   switch (basis) {
     case Basis::kMeasured: return "measured";
     case Basis::kPredicted: return "predicted";
-    case Basis::kSurrogate: return "surrogate";
+    case Basis::kBelowOoms: return "below-ooms";
     case Basis::kModel: return "model";
     case Basis::kNone: return "none";
   }
@@ -129,14 +122,21 @@ std::string StudyBest::Header() const {
       return fmt::format("the measured layout with the lowest posterior mean step time ({} measurement{} of it)",
                          standing.measurements, standing.measurements == 1 ? "" : "s");
     case Basis::kPredicted: return "the fastest layout the performance model predicts to fit (a dry run)";
-    case Basis::kSurrogate:
+    case Basis::kBelowOoms:
       return fmt::format(
-          "not measured: no trial finished ok yet, so the surrogate's fastest layout likely to fit after {} OOM "
-          "trial{}",
+          "not measured: no trial finished ok yet, so the performance model's fastest untried layout predicted to "
+          "need less memory than each of the {} layout{} that went OOM",
           oom_trials, oom_trials == 1 ? "" : "s");
     case Basis::kModel:
       return "not measured: no trial finished yet, so the performance model's fastest layout predicted to fit";
-    case Basis::kNone: return "no layout is likely to fit";
+    case Basis::kNone:
+      if (oom_trials == 0 && failed_trials > 0) {
+        return fmt::format(
+            "no layout to recommend: {} failed without running out of memory (a crash or timeout says nothing of "
+            "which layout is fast or fits)",
+            failed_trials == 1 ? "the one finished trial" : fmt::format("all {} finished trials", failed_trials));
+      }
+      return "no trial has finished ok yet, and no layout is likely to fit";
   }
   return "";
 }

@@ -3,10 +3,12 @@
 //   measured    the measured layout with the lowest posterior mean step time (search::Standing:
 //               a lucky repeat never makes a layout best), shown by its fastest ok trial;
 //   predicted   a dry run (model backend): the ok prediction with the lowest step time;
-//   surrogate   no ok trial yet: the surrogate's fastest layout likely to fit (feasibility >= 0.5)
-//               after the study's OOM evidence, never one that needs at least as much memory in
-//               every component as a layout that went OOM (not measured);
-//   model       no finished trial: the performance model's fastest layout predicted to fit.
+//   below-ooms  no ok trial yet, some OOM: the performance model's fastest untried layout that it
+//               predicts to fit and to need less memory than every layout that went OOM (not
+//               measured);
+//   model       no finished trial: the performance model's fastest layout predicted to fit;
+//   none        nothing to recommend: every trial failed without an OOM (crashes, timeouts say
+//               nothing of speed or memory), or nothing is below the OOMs.
 #pragma once
 
 #include <optional>
@@ -21,19 +23,20 @@
 namespace tunepar {
 
 struct StudyBest {
-  enum class Basis { kMeasured, kPredicted, kSurrogate, kModel, kNone };
+  enum class Basis { kMeasured, kPredicted, kBelowOoms, kModel, kNone };
   Basis basis = Basis::kNone;
   std::optional<Layout> layout;
   const store::TrialRecord* trial = nullptr;  // measured, predicted: its fastest ok trial
   search::Standing standing;                  // measured: the surrogate's view of it
-  int oom_trials = 0;                         // the OOM evidence the surrogate's choice respects
+  int oom_trials = 0;                         // the OOM evidence a below-ooms choice respects
+  int failed_trials = 0;                      // finished trials, none ok (when no layout is measured)
 
   bool measured() const { return basis == Basis::kMeasured || basis == Basis::kPredicted; }
   // What the layout is, as a phrase for headers: "the measured layout with the lowest posterior
   // mean step time (3 measurements of it)", "not measured: no trial finished ok yet, so the
   // surrogate's fastest layout likely to fit after 5 OOM trials", ...
   std::string Header() const;
-  // "measured" / "predicted" / "surrogate" / "model" / "none", for JSON.
+  // "measured" / "predicted" / "below-ooms" / "model" / "none", for JSON.
   std::string BasisName() const;
 };
 

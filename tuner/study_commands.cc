@@ -11,6 +11,7 @@
 #include "tuner/commands.h"
 #include "tuner/report.h"
 #include "tuner/study_best.h"
+#include "tuner/stored_study.h"
 #include "tuner/study_lookup.h"
 #include "tuner/trial_output.h"
 #include "tuner/trial_records.h"
@@ -174,6 +175,34 @@ Status RunShow(const GlobalOptions& global, const ShowOptions& o) {
   return WithDamagedShards(*view, o.allow_damaged, ShowStudy(global, o, *view));
 }
 
+// `tunepar best [STUDY]`: the study's best layout key alone (study_best.h: what search, report
+// and launch-script call best), for scripts; --json adds what kind of best it is. A study with
+// nothing to recommend is kNotFound, saying why.
+Status RunBest(const GlobalOptions& global, const std::string& name) {
+  Result<StoredStudy> stored = ReadStoredStudy(global.store, name, "nothing to choose from");
+  if (!stored.ok()) return stored.status();
+  const StudyBest best = BestOfStudy(stored->context, stored->trials);
+  const std::string& study = stored->context.study.name;
+  if (!best.layout)
+    return Status{StatusCode::kNotFound, fmt::format("study {}: {}: no best layout", study, best.Header())};
+  if (!global.json) {
+    fmt::print("{}\n", LayoutKey(*best.layout));
+    return Status::Ok();
+  }
+  nlohmann::json j = {{"study", study},
+                      {"layout", LayoutKey(*best.layout)},
+                      {"basis", best.BasisName()},
+                      {"measured", best.measured()},
+                      {"header", best.Header()}};
+  if (best.trial != nullptr) {
+    j["trial"] = fmt::format("{}/{}", best.trial->node_id, best.trial->number);
+    j["tokens_per_s"] = best.trial->tokens_per_s ? nlohmann::json(*best.trial->tokens_per_s) : nlohmann::json();
+    j["objective"] = ObjectiveOf(*best.trial) ? nlohmann::json(*ObjectiveOf(*best.trial)) : nlohmann::json();
+  }
+  fmt::print("{}\n", j.dump(2));
+  return Status::Ok();
+}
+
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -197,24 +226,31 @@ Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const st
   Result<store::StudyRecord> study = FindStudyOrOnly(view, global.store, o.study);
   if (!study.ok()) return study.status();
   const std::vector<store::TrialRecord> trials = TrialsOf(view, study->id);
+  // Every row, the forgotten ones too (their role says so), in (node, number) order.
+  std::vector<store::TrialRecord> rows = trials;
+  for (const store::TrialRecord& t : view.forgotten)
+    if (t.study_id == study->id) rows.push_back(t);
+  std::stable_sort(rows.begin(), rows.end(), [](const store::TrialRecord& a, const store::TrialRecord& b) {
+    return std::tie(a.node_id, a.number) < std::tie(b.node_id, b.number);
+  });
   std::string text;
   if (o.csv) {
     text =
         "study,node_id,number,layout,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,"
         "seq_parallel,virtual_stages,flash_attention,status,attempt,step_time_s,tokens_per_s,tflops_per_gpu,"
         "peak_memory_bytes,predicted_step_time_s,predicted_tokens_per_s,predicted_memory_bytes,backend,hosts,"
-        "started_at,finished_at,message\n";
-    for (const store::TrialRecord& t : trials) {
+        "started_at,finished_at,message,role\n";
+    for (const store::TrialRecord& t : rows) {
       const Layout& l = t.layout;
       text += fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
           CsvField(study->name), CsvField(t.node_id), t.number, LayoutKey(l), l.tp, l.pp, l.dp,
           l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero,
           ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0,
           ToString(t.status), t.attempt, CsvNumber(t.step_time_s), CsvNumber(t.tokens_per_s),
           CsvNumber(t.tflops_per_gpu), CsvNumber(t.peak_memory_bytes), CsvNumber(t.predicted_step_time_s),
           CsvNumber(t.predicted_tokens_per_s), CsvNumber(t.predicted_memory_bytes), CsvField(t.backend),
-          CsvField(t.hosts), t.started_at, t.finished_at, CsvField(t.message));
+          CsvField(t.hosts), t.started_at, t.finished_at, CsvField(t.message), ToString(t.role));
     }
   } else {
     nlohmann::json j = StudyJson(*study, trials);
@@ -222,10 +258,10 @@ Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const st
     j["hardware_toml"] = study->hardware_toml;
     j["space_toml"] = study->space_toml;
     j["backend_settings"] = nlohmann::json::parse(study->backend_settings, nullptr, false);
-    nlohmann::json rows = nlohmann::json::array();
+    nlohmann::json json_rows = nlohmann::json::array();
     const std::optional<StudyContext> context = ContextForPredictions(*study, trials);
-    for (const store::TrialRecord& t : trials) rows.push_back(context ? TrialJson(t, *context) : TrialJson(t));
-    j["trials"] = rows;
+    for (const store::TrialRecord& t : rows) json_rows.push_back(context ? TrialJson(t, *context) : TrialJson(t));
+    j["trials"] = json_rows;
     text = j.dump(2) + "\n";
   }
   if (o.output.empty()) {
@@ -263,6 +299,14 @@ void AddStudyCommands(CLI::App& app, const GlobalOptions& global, Status* result
   show_cmd->add_flag("--all", show->all, "Every trial, in trial order, with its status");
   show_cmd->add_flag("--allow-damaged", show->allow_damaged, kAllowDamagedHelp);
   show_cmd->callback([&global, result, show] { *result = RunShow(global, *show); });
+
+  auto best_study = std::make_shared<std::string>();
+  CLI::App* best_cmd = app.add_subcommand(
+      "best", "Print a study's best layout key alone (with --json: which kind of best, and its trial)");
+  best_cmd->add_option("study", *best_study,
+                       "Study name or id, or a unique prefix of 4+ characters of the id (default: the store's only "
+                       "study)");
+  best_cmd->callback([&global, result, best_study] { *result = RunBest(global, *best_study); });
 
   auto exp = std::make_shared<ExportOptions>();
   CLI::App* export_cmd = app.add_subcommand("export", "Export every trial of a study as CSV or JSON");

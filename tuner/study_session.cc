@@ -137,6 +137,7 @@ Status StudySession::Refresh() {
   for (const std::string& w : view->warnings)
     if (warned.insert(w).second) spdlog::warn("{}", w);
   trials = std::move(view->trials);
+  forgotten = std::move(view->forgotten);
   return Status::Ok();
 }
 
@@ -156,6 +157,15 @@ Status StudySession::Record(const std::vector<store::TrialRecord>& records, std:
   TUNEPAR_RETURN_IF_ERROR(writer->PutTrials(records));
   if (!crash_point.empty()) CrashPoint(crash_point);
   TUNEPAR_RETURN_IF_ERROR(writer->Publish());
+  if (std::any_of(records.begin(), records.end(), [](const store::TrialRecord& r) { return r.role == TrialRole::kForgotten; })) {
+    for (const store::TrialRecord& r : records) {
+      const auto same = [&](const store::TrialRecord& t) { return t.node_id == r.node_id && t.number == r.number; };
+      std::erase_if(trials, same);
+      std::erase_if(forgotten, same);
+      Upsert(r.role == TrialRole::kForgotten ? forgotten : trials, r);
+    }
+    return Status::Ok();
+  }
   if (records.size() < 16) {
     for (const store::TrialRecord& r : records) Upsert(trials, r);
     return Status::Ok();
@@ -197,7 +207,7 @@ Status JoinStudy(const GlobalOptions& global, const SessionRequest& r, const std
                  const store::StudyRecord& study, StudySession& s) {
   s.presence = std::make_unique<NodePresence>(global.store, node_id, r.lease_s);
   TUNEPAR_RETURN_IF_ERROR(s.presence->heartbeat.Beat());
-  Result<store::NodeOwnership> ownership = store::NodeOwnership::Acquire(global.store, r.work_dir, s.presence->watch);
+  Result<store::NodeOwnership> ownership = store::NodeOwnership::Acquire(global.store, study.id, r.work_dir, s.presence->watch);
   if (!ownership.ok()) return ownership.status();
   s.presence->ownership = std::move(*ownership);
   Result<std::unique_ptr<store::ShardWriter>> writer =
@@ -238,6 +248,21 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
   Result<StudyContext> context = MakeStudyContext(*study, r.ranks_per_node);
   if (!context.ok()) return context.status();
   s.context = std::move(*context);
+  TUNEPAR_RETURN_IF_ERROR(s.Refresh());
+  return s;
+}
+
+Result<StudySession> OpenStoredStudySession(const GlobalOptions& global, const store::StudyRecord& study,
+                                            const std::string& node_id, const std::string& work_dir) {
+  TUNEPAR_RETURN_IF_ERROR(store::ValidateNodeId(node_id));
+  TUNEPAR_RETURN_IF_ERROR(store::CheckShardVersions(global.store, node_id));
+  SessionRequest r;
+  r.node_id = node_id;
+  r.work_dir = work_dir;
+  StudySession s;
+  s.resumed = true;
+  TUNEPAR_RETURN_IF_ERROR(JoinStudy(global, r, node_id, study, s));
+  s.context.study = study;  // its rows only: the problem is not rebuilt (a study of any age can be changed)
   TUNEPAR_RETURN_IF_ERROR(s.Refresh());
   return s;
 }

@@ -56,6 +56,7 @@ struct StudySession {
   std::unique_ptr<NodePresence> presence;  // before the writer: the node id is held first
   std::unique_ptr<store::ShardWriter> writer;
   std::vector<store::TrialRecord> trials;  // of this study, every node, ordered by (node, number)
+  std::vector<store::TrialRecord> forgotten;  // forgotten trials (counted nowhere; numbers stay taken)
   std::set<std::string> warned;            // the skipped shards named so far (each once per run)
 
   const store::StudyRecord& study() const { return context.study; }
@@ -64,7 +65,8 @@ struct StudySession {
   // cannot be counted is named once, and the rest read.
   Status Refresh();
   // Writes `records` to this node's shard in one transaction, publishes the shard, and puts
-  // them into `trials` (replacing the rows with the same node and number). Refused when another
+  // them into `trials` (replacing the rows with the same node and number; forgotten ones move
+  // to `forgotten`). Refused when another
   // process has taken this node id (it judged this one gone). `crash_point` names the moment
   // between writing and publishing (base/crash_point.h).
   Status Record(const std::vector<store::TrialRecord>& records, std::string_view crash_point = {});
@@ -73,6 +75,12 @@ struct StudySession {
 };
 
 Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionRequest request);
+
+// A study found in the store, opened by node `node_id` to change its own rows (`tunepar
+// forget`): the node id held (refused while a search of this node runs), its shard open, every
+// trial read.
+Result<StudySession> OpenStoredStudySession(const GlobalOptions& global, const store::StudyRecord& study,
+                                            const std::string& node_id, const std::string& work_dir);
 
 // Replaces the record with the same (node, number), or adds it; keeps (node, number) order.
 void Upsert(std::vector<store::TrialRecord>& trials, const store::TrialRecord& record);

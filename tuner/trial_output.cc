@@ -111,6 +111,8 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
           {"flash_attention", l.flash_attention},
           {"status", ToString(t.status)},
           {"attempt", t.attempt},
+          {"role", ToString(t.role)},
+          {"rerun_of", t.rerun_of},
           {"step_time_s", OptionalJson(t.step_time_s)},
           {"tokens_per_s", OptionalJson(t.tokens_per_s)},
           {"tflops_per_gpu", OptionalJson(t.tflops_per_gpu)},

@@ -67,11 +67,9 @@ std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& tria
 }
 
 void SettleTakenOverTrials(std::vector<store::TrialRecord>& trials) {
-  const std::string prefix = std::string(kRerunOf) + " ";
   for (const store::TrialRecord& rerun : trials) {
-    if (rerun.message.rfind(prefix, 0) != 0) continue;
-    const std::string rest = rerun.message.substr(prefix.size());
-    const std::string gone_node = rest.substr(0, rest.find(' '));
+    if (rerun.role != TrialRole::kRerun) continue;
+    const std::string& gone_node = rerun.rerun_of;
     for (store::TrialRecord& t : trials) {
       if (t.status != TrialStatus::kRunning || t.node_id != gone_node || t.study_id != rerun.study_id ||
           !(t.layout == rerun.layout))

@@ -23,6 +23,7 @@ struct TrialIdentity {
   Layout layout;
   int measurement = 1;    // the layout's k-th measurement in the study (claims.h)
   std::string rerun_of;   // another node's trial this re-runs (its tuner is gone): that node's id
+  bool enqueued = false;  // a layout the user asked for (search --enqueue), not a proposal
 };
 
 // A new record of a trial that has not run yet (status queued): its identity, the performance
@@ -40,16 +41,17 @@ std::optional<double> ObjectiveOf(const store::TrialRecord& trial);
 
 // The finished trials (and, as tried but unmeasured, those still running) as the proposer's
 // history, in the order given.
-// How a confirmation trial's message begins (a layout measured again before naming the best).
+// How a confirmation trial's message begins (a layout measured again before naming the best),
+// and that of a trial re-run for another node (its tuner is gone): words for people; what a
+// trial is, readers take from its role (base/trial_role.h), never from its message.
 inline constexpr std::string_view kConfirmation = "confirmation:";
-// How the message of a trial re-run for another node begins (that node's tuner is gone).
 inline constexpr std::string_view kRerunOf = "re-run of a trial of node";
 
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials);
 
 // A trial whose tuner is gone stays `running` in its node's shard: no other node writes there.
-// When another node re-ran it (a row of that node with the same layout whose message begins
-// kRerunOf and names the gone node), readers show it as interrupted, naming the re-run.
+// When another node re-ran it (a row of that node with the same layout, role kRerun, naming
+// the gone node), readers show it as interrupted, naming the re-run.
 void SettleTakenOverTrials(std::vector<store::TrialRecord>& trials);
 
 }  // namespace tunepar
