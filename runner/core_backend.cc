@@ -109,6 +109,7 @@ class CoreTrial : public ProcessTrial {
   // The outcome the core's result.json states (nullopt: it states none that decides).
   std::optional<TrialResult> FromCoreResult(const nlohmann::json& core, const ExitInfo& exit) {
     details_["core"] = {{"status", core["status"]}};
+    if (core.contains("comm")) details_["comm"] = core["comm"];  // as the core chose it for the placement
     if (core.contains("memory")) details_["memory"] = core["memory"];
     if (core.contains("phases")) details_["phases"] = core["phases"];
     if (core.contains("placement")) ReadPlacement(core["placement"]);
@@ -125,6 +126,15 @@ class CoreTrial : public ProcessTrial {
     if (status == "diverged") return Finish(TrialStatus::kCrash, "the loss diverged (non-finite)");
     if (status == "ok" && exit.code == 0 && !exit.signaled) return Measured(core);
     return std::nullopt;
+  }
+
+  // The core writes result.json once, at its end (whole: it parses): the trial's outcome is
+  // decided from there on, whatever its teardown does.
+  bool ResultWritten() const override {
+    std::ifstream in(context_.trial_dir + "/result.json");
+    if (!in) return false;
+    const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
+    return core.is_object() && core.contains("status");
   }
 
   bool LaunchFailed() const {

@@ -27,6 +27,8 @@ Status ProcessTrial::Launch() {
 
 std::optional<TrialResult> ProcessTrial::Poll() {
   if (result_) return result_;
+  if (const std::optional<ExitInfo> exit = group_->Poll()) return Classify(*exit);
+  if (std::optional<TrialResult> ended = EndAfterItsResult()) return ended;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (elapsed > limits_.timeout_s) {
     group_->Stop(limits_.stop_grace_s);
@@ -37,9 +39,24 @@ std::optional<TrialResult> ProcessTrial::Poll() {
                                              ? fmt::format("{}, with every {} of the trial", killed, limits_.processes)
                                              : fmt::format("{}; {}", killed, SurvivorsText(survivors)));
   }
-  const std::optional<ExitInfo> exit = group_->Poll();
-  if (!exit) return std::nullopt;
-  return Classify(*exit);
+  return std::nullopt;
+}
+
+// The safety net: a result written, and no exit within the grace: its processes stopped, and the
+// trial classified from its result as if it had exited 0, with a note saying so.
+std::optional<TrialResult> ProcessTrial::EndAfterItsResult() {
+  if (!ResultWritten()) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  if (!result_seen_) result_seen_ = now;
+  const double waited = std::chrono::duration<double>(now - *result_seen_).count();
+  if (waited < limits_.exit_grace_s) return std::nullopt;
+  group_->Stop(limits_.stop_grace_s);
+  const std::string survivors = SurvivorsText(group_->Survivors());
+  note_ = fmt::format("; it wrote its result but had not exited {:g} s later: its {}es were stopped by tunepar{}",
+                      limits_.exit_grace_s, limits_.processes == "rank" ? "rank process" : "process",
+                      survivors.empty() ? "" : " (" + survivors + ")");
+  details_["ended_after_result"] = fmt::format("not exited {:g} s after writing its result; stopped", limits_.exit_grace_s);
+  return Classify(ExitInfo{false, 0});
 }
 
 TrialResult ProcessTrial::Interrupt() {
@@ -53,7 +70,7 @@ TrialResult ProcessTrial::Interrupt() {
 std::optional<TrialResult> ProcessTrial::Finish(TrialStatus status, std::string message) {
   TrialResult r;
   r.status = status;
-  r.message = std::move(message);
+  r.message = std::move(message) + note_;
   r.backend = limits_.backend;
   r.hosts = hosts_.empty() ? HostName() : hosts_;
   r.log_path = process_.log_path;

@@ -22,6 +22,10 @@ struct ProcessTrialLimits {
   double timeout_s = 3600;  // from the (last) launch
   double stop_grace_s = 10; // SIGTERM before SIGKILL
   std::string processes = "process";  // what a timeout kills, for its message: "process" or "rank"
+  // A program that has written its whole result (ResultWritten) but has not exited this long
+  // after: its processes are stopped and the result recorded, with a note (a safety net for a
+  // teardown that hangs; issue 29: every trial should exit by itself within this).
+  double exit_grace_s = 10;
 };
 
 class ProcessTrial : public RunningTrial {
@@ -37,8 +41,13 @@ class ProcessTrial : public RunningTrial {
   Status Launch();
   // The outcome once the processes have exited: Finish(...), or nullopt after a new Launch().
   virtual std::optional<TrialResult> Classify(const ExitInfo& exit) = 0;
+  // Whether the program has written a complete result that decides the trial (the safety net
+  // above; false: the program's exit decides).
+  virtual bool ResultWritten() const { return false; }
   // The trial's result, with the fields every trial has.
   std::optional<TrialResult> Finish(TrialStatus status, std::string message);
+  // The safety net's check (Poll): nullopt while it does not apply or the grace runs.
+  std::optional<TrialResult> EndAfterItsResult();
   // Records a measured step time with its tokens/s and TFLOP/s per GPU (the peak memory stays).
   void MeasuredStepTime(const ModelShape& model, double step_time_s, int world);
 
@@ -58,6 +67,8 @@ class ProcessTrial : public RunningTrial {
   std::chrono::steady_clock::time_point start_;
   std::string started_at_;
   std::optional<TrialResult> result_;
+  std::optional<std::chrono::steady_clock::time_point> result_seen_;  // when ResultWritten() first held
+  std::string note_;  // appended to the result's message (the safety net's)
 };
 
 // A trial that ended before it ran: it could not be launched as asked (`status` says how).

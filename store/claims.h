@@ -147,9 +147,11 @@ class StudyClaims {
   // False once a later generation of the layout claim or of its slot exists: taken over by a
   // node that judged this process gone (it was unresponsive for the lease).
   Result<bool> StillHeld(const HeldClaim& held);
-  // Joins the study's claims: makes their folders (links below the store refused) and, when no
-  // budget slot exists yet while `finished` trials are recorded (a study searched before claims
-  // existed, or claims deleted while no node ran), gives those trials slots 1..finished, done.
+  // Joins the study's claims: makes their folders (links below the store refused) and gives the
+  // `finished` trials recorded slots among 1..finished, done, where those slots are missing (a
+  // study searched before claims existed, or claims deleted while no node ran; every joining node
+  // fills them, so none claims a missing one as free while another creates them); a slot that
+  // exists, in any state, stays as it is.
   // From then on, a folder or a claim of this process that vanishes is ClaimsVanished.
   Status Join(int finished);
   // A measurement whose result is recorded but whose claim an owner now gone left running (it

@@ -103,6 +103,55 @@ TEST(LocalBackend, CrashOomHangAndDeviceFailureAreDataAndTheSearchGoesOn) {
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
 }
 
+// Issue 29 item 1, the safety net: a core that wrote its result but does not exit (a teardown
+// that hangs) is recorded from its result, with a note, once the exit grace (10 s) has passed,
+// and its ranks are stopped; never a timeout that throws the measurement away.
+TEST(LocalBackend, ACoreThatHangsAfterWritingItsResultIsRecordedFromItWithANote) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  setenv("TUNEPAR_TEST_CORE", TUNEPAR_CORE, 1);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CliRun run =
+      RunTunepar("--store " + store + " search --backend local --world 2 --model tiny --hardware local-cpu " +
+                 "--budget 1 --steps 2 --warmup 1 --node-id n0 --timeout 120 --core " + TUNEPAR_SOURCE_DIR +
+                 "/tests/hanging_core.sh");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 1u) << run.out;
+  EXPECT_EQ(trials[0].status, "ok") << trials[0].message;
+  EXPECT_NE(trials[0].message.find("it wrote its result but had not exited 10 s later: its rank processes were "
+                                   "stopped by tunepar"),
+            std::string::npos)
+      << trials[0].message;
+  EXPECT_TRUE(trials[0].details.contains("ended_after_result")) << trials[0].details.dump();
+  EXPECT_LT(took, 100) << "recorded after the grace, not the 120 s timeout";
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
+}
+
+// Issue 29 item 2: a world-1 study on an 8-device profile ran 1 rank on its node, and its report
+// says so (it said 8); a core that fails every trial gets the core's hint, not the command
+// backend's --metric-regex one.
+TEST(LocalBackend, AWorldOneStudySaysOneRankPerNodeAndFailuresGetTheCoresHint) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  ASSERT_EQ(RunTunepar("--store " + store + " search --backend local --world 1 --model tiny --hardware dgx-h100 "
+                       "--budget 1 --steps 1 --warmup 0 --node-id n0 --core " + std::string(TUNEPAR_CORE))
+                .exit_code,
+            0);
+  const testing::CliRun report = RunTunepar("--store " + store + " report");
+  EXPECT_NE(report.out.find("; 1 rank per node, as the trials ran"), std::string::npos) << report.out;
+  const nlohmann::json j = nlohmann::json::parse(RunTunepar("--store " + store + " --json report").out, nullptr, false);
+  EXPECT_EQ(j["ranks_per_node"], 1) << j.dump().substr(0, 400);
+  const testing::CliRun failing =
+      RunTunepar("--store " + (dir / "f") + " search --backend local --world 2 --model tiny --hardware local-cpu "
+                 "--budget 4 --steps 1 --warmup 0 --node-id n0 --core /bin/false");
+  EXPECT_EQ(failing.exit_code, 8) << failing.err;
+  EXPECT_NE(failing.err.find("tunepar-core itself fails"), std::string::npos) << failing.err;
+  EXPECT_EQ(failing.err.find("--metric-regex"), std::string::npos) << failing.err;
+}
+
 TEST(LocalBackend, KilledTuneparLeavesNoRanksAndResumeRerunsTheTrial) {
   TempDir dir;
   const std::string store = dir / "s";

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runner/core/comm.h"
 #include "runner/core/data.h"
 #include "runner/core/kernels.h"
 #include "runner/core/memory.h"
@@ -18,6 +19,19 @@ namespace tunepar::core {
 namespace {
 
 static_assert(sizeof(real) == 8, "the kernel tests link the fp64 build of the core");
+
+// Issue 29 item 2: a GPU build's default NCCL becomes mpi-staged when a node runs more ranks than
+// it has devices (NCCL refuses two ranks on one device); a mode given with --comm, the CPU build,
+// and a placement with a device per rank keep theirs.
+TEST(CommChoice, MoreRanksThanDevicesOnANodeStageThroughTheHost) {
+  EXPECT_EQ(CommForPlacement(CommMode::kNccl, false, "cuda", 2, 1), CommMode::kMpiStaged);
+  EXPECT_EQ(CommForPlacement(CommMode::kNccl, false, "hip", 16, 8), CommMode::kMpiStaged);
+  EXPECT_EQ(CommForPlacement(CommMode::kNccl, false, "cuda", 8, 8), CommMode::kNccl);
+  EXPECT_EQ(CommForPlacement(CommMode::kNccl, true, "cuda", 2, 1), CommMode::kNccl);  // asked: stays, refused later
+  EXPECT_EQ(CommForPlacement(CommMode::kMpiDirect, false, "cuda", 2, 1), CommMode::kMpiDirect);
+  EXPECT_EQ(CommForPlacement(CommMode::kMpi, false, "cpu", 4, 1), CommMode::kMpi);
+  EXPECT_EQ(CommForPlacement(CommMode::kNccl, false, "cuda", 2, 0), CommMode::kNccl);  // no device: said elsewhere
+}
 
 TEST(Rounding, Bf16RoundsToNearestEvenWithEightSignificantBits) {
   EXPECT_EQ(RoundBf16(1.0f), 1.0f);

@@ -47,7 +47,21 @@ std::string UtcIn(double seconds) {
 // What a failure shared by every trial points at: a program that exited non-zero failed on
 // its own (its error is in the message), whatever the metric's regex; only a program that
 // exited 0 without the metric points at the regex.
-std::string SameFailureHint(TrialStatus status) {
+// What to check when every trial failed the same way, in the words of the backend that ran them:
+// a metric regex means something only for the user's command.
+std::string SameFailureHint(TrialStatus status, std::string_view backend) {
+  if (backend != "command") {
+    switch (status) {
+      case TrialStatus::kCrash:
+        return "tunepar-core itself fails (its error is quoted): check its build, the MPI launch and the devices";
+      case TrialStatus::kInvalid:
+        return "tunepar-core refuses the trials as they are placed (its reason is quoted): check the placement, "
+               "--comm and the hardware profile against this machine";
+      case TrialStatus::kTimeout:
+        return "no trial ended in time: raise --timeout, or run one trial's command by hand to see where it stops";
+      default: return "check the core's build and the launch";
+    }
+  }
   switch (status) {
     case TrialStatus::kCrash: return "the program itself fails (its error is quoted): fix its setup or the command";
     case TrialStatus::kInvalid:
@@ -407,7 +421,7 @@ Result<std::string> BayesianSearch::CheckStop() const {
     if (same) {
       return Status{StatusCode::kTrialsFailed,
                     fmt::format("every trial failed the same way ({} trials): {}: {} (log: {}); {}", this_run_.size(),
-                                ToString(first.status), first.message, first.log_path, SameFailureHint(first.status)) +
+                                ToString(first.status), first.message, first.log_path, SameFailureHint(first.status, backend_.Name())) +
                         "; once it is fixed, " + TuneparCommand(global_, ForgetFailedWords()) +
                         " keeps these trials from counting toward the budget"};
     }

@@ -222,7 +222,7 @@ std::string TrialOrigin(const StudyContext& context, const store::TrialRecord& t
                      t.node_id, t.number, t.tokens_per_s.value_or(0),
                      study.backend == "model"
                          ? "predicted"
-                         : fmt::format("measured with {} ranks per node", context.PlacedRanksPerNode()));
+                         : fmt::format("measured with {} ranks per node", context.RanksOnANode()));
 }
 
 // The layout given (it must be legal in the study's space, as the study's backend restricts

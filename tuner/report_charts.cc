@@ -156,7 +156,7 @@ ScatterChart ModelLandscapeChart(const StudyContext& context) {
   chart.subtitle = fmt::format(
       "study {}: predicted throughput against predicted memory per device, one dot per legal layout "
       "({}, world {}, {} ranks per node); log axes",
-      context.study.name, context.problem.hardware.name, context.world, context.PlacedRanksPerNode());
+      context.study.name, context.problem.hardware.name, context.world, context.RanksOnANode());
   chart.x_label = "predicted memory per device (GB, log scale)";
   chart.y_label = "predicted throughput (tokens/s, log scale)";
   chart.log_x = chart.log_y = true;

@@ -25,8 +25,9 @@ void AddCounts(const StudyContext& context, const StudyTrials& trials, Report* r
     count_text += fmt::format("{}{} {}", count_text.empty() ? "" : ", ", status, WithCommas(n));
   report->text += fmt::format("trials {}: {}\n", WithCommas(static_cast<int64_t>(trials.all.size())),
                               count_text.empty() ? "none" : count_text);
-  report->text += fmt::format("legal layouts {}; {} ranks per node, as the trials ran\n",
-                              WithCommas(static_cast<int64_t>(context.space.legal.size())), context.PlacedRanksPerNode());
+  report->text += fmt::format("legal layouts {}; {} rank{} per node, as the trials ran\n",
+                              WithCommas(static_cast<int64_t>(context.space.legal.size())), context.RanksOnANode(),
+                              context.RanksOnANode() == 1 ? "" : "s");
   if (const std::string fixed = UnreceivedKnobs(context.support); !fixed.empty())
     report->text += fmt::format("not measured (the program does not receive them): {}\n", fixed);
   report->json["unmeasured_knobs"] = UnmeasuredKnobsJson(context.support);
@@ -35,7 +36,7 @@ void AddCounts(const StudyContext& context, const StudyTrials& trials, Report* r
   report->json["trial_count"] = trials.all.size();
   report->json["status_counts"] = counts;
   report->json["legal_layouts"] = context.space.legal.size();
-  report->json["ranks_per_node"] = context.PlacedRanksPerNode();
+  report->json["ranks_per_node"] = context.RanksOnANode();
 }
 
 TextTable BestTable(bool measured) {

@@ -200,7 +200,7 @@ nlohmann::json SearchJson(const GlobalOptions& global, const StudySession& sessi
                       {"performance_model", runner::kPerformanceModelVersion},
                       {"candidates", context.space.candidates},
                       {"legal_layouts", context.space.legal.size()},
-                      {"ranks_per_node", context.PlacedRanksPerNode()},
+                      {"ranks_per_node", context.RanksOnANode()},
                       {"evaluated_now", 0},
                       {"stopped_because", ""},
                       {"trial_count", trials.size()},

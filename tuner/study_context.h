@@ -5,6 +5,7 @@
 // legal set and the same placement.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct StudyContext {
   search::PriorModel Prior() const;
   // Ranks per node as the model places them (at least one per device) and the nodes the world spans.
   int PlacedRanksPerNode() const { return model().ranks_per_node(); }
+  // The ranks a node holds as placed: no more than the world (a world-1 study ran 1 rank on its
+  // node, not one per device). What reports say and JSON's ranks_per_node.
+  int RanksOnANode() const { return std::min<int>(static_cast<int>(world), PlacedRanksPerNode()); }
   int Nodes() const;
   // The model's fastest legal layout that it predicts to fit (nullopt when none fits).
   std::optional<Layout> ModelBest() const;

@@ -172,6 +172,11 @@ CommMode DefaultCommMode(std::string_view backend) {
   return backend == "cpu" ? CommMode::kMpi : CommMode::kNccl;
 }
 
+CommMode CommForPlacement(CommMode mode, bool given, std::string_view backend, int most_ranks_on_a_node, int devices) {
+  if (given || mode != CommMode::kNccl || backend == "cpu" || devices <= 0) return mode;
+  return most_ranks_on_a_node > devices ? CommMode::kMpiStaged : mode;
+}
+
 Status CheckCommMode(CommMode mode, std::string_view backend) {
   const bool gpu = backend != "cpu";
   if (mode == CommMode::kNccl && NcclVersion().empty())

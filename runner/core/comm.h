@@ -44,6 +44,10 @@ CommMode DefaultCommMode(std::string_view backend);
 // no device memory for mpi-direct; a GPU build cannot hand device memory to MPI as if it were
 // host memory (mpi); mpi-direct needs an MPI that says it is GPU-aware. Needs MPI initialised.
 Status CheckCommMode(CommMode mode, std::string_view backend);
+// The mode a run uses given its placement: the build's default nccl becomes mpi-staged when a
+// node runs more ranks than it has devices (NCCL refuses two ranks on one device; staging through
+// host memory shares a device between ranks); a mode given with --comm (`given`) stays as asked.
+CommMode CommForPlacement(CommMode mode, bool given, std::string_view backend, int most_ranks_on_a_node, int devices);
 
 // Collective over the world: NCCL communicators (nccl) for each group of `grid` with more than
 // one rank, and for the world when `world_group` (pipelines, the smoke test). Throws DeviceError

@@ -309,10 +309,26 @@ int RunOnDevice(const CoreOptions& o, const ProcessGrid& grid, int devices, Trac
   return m.status == "ok" ? kExitOk : kExitDiverged;
 }
 
-int Run(const CoreOptions& o, const ProcessGrid& grid) {
+// --comm not given and a node with more ranks than devices: mpi-staged instead of NCCL (which
+// refuses two ranks on one device), said once on stderr; every rank agrees on the most crowded node.
+CoreOptions WithPlacedComm(CoreOptions o, const ProcessGrid& grid, int devices) {
+  int crowded = grid.local_size;
+  MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, grid.world);
+  const CommMode chosen = CommForPlacement(o.comm, o.comm_given, BackendName(), crowded, devices);
+  if (chosen != o.comm && grid.rank == 0) {
+    std::cerr << fmt::format("tunepar-core: a node runs {} ranks on {} device(s): --comm {} (NCCL refuses two ranks "
+                             "on one device; --comm chooses)\n",
+                             crowded, devices, ToString(chosen));
+  }
+  o.comm = chosen;
+  return o;
+}
+
+int Run(const CoreOptions& given, const ProcessGrid& grid) {
+  const int devices = DeviceCount();
+  const CoreOptions o = WithPlacedComm(given, grid, devices);  // every rank: a collective
   nlohmann::json result = Describe(o, grid.world_size);
   if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
-  const int devices = DeviceCount();
   if (devices == 0) {
     if (grid.rank == 0) {
       result["status"] = "no_device";

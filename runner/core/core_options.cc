@@ -193,6 +193,7 @@ Status ResolveComm(const std::string& comm, CoreOptions& o) {
     Result<CommMode> mode = ParseCommMode(comm);
     if (!mode.ok()) return mode.status();
     o.comm = *mode;
+    o.comm_given = true;
   }
   return CheckCommMode(o.comm, BackendName());
 }

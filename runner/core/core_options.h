@@ -27,6 +27,7 @@ struct CoreOptions {
   int threads = 0;              // per rank; 0: the CPUs of the rank's affinity mask, shared
   std::string wait = "auto";    // how ranks wait for MPI: auto | spin | sleep (runner/core/waiting.h)
   CommMode comm = CommMode::kMpi;  // how device data moves (comm.h); default: the build's
+  bool comm_given = false;         // --comm was given (else the placement may choose: CommForPlacement)
   bool smoke = false;              // one checked all-reduce over every rank's device, then exit
   double lr = 3e-4;
   uint64_t seed = 1234;
