@@ -17,6 +17,7 @@
 
 #include "base/no_follow.h"
 #include "base/provenance.h"
+#include "runner/core/core_log.h"
 #include "runner/launch_environment.h"
 #include "runner/log_text.h"
 #include "runner/process_trial.h"
@@ -92,7 +93,8 @@ class CoreTrial : public ProcessTrial {
     }
     std::ifstream in(context_.trial_dir + "/result.json");
     const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
-    const std::string last = Shorten(LastLine(process().log_path));
+    // The core's own last word, not a teardown stage it reached after it.
+    const std::string last = Shorten(LastLine(process().log_path, core::kTeardownMarker));
     if (core.is_object() && core.contains("status")) {
       if (std::optional<TrialResult> result = FromCoreResult(core, exit)) return result;
     }
@@ -113,6 +115,7 @@ class CoreTrial : public ProcessTrial {
     if (core.contains("memory")) details_["memory"] = core["memory"];
     if (core.contains("phases")) details_["phases"] = core["phases"];
     if (core.contains("placement")) ReadPlacement(core["placement"]);
+    if (core.contains("startup")) details_["startup"] = core["startup"];  // process start to first step
     const std::string status = core["status"];
     if (status == "oom") {
       if (core["memory"].contains("peak_bytes")) metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
@@ -260,7 +263,10 @@ std::string CoreBackend::LaunchCommand(const Layout& l, const std::string& dir,
   if (threads == 0 && options_.launcher == Launcher::kLocal) threads = std::max(1, options_.cores / world);
   if (threads > 0) words.insert(words.end(), {"--threads", std::to_string(threads)});
   std::string command;
-  for (const std::string& w : words) command += (command.empty() ? "" : " ") + ShellQuote(w);
+  for (const std::string& w : words) {
+    if (!command.empty()) command += ' ';
+    command += ShellQuote(w);
+  }
   return command;
 }
 

@@ -40,11 +40,12 @@ bool HasWords(const std::string& line) {
 
 }  // namespace
 
-std::string LastLine(const std::string& path) {
+std::string LastLine(const std::string& path, std::string_view skip) {
   std::ifstream in(path, std::ios::binary);
   std::string line, last;
   while (std::getline(in, line)) {
-    if (!Trim(line).empty()) last = Trim(line);
+    if (Trim(line).empty() || (!skip.empty() && line.find(skip) != std::string::npos)) continue;
+    last = Trim(line);
   }
   return last;
 }

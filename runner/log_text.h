@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace tunepar::runner {
 
@@ -16,8 +17,9 @@ inline std::string Shorten(const std::string& s, size_t n = 160) {
   return s.size() <= n ? s : s.substr(0, n) + "...";
 }
 
-// The last non-empty line of the file at `path` ("" when there is none).
-std::string LastLine(const std::string& path);
+// The last non-empty line of the file at `path` that does not contain `skip` (when given; e.g.
+// the core's teardown stages, core/lifecycle.h), "" when there is none.
+std::string LastLine(const std::string& path, std::string_view skip = {});
 
 // Why the program whose output is at `path` failed, as it said it ("" when the output is empty).
 // The last line is often not it: a launcher writes its own report after the program's error

@@ -172,6 +172,29 @@ TEST(TrackingAllocator, CountsStorageBytesPerCategoryAndRefusesPastTheCap) {
   EXPECT_EQ(a.peak_by_category()[static_cast<int>(MemoryCategory::kActivations)], 400);
 }
 
+// Issue 29, bad input "more ranks than the devices can take even staged": each rank on a shared
+// GPU gets its share of the device's memory, not the whole device, so too many ranks end as an
+// out-of-memory trial that names the sharing (never a device allocation failing mid-step).
+TEST(DeviceShare, RanksOnOneDeviceSplitItsMemoryAndTheOomSaysSo) {
+  const double gb = 1e9;
+  EXPECT_EQ(ShareOfDevice(80 * gb, 141 * gb, 1, "cuda:0").cap_bytes, 80 * gb);  // the profile's cap fits
+  EXPECT_EQ(ShareOfDevice(80 * gb, 141 * gb, 1, "cuda:0").why, "");
+  const DeviceShare two = ShareOfDevice(80 * gb, 141 * gb, 2, "cuda:0");
+  EXPECT_EQ(two.cap_bytes, 70.5 * gb);
+  EXPECT_EQ(two.why, "2 ranks share cuda:0 (141.0 GB): 70.5 GB each");
+  EXPECT_EQ(ShareOfDevice(80 * gb, 40 * gb, 1, "cuda:0").cap_bytes, 40 * gb);  // a smaller device than the profile's
+  EXPECT_EQ(ShareOfDevice(0, 141 * gb, 8, "cuda:0").cap_bytes, 141 * gb / 8);   // no cap asked: the share still holds
+  EXPECT_EQ(ShareOfDevice(5 * gb, 0, 8, "cpu:0").cap_bytes, 5 * gb);            // the host: no device bound
+  TrackingAllocator a(two.cap_bytes / 1e9 * 1000, two.why);  // the same share, scaled to a test's bytes: 70.5 kB
+  try {
+    Buffer big(a, MemoryCategory::kWeights, 20000, 4.0);  // 80 kB
+    ADD_FAILURE() << "no OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("(2 ranks share cuda:0 (141.0 GB): 70.5 GB each)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Parameters, TpSlicesPartitionEveryTensor) {
   const ModelDims d{4, 64, 4, 32, 256, 256, false};
   for (int tp : {1, 2, 4}) {

@@ -7,6 +7,7 @@
 #include "tuner/report.h"
 #include "tuner/study_best.h"
 #include "tuner/text_table.h"
+#include "tuner/trial_costs.h"
 #include "tuner/trial_output.h"
 #include "tuner/trial_records.h"
 
@@ -188,6 +189,7 @@ StudyTrials ReadStudyTrials(std::vector<store::TrialRecord> all, int top) {
 
 void AddSummary(const StudyContext& context, const StudyTrials& trials, Report* report) {
   AddCounts(context, trials, report);
+  AddTrialCosts(trials, report);
   AddBest(context, trials, report);
   AddBestSoFar(context, trials, report);
   AddModelError(trials, report);

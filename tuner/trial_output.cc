@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/model_backend.h"
+#include "tuner/trial_costs.h"
 
 namespace tunepar {
 
@@ -53,6 +54,13 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
   const bool any_sliced = !with_status && std::any_of(trials.begin(), trials.end(),
                                                       [](const store::TrialRecord* r) { return r->sliced; });
   if (any_sliced) t.AddColumn("measured", A::kLeft);
+  // tunepar-core trials: how each ran and what it cost beyond its steps (trial_costs.h).
+  std::vector<TrialCosts> costs;
+  for (const store::TrialRecord* r : trials) costs.push_back(CostsOf(*r));
+  const bool any_comm = std::any_of(costs.begin(), costs.end(), [](const TrialCosts& c) { return !c.comm.empty(); });
+  const bool any_startup = std::any_of(costs.begin(), costs.end(), [](const TrialCosts& c) { return c.startup_s; });
+  if (any_comm) t.AddColumn("comm", A::kLeft);
+  if (any_startup) t.AddColumn("start-up s");
   int rank = 0;
   for (const store::TrialRecord* r : trials) {
     const Layout& l = r->layout;
@@ -73,6 +81,9 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     row.push_back(TflopsText(r->tflops_per_gpu.value_or(NAN)));
     row.push_back(GigabytesText(r->peak_memory_bytes.value_or(NAN)));
     if (any_sliced) row.emplace_back(r->sliced ? "slice + model" : "whole");
+    const TrialCosts& cost = costs[rank - 1];
+    if (any_comm) row.push_back(cost.comm.empty() ? "-" : cost.comm);
+    if (any_startup) row.push_back(Fixed(cost.startup_s.value_or(NAN), 2));
     t.AddRow(std::move(row));
   }
   return t;

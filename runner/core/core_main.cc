@@ -19,6 +19,7 @@
 #include "runner/core/core_options.h"
 #include "runner/core/core_result.h"
 #include "runner/core/gradient_check.h"
+#include "runner/core/lifecycle.h"
 #include "runner/core/ops.h"
 #include "runner/core/reference_dump.h"
 #include "runner/core/trainer.h"
@@ -78,9 +79,14 @@ struct Measurements {
   std::array<double, kNumPhases> phase_sum{};
 };
 
+// Set once this rank has bound its device: only then has the teardown device work to finish (and
+// a stage to say).
+bool device_bound = false;
+
 // Binds this rank to its device, threads and way of waiting; where it runs, gathered on rank 0.
 nlohmann::json SetUpRank(const CoreOptions& o, const ProcessGrid& grid, int devices) {
   const std::string device = UseDevice(grid.local_rank % devices);
+  device_bound = true;
   const int threads = ThreadsFor(o, grid);
   SetThreads(threads);
   SetWaitMode(o.wait == "spin"    ? WaitMode::kSpin
@@ -119,7 +125,7 @@ void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, Tracki
 // Warm-up and measured steps (a dump of what repeats the run, reference_dump.h, and a gradient
 // check, when asked for).
 Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const TrainingOptions& t, TokenSource& data,
-                   TrackingAllocator& allocator, nlohmann::json& result) {
+                   TrackingAllocator& allocator, StartupMarks& marks, nlohmann::json& result) {
   Measurements m;
   Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
   if (!o.dump.empty()) {
@@ -134,6 +140,7 @@ Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const Training
     }
   }
   if (o.gradient_check > 0) result["gradient_check"] = CheckGradients(trainer, o.gradient_check, o.seed);
+  marks.first_step = SecondsSinceProcessStart();
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     InjectFault(o, grid, step, allocator);
     StepStats s = trainer.Step(step);
@@ -273,11 +280,19 @@ int RunSmoke(const CoreOptions& o, const ProcessGrid& grid, int devices) {
   return outcome == SmokeOutcome::kOk ? kExitOk : kExitCrash;
 }
 
+// The ranks of this node placed on this rank's device (local rank modulo the devices, as
+// SetUpRank binds them).
+int RanksOnMyDevice(const ProcessGrid& grid, int devices) {
+  const int mine = grid.local_rank % devices;
+  return grid.local_size / devices + (mine < grid.local_size % devices ? 1 : 0);
+}
+
 // The trial on this rank's device: bind it, set up the comm layer, train, report.
 int RunOnDevice(const CoreOptions& o, const ProcessGrid& grid, int devices, TrackingAllocator& allocator,
-                nlohmann::json& result) {
+                StartupMarks marks, nlohmann::json& result) {
   const nlohmann::json placement = SetUpRank(o, grid, devices);
   SetUpComm(o.comm, grid, grid.pp > 1);
+  marks.device_ready = SecondsSinceProcessStart();
   const TrainingOptions t = TrainingOptionsOf(o);
   TokenSource data = TokenSource::Synthetic(o.model.vocab, o.seed + 1);
   if (!o.data.empty()) {
@@ -290,17 +305,19 @@ int RunOnDevice(const CoreOptions& o, const ProcessGrid& grid, int devices, Trac
   }
   Measurements m;
   try {
-    m = Train(o, grid, t, data, allocator, result);
+    m = Train(o, grid, t, data, allocator, marks, result);
   } catch (const OutOfMemory& e) {
     return ReportOutOfMemory(o, grid, e, allocator, result);
   }
   const nlohmann::json phases = GatherPhases(grid, m);
   nlohmann::json memory = GatherMemory(grid, allocator);
+  const nlohmann::json startup = GatherStartup(marks, grid.world, grid.rank);
   if (grid.rank != 0) return m.status == "ok" ? kExitOk : kExitDiverged;
   Summarise(o, grid, data, m, result);
   result["phases"] = phases;
   result["memory"] = memory;
   result["placement"] = placement;
+  result["startup"] = startup;
   if (!o.quiet) PrintSummaryLine(o, grid, result);
   if (Status written = WriteResult(o.output, result); !written.ok()) {
     std::cerr << "tunepar-core: " << written.message() << "\n";
@@ -324,7 +341,7 @@ CoreOptions WithPlacedComm(CoreOptions o, const ProcessGrid& grid, int devices) 
   return o;
 }
 
-int Run(const CoreOptions& given, const ProcessGrid& grid) {
+int Run(const CoreOptions& given, const ProcessGrid& grid, const StartupMarks& marks) {
   const int devices = DeviceCount();
   const CoreOptions o = WithPlacedComm(given, grid, devices);  // every rank: a collective
   nlohmann::json result = Describe(o, grid.world_size);
@@ -340,12 +357,40 @@ int Run(const CoreOptions& given, const ProcessGrid& grid) {
   }
   if (const int code = CheckNcclPlacement(o, grid, devices, result); code != kExitOk) return code;
   if (o.smoke) return RunSmoke(o, grid, devices);
-  TrackingAllocator allocator(o.memory_cap_bytes);
+  const DeviceShare share = ShareOfDevice(o.memory_cap_bytes, MemoryOfDevice(grid.local_rank % devices),
+                                         RanksOnMyDevice(grid, devices),
+                                         fmt::format("{}:{}", BackendName(), grid.local_rank % devices));
+  TrackingAllocator allocator(share.cap_bytes, share.why);
   try {
-    return RunOnDevice(o, grid, devices, allocator, result);
+    return RunOnDevice(o, grid, devices, allocator, marks, result);
   } catch (const DeviceError& e) {
     return ReportCrash(o, grid, e, result);
   }
+}
+
+// After the run: each stage of the teardown said on stderr as it is reached (lifecycle.h; once a
+// device was bound: before, there is nothing of the device to wait for), the device's queued work
+// finished and the communicators destroyed before MPI ends; then the process ends without running
+// static destructors (quick_exit), whose order against the device runtime's and NCCL's own exit
+// handlers is not ours to choose.
+[[noreturn]] void EndRank(int code, int rank, bool quiet, ProcessGrid* grid) {
+  const TeardownLog teardown(rank, quiet || !device_bound);
+  teardown.Stage(fmt::format("run ended (exit {})", code));
+  if (device_bound) {
+    try {
+      Synchronize();
+      teardown.Stage("device idle");
+    } catch (const DeviceError& e) {
+      teardown.Stage(std::string("device not idle: ") + e.what());
+    }
+  }
+  TearDownComm();
+  teardown.Stage("communicators destroyed");
+  if (grid != nullptr) FreeProcessGrid(*grid);
+  MPI_Finalize();
+  teardown.Stage("MPI finalized; exiting");
+  std::fflush(stdout);
+  std::quick_exit(code);
 }
 
 }  // namespace
@@ -353,8 +398,12 @@ int Run(const CoreOptions& given, const ProcessGrid& grid) {
 
 int main(int argc, char** argv) {
   using namespace tunepar::core;
+  StartupMarks marks;
+  marks.main = SecondsSinceProcessStart();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps what it printed
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  marks.mpi_ready = SecondsSinceProcessStart();
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -380,13 +429,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    code = Run(*options, *grid);
+    code = Run(*options, *grid, marks);
   } catch (const std::exception& e) {
     std::cerr << "tunepar-core: rank " << rank << ": internal error: " << e.what() << "\n";
     MPI_Abort(MPI_COMM_WORLD, kExitInternal);
   }
-  TearDownComm();
-  FreeProcessGrid(*grid);
-  MPI_Finalize();
-  return code;
+  EndRank(code, rank, options->quiet, &*grid);
 }

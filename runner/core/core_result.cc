@@ -75,10 +75,12 @@ nlohmann::json MemoryOf(const TrackingAllocator& a) {
   for (int c = 0; c < kNumMemoryCategories; ++c) {
     by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = a.peak_by_category()[c];
   }
-  return {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
+  nlohmann::json memory = {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
           {"peak_bytes", a.peak()},
           {"held_peak_bytes", a.held_peak()},
           {"peak_by_category", by_category}};
+  if (!a.why_cap().empty()) memory["cap_why"] = a.why_cap();  // the device's share bounds the cap
+  return memory;
 }
 
 nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a) {
@@ -90,10 +92,12 @@ nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a)
   nlohmann::json by_category;
   for (int c = 0; c < kNumMemoryCategories; ++c)
     by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = max[c];
-  return {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
+  nlohmann::json memory = {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
           {"peak_bytes", max[kNumMemoryCategories]},
           {"held_peak_bytes", max[kNumMemoryCategories + 1]},
           {"peak_by_category", by_category}};
+  if (!a.why_cap().empty()) memory["cap_why"] = a.why_cap();  // the device's share bounds the cap
+  return memory;
 }
 
 nlohmann::json Versions() {

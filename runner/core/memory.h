@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runner/core/real.h"
@@ -25,8 +26,8 @@ std::string_view ToString(MemoryCategory c);
 
 class OutOfMemory : public std::runtime_error {
  public:
-  // Over the cap.
-  OutOfMemory(MemoryCategory category, double requested, double in_use, double cap);
+  // Over the cap (`why_cap`: what set it, when not the --memory-cap itself).
+  OutOfMemory(MemoryCategory category, double requested, double in_use, double cap, const std::string& why_cap = "");
   // The device itself had no room (below the cap, or a library's or scratch allocation).
   OutOfMemory(MemoryCategory category, const std::string& message) : std::runtime_error(message), category_(category) {}
   MemoryCategory category() const { return category_; }
@@ -35,9 +36,20 @@ class OutOfMemory : public std::runtime_error {
   MemoryCategory category_;
 };
 
+// A rank's memory cap on a device it may share: the cap asked for (<= 0: none), within the
+// device's memory (0: unknown, the CPU's host) divided among the ranks placed on it (mpi-staged
+// runs several ranks on one GPU: each gets its share, not the whole device). `why` says how the
+// cap came about when the device bounds it ("" otherwise).
+struct DeviceShare {
+  double cap_bytes = 0;
+  std::string why;
+};
+DeviceShare ShareOfDevice(double cap_bytes, double device_bytes, int ranks_on_device, const std::string& device);
+
 class TrackingAllocator {
  public:
-  explicit TrackingAllocator(double cap_bytes) : cap_(cap_bytes) {}  // cap <= 0: unlimited
+  explicit TrackingAllocator(double cap_bytes, std::string why_cap = "")  // cap <= 0: unlimited
+      : cap_(cap_bytes), why_cap_(std::move(why_cap)) {}
 
   // `values` values of `held_bytes` each on the device (a real's, or 2 for 16-bit numbers),
   // counted as values x bytes_per_value in `category`; zeroed unless `zeroed` is false (ops.h's
@@ -52,6 +64,7 @@ class TrackingAllocator {
   // values are still held in reals), and their peak.
   double held_peak() const { return held_peak_; }
   double cap() const { return cap_; }
+  const std::string& why_cap() const { return why_cap_; }
   void set_cap(double cap_bytes) { cap_ = cap_bytes; }
   const std::array<double, kNumMemoryCategories>& peak_by_category() const { return peak_by_category_; }
   const std::array<double, kNumMemoryCategories>& in_use_by_category() const { return by_category_; }
@@ -63,6 +76,7 @@ class TrackingAllocator {
     double bytes, held;
   };
   double cap_;
+  std::string why_cap_;
   double in_use_ = 0, peak_ = 0, held_ = 0, held_peak_ = 0;
   std::array<double, kNumMemoryCategories> by_category_{}, peak_by_category_{};
   std::vector<Block> blocks_;

@@ -31,6 +31,8 @@ std::string BackendName();     // "cpu" | "hip" | "cuda"
 std::string BackendVersion();  // e.g. "Eigen 3.4.0, OpenMP 201511"
 // Devices visible to this process (the CPU backend has one: the host).
 int DeviceCount();
+// Memory of device `index` in bytes (0: not a device of its own; the CPU backend's host).
+double MemoryOfDevice(int index);
 // Binds this process to a device; returns a description ("cpu", "hip:0 AMD Instinct MI250X").
 std::string UseDevice(int index);
 // Device memory, zeroed unless `zeroed` is false (then its contents are undefined: the CPU

@@ -33,6 +33,9 @@ std::string BackendVersion() {
 int DeviceCount() {
   return 1;
 }
+double MemoryOfDevice(int) {
+  return 0;
+}
 std::string UseDevice(int) {
   return "cpu";
 }

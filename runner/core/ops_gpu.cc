@@ -103,7 +103,8 @@ void PrintProfile() {
 
 ProfiledRegion::ProfiledRegion(const char* name) : name_(name) {
   if (!Profiling()) return;
-  static const bool registered = [] { return std::atexit(PrintProfile) == 0; }();
+  // The core ends a run with quick_exit (core_main.cc EndRank), other exits with exit.
+  static const bool registered = [] { return std::atexit(PrintProfile) == 0 && std::at_quick_exit(PrintProfile) == 0; }();
   (void)registered;
   Check(hipEventCreate(&start_), "hipEventCreate (profile)");
   Check(hipEventRecord(start_, ComputeStream()), "hipEventRecord (profile)");
@@ -630,6 +631,12 @@ int DeviceCount() {
     return 0;
   }
   return count;
+}
+
+double MemoryOfDevice(int index) {
+  hipDeviceProp_t props;
+  Check(hipGetDeviceProperties(&props, index), "hipGetDeviceProperties");
+  return static_cast<double>(props.totalGlobalMem);
 }
 
 std::string UseDevice(int index) {

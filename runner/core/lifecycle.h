@@ -1,0 +1,47 @@
+// A rank's life outside its steps: what it costs to start (process start to the first step, on
+// the core's own clock) and where it is while it ends (a timestamped line per teardown stage).
+// A trial pays its start-up on top of its steps, and a run that does not exit after writing its
+// result shows in its log the last stage it reached.
+#pragma once
+
+#include <mpi.h>
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/core/core_log.h"
+
+namespace tunepar::core {
+
+// Seconds since this process started: from the kernel's start time of the process
+// (/proc/self/stat, clock ticks: 10 ms here) where it can be read, else since the first call.
+double SecondsSinceProcessStart();
+
+// The start-up of one rank, in seconds since its process started, at each mark.
+struct StartupMarks {
+  double main = 0;        // main() entered: exec and dynamic loading
+  double mpi_ready = 0;   // MPI_Init_thread returned
+  double device_ready = 0;  // device bound, communicators made
+  double first_step = 0;  // the model built, its weights initialised: the first step begins
+};
+
+// Rank 0's summary of every rank's marks: each stage's slowest rank, and the slowest rank's
+// whole start-up ("total_s", process start to the first step). A collective.
+nlohmann::json GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank);
+
+// Teardown stages on stderr, one line each, flushed: "tunepar-core: rank 0: teardown +0.003 s:
+// MPI finalized" (seconds since the result was written or the run ended). LastCoreLine-style
+// readers skip them (core_log.h kTeardownMarker) so a failure's message stays the core's own line.
+class TeardownLog {
+ public:
+  TeardownLog(int rank, bool quiet) : rank_(rank), quiet_(quiet), start_(SecondsSinceProcessStart()) {}
+  void Stage(std::string_view what) const;
+
+ private:
+  int rank_;
+  bool quiet_;
+  double start_;
+};
+
+}  // namespace tunepar::core
