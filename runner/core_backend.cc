@@ -244,6 +244,10 @@ std::string CoreBackend::LaunchCommand(const Layout& l, const std::string& dir,
     if (geteuid() == 0) words.push_back("--allow-run-as-root");
     if (world > options_.cores) {
       words.insert(words.end(), {"--oversubscribe", "--bind-to", "none"});
+    } else if (options_.build != core::CoreBuild::kCpu) {
+      // A GPU rank binds itself to its share of the CPUs near its device (the core's --cpu-bind
+      // auto, where sysfs says which), not to the next cores in line.
+      words.insert(words.end(), {"--bind-to", "none"});
     } else {
       words.insert(words.end(),
                    {"--map-by", fmt::format("slot:PE={}", options_.cores / world), "--bind-to", "core"});

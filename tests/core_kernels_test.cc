@@ -1,7 +1,10 @@
 // The core's building blocks, without MPI: 16-bit rounding, the row kernels' backward passes
 // against finite differences (fp64 build of the core), the tracking allocator, how tensors are
 // sliced over TP ranks, and the deterministic data.
+#include <unistd.h>
+
 #include <cfloat>
+#include <cstdlib>
 #include <cmath>
 #include <set>
 #include <vector>
@@ -10,6 +13,7 @@
 
 #include "runner/core/comm.h"
 #include "runner/core/data.h"
+#include "runner/core/device_cpus.h"
 #include "runner/core/kernels.h"
 #include "runner/core/memory.h"
 #include "runner/core/ops.h"
@@ -193,6 +197,45 @@ TEST(DeviceShare, RanksOnOneDeviceSplitItsMemoryAndTheOomSaysSo) {
     EXPECT_NE(std::string(e.what()).find("(2 ranks share cuda:0 (141.0 GB): 70.5 GB each)"), std::string::npos)
         << e.what();
   }
+}
+
+// Issue 29 item 2: each GPU rank on its share of the CPUs near its device, as sysfs lists them.
+TEST(DeviceCpus, CpuListsParseAndPrintAsSysfsWritesThem) {
+  EXPECT_EQ(ParseCpuList("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(CpuListText({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_TRUE(ParseCpuList("").empty());
+  EXPECT_TRUE(ParseCpuList("ff,ffffffff").empty());  // a mask, not a list
+  EXPECT_TRUE(ParseCpuList("1-").empty());
+}
+
+TEST(DeviceCpus, RanksNearOneDomainSplitItsCpusInLocalRankOrder) {
+  const std::vector<int> socket0 = ParseCpuList("0-23"), socket1 = ParseCpuList("24-47");
+  // Four GPUs, two per socket; ranks 0-3 on devices 0-3.
+  const std::vector<std::vector<int>> node = {socket0, socket0, socket1, socket1};
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(node, 0, {})), "0-11");
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(node, 1, {})), "12-23");
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(node, 2, {})), "24-35");
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(node, 3, {})), "36-47");
+  // One rank per domain takes all of it; more ranks than CPUs still get one each.
+  EXPECT_EQ(CpuListText(ShareOfNearCpus({socket0, socket1}, 1, {})), "24-47");
+  const std::vector<std::vector<int>> crowded(4, std::vector<int>{6, 7});
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(crowded, 3, {})), "7");
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(crowded, 0, {})), "6");
+  // Within what the rank may run on; nothing to bind when the device says nothing.
+  EXPECT_EQ(CpuListText(ShareOfNearCpus(node, 1, ParseCpuList("0-15"))), "12-15");
+  EXPECT_TRUE(ShareOfNearCpus(node, 2, ParseCpuList("0-15")).empty());
+  EXPECT_TRUE(ShareOfNearCpus({{}, socket0}, 0, {}).empty());
+}
+
+TEST(DeviceCpus, SysfsNamesTheCpusNearAPciDevice) {
+  const std::string root = ::testing::TempDir() + "/sysfs-" + std::to_string(::getpid());
+  const std::string dir = root + "/bus/pci/devices/0000:3b:00.0";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "' && echo 0-11,48-59 > '" + dir + "/local_cpulist'").c_str()), 0);
+  EXPECT_EQ(CpuListText(CpusNearPciDevice(root, "0000:3B:00.0")), "0-11,48-59");
+  EXPECT_EQ(CpuListText(CpusNearPciDevice(root, "00000000:3B:00.0")), "0-11,48-59");  // CUDA's 8-digit domain
+  EXPECT_TRUE(CpusNearPciDevice(root, "0000:af:00.0").empty());
+  EXPECT_TRUE(CpusNearPciDevice(root, "").empty());
+  EXPECT_TRUE(CpusNearPciDevice(root, "../../etc").empty());
 }
 
 TEST(Parameters, TpSlicesPartitionEveryTensor) {

@@ -1,6 +1,7 @@
 // tunepar-core: one rank of the built-in transformer training job. See runner/core/README.md
 // for the flags, the JSON result and the exit codes.
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "runner/core/comm_smoke.h"
 #include "runner/core/core_options.h"
 #include "runner/core/core_result.h"
+#include "runner/core/device_cpus.h"
 #include "runner/core/gradient_check.h"
 #include "runner/core/lifecycle.h"
 #include "runner/core/ops.h"
@@ -83,16 +85,67 @@ struct Measurements {
 // a stage to say).
 bool device_bound = false;
 
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
+// Every local rank's list of the CPUs near its device (device_cpus.h), gathered over the node.
+std::vector<std::vector<int>> GatherNearCpus(const ProcessGrid& grid, const std::vector<int>& mine) {
+  const std::string text = CpuListText(mine);
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(grid.local_size), offsets(grid.local_size);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, grid.node_comm);
+  int total = 0;
+  for (int r = 0; r < grid.local_size; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, grid.node_comm);
+  std::vector<std::vector<int>> near;
+  for (int r = 0; r < grid.local_size; ++r) near.push_back(ParseCpuList(all.substr(offsets[r], lengths[r])));
+  return near;
+}
+
+// Binds this rank to its share of the CPUs near its device (--cpu-bind; auto: unless the launcher
+// bound it, i.e. it may run on fewer CPUs than the node has online), before any thread starts.
+// Says what it did, for the placement. A collective over the node.
+std::string BindNearDevice(const CoreOptions& o, const ProcessGrid& grid, int device_index, const std::string& device) {
+  const std::vector<int> allowed = AllowedCpus();
+  const bool launcher_bound = static_cast<long>(allowed.size()) < sysconf(_SC_NPROCESSORS_ONLN);
+  const bool wanted = o.cpu_bind == "near-device" || (o.cpu_bind == "auto" && !launcher_bound);
+  const std::string bus_id = DevicePciBusId(device_index);  // "": the host itself (the CPU build)
+  const std::vector<int> near = CpusNearPciDevice("/sys", bus_id);
+  const std::vector<std::vector<int>> node = GatherNearCpus(grid, wanted ? near : std::vector<int>{});
+  if (!wanted || bus_id.empty()) return launcher_bound ? "as launched (the launcher bound the rank)" : "as launched";
+  if (near.empty()) return fmt::format("as launched (the machine does not say which CPUs are near {})", device);
+  const std::vector<int> share = ShareOfNearCpus(node, grid.local_rank, allowed);
+  if (share.empty()) return fmt::format("as launched (the CPUs near {} are outside this rank's)", device);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : share) CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) return "as launched (sched_setaffinity failed)";
+  return fmt::format("near {}: CPUs {} of its {}", device, CpuListText(share), CpuListText(near));
+}
+
 // Binds this rank to its device, threads and way of waiting; where it runs, gathered on rank 0.
 nlohmann::json SetUpRank(const CoreOptions& o, const ProcessGrid& grid, int devices) {
-  const std::string device = UseDevice(grid.local_rank % devices);
+  const int device_index = grid.local_rank % devices;
+  const std::string device = UseDevice(device_index);
   device_bound = true;
+  const std::string binding = BindNearDevice(o, grid, device_index, device);
   const int threads = ThreadsFor(o, grid);
   SetThreads(threads);
   SetWaitMode(o.wait == "spin"    ? WaitMode::kSpin
               : o.wait == "sleep" ? WaitMode::kSleep
                                   : AutomaticWaitMode(grid.local_size));
-  return GatherPlacement(grid, device, threads);
+  return GatherPlacement(grid, device, threads, binding);
 }
 
 TrainingOptions TrainingOptionsOf(const CoreOptions& o) {

@@ -87,6 +87,10 @@ void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
   app.add_option("--steps", o.steps, "measured steps")->capture_default_str();
   app.add_option("--warmup", o.warmup, "steps before measuring")->capture_default_str();
   app.add_option("--threads", o.threads, "threads per rank (default: the rank's CPUs / ranks sharing them)");
+  app.add_option("--cpu-bind", o.cpu_bind,
+                 "which CPUs a rank runs on: near-device (its share of the CPUs sysfs lists as near its GPU) | "
+                 "as-launched | auto (near-device unless the launcher bound the rank)")
+      ->capture_default_str();
   app.add_option("--wait", o.wait,
                  "how ranks wait for MPI: spin | sleep (yield the core; for more ranks than cores) | auto "
                  "(sleep when this node's ranks outnumber its CPUs)")
@@ -218,6 +222,8 @@ Status CheckRunnable(const CoreOptions& o, int world_size) {
   if (l.pp > m.layers) return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
   if (o.steps < 1 || o.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
   if (o.threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (o.cpu_bind != "auto" && o.cpu_bind != "near-device" && o.cpu_bind != "as-launched")
+    return InvalidArgument(fmt::format("--cpu-bind {}: auto, near-device or as-launched", o.cpu_bind));
   if (o.wait != "auto" && o.wait != "spin" && o.wait != "sleep")
     return InvalidArgument(fmt::format("--wait {}: auto, spin or sleep", o.wait));
   if (o.gradient_check > 0 && world_size != 1) return InvalidArgument("--gradient-check runs on one rank");

@@ -25,6 +25,9 @@ struct CoreOptions {
   int steps = 5;                // measured steps
   int warmup = 2;               // steps run before measuring
   int threads = 0;              // per rank; 0: the CPUs of the rank's affinity mask, shared
+  // Which CPUs a rank runs on: auto (near its device, device_cpus.h, when the launcher did not
+  // bind it) | near-device | as-launched.
+  std::string cpu_bind = "auto";
   std::string wait = "auto";    // how ranks wait for MPI: auto | spin | sleep (runner/core/waiting.h)
   CommMode comm = CommMode::kMpi;  // how device data moves (comm.h); default: the build's
   bool comm_given = false;         // --comm was given (else the placement may choose: CommForPlacement)

@@ -42,10 +42,11 @@ int AffinityCount() {
   return CPU_COUNT(&set);
 }
 
-nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads) {
+nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads,
+                               const std::string& cpu_binding) {
   nlohmann::json mine = {
       {"rank", grid.rank},       {"host", HostName()},      {"local_rank", grid.local_rank},
-      {"cpus", AffinityList()},  {"device", device},        {"threads", threads},
+      {"cpus", AffinityList()},  {"cpu_binding", cpu_binding}, {"device", device},  {"threads", threads},
       {"tp_rank", grid.tp_rank}, {"pp_rank", grid.pp_rank}, {"dp_rank", grid.dp_rank}};
   // Under Slurm: the job step that ran this rank.
   const char* job = std::getenv("SLURM_JOB_ID");

@@ -23,7 +23,9 @@ std::string AffinityList();
 int AffinityCount();
 
 // Every rank's placement, at world rank 0 (null elsewhere). Collective.
-nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads);
+// `cpu_binding`: how the rank's CPUs were chosen (core_main.cc BindNearDevice).
+nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads,
+                               const std::string& cpu_binding);
 
 // Peak memory per category, the maximum over ranks, at world rank 0. Collective.
 nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& allocator);

@@ -16,6 +16,7 @@
 #define hipGetDeviceCount cudaGetDeviceCount
 #define hipSetDevice cudaSetDevice
 #define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceGetPCIBusId cudaDeviceGetPCIBusId
 #define hipDeviceProp_t cudaDeviceProp
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree

@@ -33,6 +33,9 @@ std::string BackendVersion();  // e.g. "Eigen 3.4.0, OpenMP 201511"
 int DeviceCount();
 // Memory of device `index` in bytes (0: not a device of its own; the CPU backend's host).
 double MemoryOfDevice(int index);
+// Device `index`'s PCI bus id ("0000:3b:00.0"; "" for the CPU backend's host), where sysfs says
+// which CPUs are near it (device_cpus.h).
+std::string DevicePciBusId(int index);
 // Binds this process to a device; returns a description ("cpu", "hip:0 AMD Instinct MI250X").
 std::string UseDevice(int index);
 // Device memory, zeroed unless `zeroed` is false (then its contents are undefined: the CPU

@@ -33,6 +33,9 @@ std::string BackendVersion() {
 int DeviceCount() {
   return 1;
 }
+std::string DevicePciBusId(int) {
+  return "";
+}
 double MemoryOfDevice(int) {
   return 0;
 }

@@ -633,6 +633,15 @@ int DeviceCount() {
   return count;
 }
 
+std::string DevicePciBusId(int index) {
+  char bus_id[64] = {};
+  if (hipDeviceGetPCIBusId(bus_id, sizeof(bus_id), index) != hipSuccess) {
+    (void)hipGetLastError();
+    return "";
+  }
+  return bus_id;
+}
+
 double MemoryOfDevice(int index) {
   hipDeviceProp_t props;
   Check(hipGetDeviceProperties(&props, index), "hipGetDeviceProperties");
