@@ -69,9 +69,10 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit on purpose
-  Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit on purpose
-    if (status_.ok()) status_ = InternalError("Result constructed from an ok Status");
-  }
+  // (Initialised in one expression: nvcc warns that an assignment's result, a [[nodiscard]]
+  // Status&, is discarded.)
+  Result(Status status)  // NOLINT: implicit on purpose
+      : status_(status.ok() ? InternalError("Result constructed from an ok Status") : std::move(status)) {}
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }

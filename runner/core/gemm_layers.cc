@@ -68,8 +68,7 @@ void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const r
 
 void MatmulForward16(uint16_t* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,
                      int precision) {
-  if (bias != nullptr) FillRows16(out, bias, N, OC, precision);
-  Gemm16(Op::kT, Op::kN, OC, N, C, real(1), w, C, inp, C, real(bias != nullptr ? 1 : 0), out, OC, {}, precision);
+  Gemm16Bias(Op::kT, Op::kN, OC, N, C, w, C, inp, C, bias, out, precision);
 }
 
 namespace {

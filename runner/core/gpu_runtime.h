@@ -27,10 +27,16 @@ hipStream_t StreamOf(Stream stream);
 // wait mid-step when it grows.
 // kOpScratch is the first of ops.h's OpScratch slots, kSixteenBit the first of its Scratch16
 // slots (OpScratch16).
+// kGemmA, kGemmB: Gemm's 16-bit copies of fp32 operands; kGemmSums, kGemmBias: Gemm16Bias's fp32
+// sums (without cublasLt) and its bias as 16-bit numbers (cublasLt's epilogue reads the output's
+// type); kGemmWorkspace: cublasLt's workspace (fixed size, allocated once).
 enum class ScratchSlot {
   kReduction,
   kGemmA,
   kGemmB,
+  kGemmSums,
+  kGemmBias,
+  kGemmWorkspace,
   kOpScratch,
   kSixteenBit = kOpScratch + kOpScratchSlots,
   kCount = kSixteenBit + static_cast<int>(Scratch16::kCount)

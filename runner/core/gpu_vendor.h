@@ -13,9 +13,14 @@
 #endif
 #include <hipblas/hipblas.h>
 #include <rccl/rccl.h>
+// hipBLASLt (ROCm's cublasLt) is not wired in: the GEMMs with a bias epilogue sum into fp32
+// scratch and round with a kernel (gemm_gpu.cc).
+#define TUNEPAR_BLASLT 0
 #elif defined(__CUDACC__)
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <nccl.h>
+#define TUNEPAR_BLASLT 1
 #define hipblasHandle_t cublasHandle_t
 #define hipblasStatus_t cublasStatus_t
 #define HIPBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS

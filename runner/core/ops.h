@@ -135,14 +135,23 @@ void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A
 // rounded once (the GPU's BLAS writes 16-bit outputs itself; C read first when beta != 0).
 void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
             int ldb, real beta, uint16_t* C, int ldc, const GemmBatch& batch, int precision);
+// A linear layer's 16-bit output with its bias: C (m x n, 16-bit, ld m) = round(op(A) op(B) + bias),
+// bias (m values on the grid, one per row of C: a layer's output features; may be null), added to
+// the fp32 sums before their one rounding (a second rounding, of the product before the bias is
+// added, is off by many steps of the result's grid where the bias cancels most of the product).
+// The CUDA build adds it in cublasLt's epilogue; the others sum into fp32 scratch and round with
+// AddBiasTo16Bit.
+void Gemm16Bias(Op op_a, Op op_b, int m, int n, int k, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                const real* bias, uint16_t* C, int precision);
+// out (N, OC) = round(sums (N, OC) + bias (OC; may be null)) as 16-bit numbers: fp32 addition,
+// one rounding.
+void AddBiasTo16Bit(uint16_t* out, const real* sums, const real* bias, int N, int OC, int precision);
 // Slots: a layer's input (or attention's qkv), the gradient of its output, its weights (or
 // attention's probabilities), attention's score gradients, an op's 16-bit output handed back
 // as reals (the real-held forms of the 16-bit ops).
 enum class Scratch16 { kInput, kOutputGrad, kMatrix, kScoreGrads, kOutput, kCount };
 void Copy16(uint16_t* dst, const uint16_t* src, int64_t n);
 void Zero16(uint16_t* p, int64_t n);  // +0 in both formats
-// out (N, OC): every row = row (OC values on the grid), as 16-bit numbers.
-void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision);
 uint16_t* OpScratch16(Scratch16 slot, size_t values);
 
 // out (N, OC) += bias (OC) on every row, then rounded to `precision`.
@@ -171,7 +180,7 @@ void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const r
 // The same with the layer's input, weights and output gradient in 16-bit storage (precision 1 or
 // 2), as block.h holds them: the GEMMs read them as they are. The output into reals (rounded to
 // `round_to`: 0 for a row-parallel layer's partial sum, the logits to the grid) or straight into
-// 16-bit storage (the bias written into it first, added by the GEMM: one rounding); the gradient
+// 16-bit storage (Gemm16Bias: the bias added to the fp32 sums, one rounding); the gradient
 // of the input written as 16-bit numbers, or (real dinp) left in fp32 unrounded: a
 // column-parallel layer's partial sum, all-reduced over TP before it is rounded.
 void MatmulForward16(real* out, const uint16_t* inp, const uint16_t* w, const real* bias, int N, int C, int OC,

@@ -270,21 +270,31 @@ void Gemm16(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A
   }
 }
 
+// The sums in fp32 (Gemm16 into reals), then the bias and the one rounding: what cublasLt's bias
+// epilogue computes.
+void Gemm16Bias(Op op_a, Op op_b, int m, int n, int k, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                const real* bias, uint16_t* C, int precision) {
+  if (m == 0 || n == 0) return;
+  std::vector<real> sums(static_cast<size_t>(int64_t{m} * n));
+  Gemm16(op_a, op_b, m, n, k, real(1), A, lda, B, ldb, real(0), sums.data(), m, {}, precision);
+  AddBiasTo16Bit(C, sums.data(), bias, n, m, precision);
+}
+
+void AddBiasTo16Bit(uint16_t* out, const real* sums, const real* bias, int N, int OC, int precision) {
+  const SixteenBitOutputs o{out, precision};
+#pragma omp parallel for
+  for (int n = 0; n < N; ++n) {
+    const int64_t row = int64_t{n} * OC;
+    for (int j = 0; j < OC; ++j) o.Set(row + j, bias != nullptr ? sums[row + j] + bias[j] : sums[row + j]);
+  }
+}
+
 void Copy16(uint16_t* dst, const uint16_t* src, int64_t n) {
   if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(uint16_t));
 }
 
 void Zero16(uint16_t* p, int64_t n) {
   if (n > 0) std::memset(p, 0, static_cast<size_t>(n) * sizeof(uint16_t));
-}
-
-void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision) {
-#pragma omp parallel for
-  for (int n = 0; n < N; ++n) {
-    for (int j = 0; j < OC; ++j) {
-      out[int64_t{n} * OC + j] = To16BitValue(static_cast<float>(RoundTo(row[j], precision)), precision);
-    }
-  }
 }
 
 uint16_t* OpScratch16(Scratch16 slot, size_t values) {

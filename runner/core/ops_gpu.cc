@@ -262,12 +262,10 @@ __global__ void GeluBackward16Kernel(uint16_t* dinp, const uint16_t* inp, const 
   const SixteenBitOutputs d{dinp, precision};
   TP_FOR_EACH(i, n) d.Set(i, GeluGrad(From16BitValue(inp[i], precision)) * From16BitValue(dout[i], precision));
 }
-// Block (x, y): 256 columns of rows y, y + gridDim.y, ...
-__global__ void FillRows16Kernel(uint16_t* out, const real* row, int N, int OC, int precision) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= OC) return;
-  const uint16_t value = To16BitValue(RoundTo(row[j], precision), precision);
-  for (int n = blockIdx.y; n < N; n += gridDim.y) out[int64_t{n} * OC + j] = value;
+__global__ void AddBiasTo16BitKernel(uint16_t* out, const real* sums, const real* bias, int64_t n, int OC,
+                                     int precision) {
+  const SixteenBitOutputs o{out, precision};
+  TP_FOR_EACH(i, n) o.Set(i, bias != nullptr ? sums[i] + bias[i % OC] : sums[i]);
 }
 __global__ void AddBiasKernel(real* out, const real* bias, int64_t n, int OC, int precision) {
   TP_FOR_EACH(i, n) out[i] = RoundTo(out[i] + bias[i % OC], precision);
@@ -836,6 +834,11 @@ void AddBias(real* out, const real* bias, int N, int OC, int precision) {
   if (n > 0) TP_LAUNCH(AddBiasKernel, Blocks(n), kThreads, out, bias, n, OC, precision);
 }
 
+void AddBiasTo16Bit(uint16_t* out, const real* sums, const real* bias, int N, int OC, int precision) {
+  const int64_t n = int64_t{N} * OC;
+  if (n > 0) TP_LAUNCH(AddBiasTo16BitKernel, Blocks(n), kThreads, out, sums, bias, n, OC, precision);
+}
+
 void BiasBackward(real* dbias, const real* dout, int N, int OC) {
   AddColumnSums("ColumnSums (bias gradient)", dbias, N, OC, Element{dout, OC});
 }
@@ -881,12 +884,6 @@ void Zero16(uint16_t* p, int64_t n) {
     gpu::ProfiledRegion profiled("memset (16-bit zeros)");
     Check(hipMemsetAsync(p, 0, n * sizeof(uint16_t), ComputeStream()), "hipMemsetAsync");
   }
-}
-
-void FillRows16(uint16_t* out, const real* row, int N, int OC, int precision) {
-  if (N == 0 || OC == 0) return;
-  const dim3 grid((OC + kThreads - 1) / kThreads, std::min(N, 65535));
-  TP_LAUNCH(FillRows16Kernel, grid, kThreads, out, row, N, OC, precision);
 }
 
 void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision) {
