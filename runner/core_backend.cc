@@ -140,6 +140,14 @@ class CoreTrial : public ProcessTrial {
     return core.is_object() && core.contains("status");
   }
 
+  // A core that never wrote its result: the last stage its log shows, so a hang says where.
+  std::string TimeoutNote() const override {
+    if (ResultWritten()) return "";
+    const std::string last = Shorten(LastLine(process().log_path));
+    return last.empty() ? " before writing its result, with nothing in its log"
+                        : " before writing its result; its log's last line: " + last;
+  }
+
   bool LaunchFailed() const {
     std::ifstream in(process().log_path, std::ios::binary);
     std::string line;
@@ -182,9 +190,22 @@ class CoreTrial : public ProcessTrial {
     }
     if (!(step > 0) || !std::isfinite(step)) return Finish(TrialStatus::kInvalid, "no step time measured");
     MeasuredStepTime(backend_.model(), step, layout_.World());
+    message += DevicesUnlikeTheProfile(core);
     if (core.contains("memory")) metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
     objective_ = step;
     return Finish(TrialStatus::kOk, message);
+  }
+
+  // A GPU node that shows another number of devices than the hardware profile says: said on the
+  // trial (its ranks shared devices the profile counts as separate, or left some idle), and kept
+  // in its details. Nothing for the CPU build, whose one "device" is the host.
+  std::string DevicesUnlikeTheProfile(const nlohmann::json& core) {
+    if (backend_.options().build == core::CoreBuild::kCpu || !core.contains("devices_per_node")) return "";
+    const nlohmann::json& shown = core["devices_per_node"];
+    if (!shown.is_number_integer() || shown.get<int>() == backend_.hardware().gpus_per_node) return "";
+    details_["devices"] = {{"node_shows", shown}, {"profile_says", backend_.hardware().gpus_per_node}};
+    return fmt::format("; the node shows {} device(s), hardware profile {} says {} per node", shown.get<int>(),
+                       backend_.hardware().name, backend_.hardware().gpus_per_node);
   }
 
   const CoreBackend& backend_;

@@ -34,7 +34,7 @@ std::optional<TrialResult> ProcessTrial::Poll() {
     group_->Stop(limits_.stop_grace_s);
     // "Every process" only once it is checked that none is left.
     const std::vector<pid_t> survivors = group_->Survivors();
-    const std::string killed = fmt::format("killed after the {:g} s timeout", limits_.timeout_s);
+    const std::string killed = fmt::format("killed after the {:g} s timeout{}", limits_.timeout_s, TimeoutNote());
     return Finish(TrialStatus::kTimeout, survivors.empty()
                                              ? fmt::format("{}, with every {} of the trial", killed, limits_.processes)
                                              : fmt::format("{}; {}", killed, SurvivorsText(survivors)));

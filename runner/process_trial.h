@@ -44,6 +44,9 @@ class ProcessTrial : public RunningTrial {
   // Whether the program has written a complete result that decides the trial (the safety net
   // above; false: the program's exit decides).
   virtual bool ResultWritten() const { return false; }
+  // What a timed-out trial had not done yet, said after "killed after the N s timeout" (e.g. "
+  // before it wrote result.json"); "" when there is nothing to add.
+  virtual std::string TimeoutNote() const { return ""; }
   // The trial's result, with the fields every trial has.
   std::optional<TrialResult> Finish(TrialStatus status, std::string message);
   // The safety net's check (Poll): nullopt while it does not apply or the grace runs.

@@ -14,7 +14,10 @@
 #  5. the phases from events: none negative, together no more than the step (staged DP = 2, and
 #     nccl on one rank);
 #  6. with two or more GPUs: --comm nccl with TP = 2, PP = 2 and DP = 2 (the bucket all-reduce on
-#     the communication stream) against one rank, one rank per GPU.
+#     the communication stream) against one rank, one rank per GPU;
+#  7. tunepar search --backend local end to end at world 1 and 2 on one GPU (budget $E2E_BUDGET, 6),
+#     report --shap and calibrate --from on each study (see the step).
+# Needs tunepar, tunepar-core and tunepar-core-cuda (and core_ops_cuda_test) in BUILD_DIR.
 #   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
 set -uo pipefail
 B=${1:-/tmp/tunepar-build}
@@ -23,6 +26,7 @@ mkdir -p "$O"
 MPI="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root) -x LD_LIBRARY_PATH"
 failed=0
 step() { echo; echo "== $*"; }
+want() { [[ "${STEPS:-1234567}" == *$1* ]]; }  # STEPS=7: only the end-to-end search
 compare() {  # compare DIR_A DIR_B FILE TOL WHAT
   python3 - "$@" <<'PY'
 import json, sys
@@ -51,8 +55,10 @@ PY
 }
 losses() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], r.get('status'), 'loss', r.get('loss'), r.get('error',''))" "$@"; }
 
+if want 1; then
 step "1. ops on the GPU against loops"
 "$B/core_ops_cuda_test" 2>&1 | tail -n 25 | tee "$O/ops.log" || failed=1
+fi
 
 run() {  # run DIR RANKS BINARY ARGS...
   local dir=$1 ranks=$2 bin=$3; shift 3
@@ -68,7 +74,7 @@ run() {  # run DIR RANKS BINARY ARGS...
 BF16_TOL=0.05  # bf16: both sides multiply the same 16-bit values with fp32 accumulation, in another order; a
                # last-bit fp32 difference flips a bf16 rounding (2^-8 relative) now and then, and a step has
                # dozens of roundings in sequence
-for precision in fp32 bf16; do
+want 2 && for precision in fp32 bf16; do
   tol=1e-5 ltol=1e-6; [ $precision = bf16 ] && tol=$BF16_TOL ltol=1e-4
   step "2. tiny model, $precision: GPU against CPU"
   run "$O/cpu-$precision" 1 "$B/tunepar-core" --model tiny --precision $precision
@@ -77,6 +83,7 @@ for precision in fp32 bf16; do
   compare_losses "$O/cpu-$precision" "$O/gpu-$precision" $ltol "GPU vs CPU $precision" || failed=1
 done
 
+if want 3; then
 step "3. two ranks on one GPU, --comm mpi-staged"
 single_rank_args() {  # what a layout's one-rank baseline shares with it
   echo "$1" | grep -oE -- '--(micro-batches|precision) [a-z0-9]+' | tr '\n' ' '
@@ -91,6 +98,9 @@ for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2 --zero 1" "--pp 2 --mi
   compare_losses "$O/one-$name" "$O/staged-$name" $ltol "staged $layout vs one rank" || failed=1
 done
 
+fi
+
+if want 4; then
 step "4. --comm nccl"
 run "$O/nccl-1" 1 "$B/tunepar-core-cuda" --model tiny --comm nccl
 compare "$O/one-tp2" "$O/nccl-1" gradients.json 1e-6 "nccl one rank vs staged one rank" || failed=1
@@ -98,7 +108,9 @@ rm -rf "$O/nccl-2"; mkdir -p "$O/nccl-2"
 $MPI -np 2 "$B/tunepar-core-cuda" --model tiny --tp 2 --comm nccl --steps 1 --warmup 0 -o "$O/nccl-2/result.json" -q 2> "$O/nccl-2/stderr"
 echo "two ranks, one GPU, --comm nccl: exit $? ($(tail -n 1 "$O/nccl-2/stderr"))"
 
-step "5. phases from events"
+fi
+
+want 5 && step "5. phases from events"
 check_phases() {  # check_phases RESULT_JSON WHAT
   python3 - "$@" <<'PY'
 import json, sys
@@ -112,14 +124,16 @@ print(f"{what}: mean step {step:.4f} s, phases " + ", ".join(f"{k} {v:.4f}" for 
 sys.exit(0 if ok else 1)
 PY
 }
+if want 5; then
 rm -rf "$O/phases"; mkdir -p "$O/phases"
 $MPI -np 2 "$B/tunepar-core-cuda" --model small --dp 2 --comm mpi-staged --steps 3 --warmup 1 -o "$O/phases/staged.json" -q 2> "$O/phases/staged.err"
 check_phases "$O/phases/staged.json" "staged DP = 2" || failed=1
 "$B/tunepar-core-cuda" --model small --comm nccl --steps 3 --warmup 1 -o "$O/phases/nccl.json" -q 2> "$O/phases/nccl.err"
 check_phases "$O/phases/nccl.json" "nccl one rank" || failed=1
+fi
 
 gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
-if [ "${gpus:-0}" -ge 2 ]; then
+if want 6 && [ "${gpus:-0}" -ge 2 ]; then
   step "6. --comm nccl, one rank per GPU ($gpus GPUs)"
   for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2" "--dp 2 --zero 1" "--pp 2 --micro-batches 2 --precision bf16"; do
     name=$(echo "$layout" | tr -d ' -')
@@ -131,9 +145,60 @@ if [ "${gpus:-0}" -ge 2 ]; then
   done
   $MPI -np 2 "$B/tunepar-core-cuda" --model small --dp 2 --comm nccl --steps 3 --warmup 1 -o "$O/phases/nccl-dp2.json" -q 2> "$O/phases/nccl-dp2.err"
   check_phases "$O/phases/nccl-dp2.json" "nccl DP = 2 (dp_comm: the exposed part)" || failed=1
-else
+elif want 6; then
   step "6. skipped: one GPU (--comm nccl with one rank per GPU needs two)"
 fi
+
+# 7. The product's own path: tunepar search --backend local measuring tunepar-core-cuda trials, at
+# world 1 and at world 2 on this one GPU (two ranks staged through the host), then report --shap and
+# calibrate --from on the study. Every trial must end ok, or oom only where the performance model
+# predicts the layout not to fit; none may be recorded by the runner's safety net (a core that
+# wrote its result and did not exit 10 s later); a calibration that refuses its fit (exit 10) is
+# reported, not a failure.
+e2e_trials() {  # e2e_trials STORE STUDY WORLD: check the study's trials; print each with its costs
+  "$B/tunepar" --store "$1" --json show "$2" --all > "$O/e2e/show-w$3.json" || { echo "show failed"; return 1; }
+  python3 - "$O/e2e/show-w$3.json" "$3" <<'PY'
+import json, sys
+j, world, bad = json.load(open(sys.argv[1])), sys.argv[2], 0
+for t in j["trials"]:
+    d = t.get("details") or {}
+    # The cap the trial ran under (a staged rank's share of the GPU, core/memory.h ShareOfDevice).
+    fits = (t.get("predicted_memory_bytes") or 0) <= (d.get("memory", {}).get("cap_bytes") or float("inf"))
+    ok = t["status"] == "ok" or (t["status"] == "oom" and not fits)
+    netted = "ended_after_result" in d
+    print(f"world {world} trial {t['number']}: {t['status']} {t['layout']} step {t.get('step_time_s')} s, "
+          f"start-up {d.get('startup', {}).get('total_s')} s, comm {d.get('comm')}" +
+          ("" if ok else f": FAIL ({t.get('message')})") + (": FAIL (recorded by the safety net)" if netted else ""))
+    bad += (not ok) + netted
+print(f"world {world}: {len(j['trials'])} trials, {bad} failing the check")
+sys.exit(1 if bad or not j["trials"] else 0)
+PY
+}
+E2E_HARDWARE=${E2E_HARDWARE:-dgx-h100}  # (local-cpu with E2E_CORE=$B/tunepar-core: the same check on a CPU)
+want 7 && step "7. tunepar search --backend local end to end (one GPU)"
+want 7 && rm -rf "$O/e2e" && mkdir -p "$O/e2e"
+want 7 && for world in 1 2; do
+  start=$(date +%s)
+  "$B/tunepar" --store "$O/e2e/store" search --backend local --world $world --model ${E2E_MODEL:-small} \
+    --hardware "$E2E_HARDWARE" ${E2E_CORE:+--core "$E2E_CORE"} --budget ${E2E_BUDGET:-6} --steps 3 --warmup 1 \
+    --timeout 120 --node-id gpu > "$O/e2e/search-w$world.out" 2>&1
+  rc=$?
+  echo "search world $world: exit $rc in $(( $(date +%s) - start )) s; $(tail -n 2 "$O/e2e/search-w$world.out" | head -n 1)"
+  [ $rc = 0 ] || { tail -n 5 "$O/e2e/search-w$world.out"; failed=1; }
+  study=$("$B/tunepar" --store "$O/e2e/store" --json list | python3 -c "import json,sys; print([s['study'] for s in json.load(sys.stdin) if s['world'] == $world][0])")
+  e2e_trials "$O/e2e/store" "$study" $world || failed=1
+  "$B/tunepar" --store "$O/e2e/store" report "$study" --shap > "$O/e2e/report-w$world.txt" 2>&1 \
+    || { echo "report --shap world $world failed: $(tail -n 1 "$O/e2e/report-w$world.txt")"; failed=1; }
+  grep -E "^(start-up|communication)" "$O/e2e/report-w$world.txt"
+  "$B/tunepar" --store "$O/e2e/store" calibrate --from "$study" --hardware "$E2E_HARDWARE" -o "$O/e2e/fitted-w$world.toml" \
+    > "$O/e2e/calibrate-w$world.out" 2>&1
+  rc=$?
+  case $rc in
+    0) echo "calibrate world $world: fitted ($(grep -m1 -iE 'spearman|error' "$O/e2e/calibrate-w$world.out"))" ;;
+    10) echo "calibrate world $world: fit refused (exit 10, reported): $(tail -n 1 "$O/e2e/calibrate-w$world.out")" ;;
+    *) echo "calibrate world $world: exit $rc: $(tail -n 2 "$O/e2e/calibrate-w$world.out")"; failed=1 ;;
+  esac
+done
 
 echo
 [ $failed = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILED (see above)"

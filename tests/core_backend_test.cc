@@ -95,6 +95,11 @@ TEST(LocalBackend, CrashOomHangAndDeviceFailureAreDataAndTheSearchGoesOn) {
   EXPECT_EQ(trials[1].status, "oom") << trials[1].message;
   EXPECT_NE(trials[1].message.find("out of memory"), std::string::npos) << trials[1].message;
   EXPECT_EQ(trials[2].status, "timeout") << trials[2].message;
+  // Bad input "a trial that never writes a result": one line naming it and where the log stopped.
+  EXPECT_NE(trials[2].message.find("killed after the 8 s timeout before writing its result; its log's last line: "
+                                   "tunepar-core: rank 1: injected fault 'hang' at step"),
+            std::string::npos)
+      << trials[2].message;
   // A failed device call: the core's own line from its result.json.
   EXPECT_EQ(trials[3].status, "crash") << trials[3].message;
   EXPECT_EQ(trials[3].message, "rank 0: injected device fault");
@@ -142,6 +147,22 @@ TEST(LocalBackend, AWorldOneStudySaysOneRankPerNodeAndFailuresGetTheCoresHint) {
             0);
   const testing::CliRun report = RunTunepar("--store " + store + " report");
   EXPECT_NE(report.out.find("; 1 rank per node, as the trials ran"), std::string::npos) << report.out;
+  // Bad input "a profile whose device count differs from what the machine shows": said on the
+  // trial (the core's host counts as one device; the profile's 8 H100s are not there).
+  const std::vector<Trial> trials = Trials(store, OnlyStudy(store));
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_NE(trials[0].message.find("; the node shows 1 device(s), hardware profile dgx-h100 says 8 per node"),
+            std::string::npos)
+      << trials[0].message;
+  EXPECT_EQ(trials[0].details["devices"]["node_shows"], 1) << trials[0].details.dump();
+  // What each trial cost beyond its steps, and how it ran: in show's table and the report.
+  EXPECT_TRUE(trials[0].details["startup"]["total_s"].is_number()) << trials[0].details.dump();
+  EXPECT_NE(report.out.find("start-up (process start to first step, tunepar-core's clock): "), std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("communication, as the core chose it for each trial's placement: "), std::string::npos)
+      << report.out;
+  const testing::CliRun show = RunTunepar("--store " + store + " show");
+  EXPECT_NE(show.out.find("comm  start-up s"), std::string::npos) << show.out;
   const nlohmann::json j = nlohmann::json::parse(RunTunepar("--store " + store + " --json report").out, nullptr, false);
   EXPECT_EQ(j["ranks_per_node"], 1) << j.dump().substr(0, 400);
   const testing::CliRun failing =

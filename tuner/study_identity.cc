@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "base/provenance.h"
@@ -105,6 +106,34 @@ store::StudyRecord MakeStudyRecord(const Problem& p, const StudySettings& s, std
   r.acquisition = s.acquisition;
   r.pinned_knobs = s.pinned_knobs;
   return r;
+}
+
+namespace {
+
+// The backend settings without what the program's build can run (core.knobs, the pinned knobs):
+// two studies equal in these and in their inputs differ only by the build they ran on.
+std::string SettingsBesidesBuild(const std::string& settings) {
+  nlohmann::json j = nlohmann::json::parse(settings, nullptr, false);
+  if (!j.is_object() || !j.contains("core") || !j["core"].is_object()) return settings;
+  j["core"].erase("knobs");
+  return j.dump();
+}
+
+}  // namespace
+
+const store::StudyRecord* SameInputsOtherBuild(const std::vector<store::StudyRecord>& studies,
+                                               const store::StudyRecord& proposed) {
+  for (const store::StudyRecord& s : studies) {
+    if (s.pinned_knobs == proposed.pinned_knobs || s.world != proposed.world || s.objective != proposed.objective ||
+        s.backend != proposed.backend)
+      continue;
+    if (CanonicalToml(s.model_toml) != CanonicalToml(proposed.model_toml) ||
+        CanonicalToml(s.hardware_toml) != CanonicalToml(proposed.hardware_toml) ||
+        CanonicalToml(s.space_toml) != CanonicalToml(proposed.space_toml))
+      continue;
+    if (SettingsBesidesBuild(s.backend_settings) == SettingsBesidesBuild(proposed.backend_settings)) return &s;
+  }
+  return nullptr;
 }
 
 }  // namespace tunepar

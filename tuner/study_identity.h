@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/records.h"
 #include "tuner/problem.h"
@@ -36,5 +37,11 @@ std::string DefaultStudyName(const Problem& problem, const StudySettings& settin
 
 store::StudyRecord MakeStudyRecord(const Problem& problem, const StudySettings& settings, std::string id,
                                    std::string name, std::string node_id);
+
+// A stored study of the same inputs (model, hardware, space, world, objective, backend and its
+// settings) run by a build that fixed other knobs (e.g. fa0 before the build gained a fused
+// attention): its id differs, so a search with this build starts a new study and names this one.
+const store::StudyRecord* SameInputsOtherBuild(const std::vector<store::StudyRecord>& studies,
+                                               const store::StudyRecord& proposed);
 
 }  // namespace tunepar

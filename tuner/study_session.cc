@@ -5,6 +5,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "base/crash_point.h"
@@ -111,7 +112,14 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
         fmt::format("no study '{}' to resume in store '{}' (drop --resume-only to start it)", name, global.store));
   }
   *resumed = false;
-  return MakeStudyRecord(p.problem, p.settings, id, name, node_id);
+  store::StudyRecord made = MakeStudyRecord(p.problem, p.settings, id, name, node_id);
+  if (const store::StudyRecord* old = SameInputsOtherBuild(studies, made)) {
+    spdlog::warn("these inputs were searched as study '{}' (id {}) by a build of {} that ran with {} fixed; this one "
+                 "fixes {}: a new study, '{}'. The old study keeps its trials and its id (tunepar show {}).",
+                 OneLine(old->name), old->id, old->backend, old->pinned_knobs.empty() ? "no knob" : old->pinned_knobs,
+                 made.pinned_knobs.empty() ? "none" : made.pinned_knobs, OneLine(made.name), OneLine(old->name));
+  }
+  return made;
 }
 
 }  // namespace

@@ -398,6 +398,7 @@ int Run(const CoreOptions& given, const ProcessGrid& grid, const StartupMarks& m
   const int devices = DeviceCount();
   const CoreOptions o = WithPlacedComm(given, grid, devices);  // every rank: a collective
   nlohmann::json result = Describe(o, grid.world_size);
+  result["devices_per_node"] = devices;  // as rank 0's node shows them (the runner holds them against the profile)
   if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
   if (devices == 0) {
     if (grid.rank == 0) {
