@@ -496,7 +496,8 @@ __global__ void CrossEntropyLossKernel(real* row_max, const real* row_sum, const
 // Cross-entropy: one block per row of Vl logits, each rounded to `precision` as it is loaded
 // (RoundedValues: the LM head leaves its fp32 sums unrounded).
 __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                                        const int* targets, const real* global_max, int v0, int Vl, int precision) {
+                                        const int* targets, const real* global_max, int v0, int Vl,
+                                        int precision) {
   const int n = blockIdx.x;
   const RoundedValues l = RoundedValues{logits, precision} + int64_t{n} * Vl;
   if (global_max == nullptr) {
