@@ -696,6 +696,46 @@ TEST_F(Ops, VocabularyParallelCrossEntropyPieces) {
   }
 }
 
+// With 16-bit storage the LM head leaves its logits as fp32 sums and the cross-entropy rounds
+// each to the grid as it reads it: its statistics and gradients on the unrounded logits are,
+// bit for bit, those on the same logits rounded beforehand (and read as they are). The logits'
+// scale puts most of them off the grid, so reading them unrounded would show.
+TEST_F(Ops, CrossEntropyReadsTheLogitsRoundedToTheSixteenBitGrid) {
+  const int N = 5, Vl = 1000, v0 = 500;
+  const Values logits = Random(N * Vl, 3.0);
+  const std::vector<int> targets = {3, 600, 1499, 500, 0};
+  for (int precision : {1, 2}) {
+    SCOPED_TRACE(precision);
+    Values grid(logits);
+    for (real& x : grid) x = RoundTo(x, precision);
+    int off_grid = 0;
+    for (int k = 0; k < N * Vl; ++k) off_grid += grid[k] != logits[k];
+    ASSERT_GT(off_grid, N * Vl / 2);
+    DeviceArray raw(logits), rounded(grid), t(targets);
+    // As the head runs them: max, then sum and target logit against it, then the gradient.
+    auto statistics = [&](real* l, int read_as) {
+      DeviceArray stats(Zeros(3 * N));
+      real* row_max = stats.get();
+      CrossEntropyStats(row_max, nullptr, nullptr, l, t.ints(), nullptr, v0, N, Vl, read_as);
+      CrossEntropyStats(nullptr, row_max + N, row_max + 2 * N, l, t.ints(), row_max, v0, N, Vl, read_as);
+      return stats.Get();
+    };
+    const Values got = statistics(raw.get(), precision), want = statistics(rounded.get(), 0);
+    EXPECT_EQ(got, want) << "row max, sum of exponentials and target logit";
+    std::vector<double> log_sum(N);
+    for (int n = 0; n < N; ++n) log_sum[n] = std::log(double(want[N + n])) + want[n];
+    DeviceArray ls(Values(log_sum.begin(), log_sum.end()));
+    DeviceSixteenBit d16_raw(Zeros(N * Vl), precision), d16_grid(Zeros(N * Vl), precision);
+    CrossEntropyBackward16(d16_raw.get(), raw.get(), ls.get(), t.ints(), v0, real(0.5), N, Vl, precision);
+    CrossEntropyBackward16(d16_grid.get(), rounded.get(), ls.get(), t.ints(), v0, real(0.5), N, Vl, precision);
+    EXPECT_EQ(d16_raw.Get(), d16_grid.Get()) << "CrossEntropyBackward16";
+    DeviceArray d_raw(Zeros(N * Vl)), d_rounded(Zeros(N * Vl));
+    CrossEntropyBackward(d_raw.get(), raw.get(), ls.get(), t.ints(), v0, real(0.5), N, Vl, precision);
+    CrossEntropyBackward(d_rounded.get(), rounded.get(), ls.get(), t.ints(), v0, real(0.5), N, Vl, precision);
+    EXPECT_EQ(d_raw.Get(), d_rounded.Get()) << "CrossEntropyBackward";
+  }
+}
+
 // The loss from the all-reduced statistics, on the device: log_sum over row_max, and the rows'
 // losses summed in double into one device double (more rows than a GPU block has threads).
 TEST_F(Ops, CrossEntropyLossStaysOnTheDevice) {

@@ -298,7 +298,10 @@ void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G
   const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
   const int64_t NC = int64_t{N} * C;
   Buffer lnf = ctx.Activation(NC), mean = ctx.Statistics(N), rstd = ctx.Statistics(N);
-  // Logits in fp32 whatever the storage precision (the loss is computed in fp32).
+  // Logits in fp32 whatever the storage precision (the loss is computed in fp32): the LM head's
+  // GEMM sums as they come (one GEMM call); with 16-bit storage the cross-entropy rounds each
+  // to the grid as it reads it: the same numbers as a rounding pass over the N x Vl values,
+  // without that pass's traffic.
   Buffer logits(*ctx.allocator, MemoryCategory::kActivations, static_cast<size_t>(N) * Vl, 4.0);
   Buffer stats(*ctx.allocator, MemoryCategory::kWorkspace, 3 * static_cast<size_t>(N), 4.0);
   real* row_max = stats.data();
@@ -306,11 +309,11 @@ void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G
   real* target_logit = row_sum + N;
 
   Normalize(ctx, lnf, mean, rstd, x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3));
-  LinearInto(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, ctx.precision);
+  LinearInto(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, 0);
 
-  CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl);
+  CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl, ctx.precision);
   AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
-  CrossEntropyStats(nullptr, row_sum, target_logit, logits.data(), targets, row_max, v0, N, Vl);
+  CrossEntropyStats(nullptr, row_sum, target_logit, logits.data(), targets, row_max, v0, N, Vl, ctx.precision);
   AllReduceSum(row_sum, 2 * int64_t{N}, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
   CrossEntropyLoss(row_max, row_sum, target_logit, N, loss);  // row_max is log_sum per row now
   // dlogits at storage width, as the LM head's backward reads them: in place in fp32, or with

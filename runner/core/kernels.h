@@ -119,6 +119,16 @@ struct SixteenBitValues {
   TP_HOST_DEVICE SixteenBitValues operator+(int64_t offset) const { return {bits + offset, precision}; }
 };
 
+// ---- fp32 values read rounded to `precision` (0: as they are): the logits, which the LM head
+// leaves as its GEMM's fp32 sums and the cross-entropy reads on the 16-bit grid, so no pass
+// over N x V values rounds them first (the same numbers as rounding them in place).
+struct RoundedValues {
+  const real* p;
+  int precision;
+  TP_HOST_DEVICE real operator[](int64_t i) const { return RoundTo(p[i], precision); }
+  TP_HOST_DEVICE RoundedValues operator+(int64_t offset) const { return {p + offset, precision}; }
+};
+
 // ---- Where a row kernel writes its outputs: reals, or 16-bit numbers (16-bit storage), each
 // rounded to `precision` as it is written (fp32 arithmetic, one rounding). Read back as stored,
 // so an output that accumulates (a layer norm's input gradient) reads and writes one place.
@@ -255,14 +265,17 @@ TP_HOST_DEVICE inline void AttentionRowBackward(const real* qkv, const real* att
 // ---- Cross-entropy over a row of logits split over TP ranks by vocabulary (Megatron's
 // vocab-parallel cross-entropy): each rank holds Vl logits starting at token v0. The row's max
 // and sum of exponentials are combined over ranks by the caller (all-reduce MAX, then SUM);
-// loss = log_sum - logit[target], with the target's logit from the rank that holds it.
-TP_HOST_DEVICE inline real RowMax(const real* logits, int Vl) {
+// loss = log_sum - logit[target], with the target's logit from the rank that holds it. The
+// logits are `Values`: reals as they are, or RoundedValues (fp32 sums read on the 16-bit grid).
+template <typename Values>
+TP_HOST_DEVICE inline real RowMax(Values logits, int Vl) {
   real max = -INFINITY;
   for (int i = 0; i < Vl; ++i) max = logits[i] > max ? logits[i] : max;
   return max;
 }
 
-TP_HOST_DEVICE inline real RowSumExp(const real* logits, real max, int Vl) {
+template <typename Values>
+TP_HOST_DEVICE inline real RowSumExp(Values logits, real max, int Vl) {
   real sum = real(0.0);
   for (int i = 0; i < Vl; ++i) sum += Exp(logits[i] - max);
   return sum;
@@ -270,10 +283,10 @@ TP_HOST_DEVICE inline real RowSumExp(const real* logits, real max, int Vl) {
 
 // Row n's pass 1 (global_max null: its local max) or pass 2 (its sum of exp(logit - max) and
 // the target's logit when this rank holds it, else 0).
-TP_HOST_DEVICE inline void CrossEntropyStatsRow(real* row_max, real* row_sum, real* target_logit,
-                                                const real* logits, const int* targets,
-                                                const real* global_max, int v0, int n, int Vl) {
-  const real* l = logits + int64_t{n} * Vl;
+template <typename Values>
+TP_HOST_DEVICE inline void CrossEntropyStatsRow(real* row_max, real* row_sum, real* target_logit, Values logits,
+                                                const int* targets, const real* global_max, int v0, int n, int Vl) {
+  const Values l = logits + int64_t{n} * Vl;
   if (global_max == nullptr) {
     row_max[n] = RowMax(l, Vl);
   } else {
@@ -284,9 +297,11 @@ TP_HOST_DEVICE inline void CrossEntropyStatsRow(real* row_max, real* row_sum, re
 }
 
 // dlogits = (softmax - onehot(target)) * scale, with log_sum = log sum_j exp(logit_j) over the
-// whole vocabulary.
-TP_HOST_DEVICE inline void CrossEntropyRowBackward(const real* logits, real log_sum, int target, int v0,
-                                                   real* dlogits, real scale, int Vl) {
+// whole vocabulary. dlogits may be the logits' own storage (each logit is read before its
+// gradient is written).
+template <typename Values>
+TP_HOST_DEVICE inline void CrossEntropyRowBackward(Values logits, real log_sum, int target, int v0, real* dlogits,
+                                                   real scale, int Vl) {
   for (int i = 0; i < Vl; ++i) {
     dlogits[i] = (Exp(logits[i] - log_sum) - (i + v0 == target ? real(1.0) : real(0.0))) * scale;
   }

@@ -179,7 +179,8 @@ void MatmulBackward(real* dinp, real* dw, real* dbias, const real* dout, const r
                     int N, int C, int OC, int precision = 0, int round_dinp_to = 0);
 // The same with the layer's input, weights and output gradient in 16-bit storage (precision 1 or
 // 2), as block.h holds them: the GEMMs read them as they are. The output into reals (rounded to
-// `round_to`: 0 for a row-parallel layer's partial sum, the logits to the grid) or straight into
+// `round_to`: 0 for a row-parallel layer's partial sum and for the logits, which the
+// cross-entropy rounds as it reads them) or straight into
 // 16-bit storage (Gemm16Bias: the bias added to the fp32 sums, one rounding); the gradient
 // of the input written as 16-bit numbers, or (real dinp) left in fp32 unrounded: a
 // column-parallel layer's partial sum, all-reduced over TP before it is rounded.
@@ -252,14 +253,17 @@ void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* 
 
 // Vocabulary-parallel cross-entropy, rows of Vl logits (kernels.h): row_max (N), row_sum (N)
 // of exp(logit - max), target_logit (N: the logit of the target when this rank holds it, else 0).
+// The logits are the LM head's fp32 sums; with 16-bit storage (`precision` 1 or 2) each is
+// rounded to the 16-bit grid as it is read (kernels.h RoundedValues), arithmetic in fp32: the
+// result is that on logits rounded in place, with no pass over them before.
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                       const int* targets, const real* global_max, int v0, int N, int Vl);
+                       const int* targets, const real* global_max, int v0, int N, int Vl, int precision = 0);
 // The loss from the all-reduced statistics, on the device: row_max (N) becomes log_sum =
 // log(row_sum) + row_max per row, and *loss (one double, device memory) = the sum over the rows
 // of log_sum - target_logit, accumulated in double (read back once per step, not per micro-batch).
 void CrossEntropyLoss(real* row_max, const real* row_sum, const real* target_logit, int N, double* loss);
-// dlogits (N, Vl) = (softmax - onehot) * scale, log_sum (N) over the whole vocabulary.
-// (dlogits rounded to `precision`.)
+// dlogits (N, Vl) = (softmax - onehot) * scale, log_sum (N) over the whole vocabulary; the
+// logits read rounded to `precision` as above, dlogits rounded to it (may be the logits' storage).
 void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum, const int* targets, int v0,
                           real scale, int N, int Vl, int precision = 0);
 // The same written as 16-bit numbers (precision 1 or 2), what the LM head's backward GEMMs read.

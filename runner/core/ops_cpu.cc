@@ -450,10 +450,11 @@ void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* 
 }
 
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                       const int* targets, const real* global_max, int v0, int N, int Vl) {
+                       const int* targets, const real* global_max, int v0, int N, int Vl, int precision) {
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
-    CrossEntropyStatsRow(row_max, row_sum, target_logit, logits, targets, global_max, v0, n, Vl);
+    CrossEntropyStatsRow(row_max, row_sum, target_logit, RoundedValues{logits, precision}, targets, global_max, v0,
+                         n, Vl);
   }
 }
 
@@ -472,7 +473,8 @@ void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     real* d = dlogits + int64_t{n} * Vl;
-    CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, d, scale, Vl);
+    CrossEntropyRowBackward(RoundedValues{logits, precision} + int64_t{n} * Vl, log_sum[n], targets[n], v0, d, scale,
+                            Vl);
     for (int i = 0; i < Vl; ++i) d[i] = RoundTo(d[i], precision);
   }
 }
@@ -484,7 +486,8 @@ void CrossEntropyBackward16(uint16_t* dlogits, const real* logits, const real* l
     std::vector<real> row(static_cast<size_t>(Vl));
 #pragma omp for
     for (int n = 0; n < N; ++n) {
-      CrossEntropyRowBackward(logits + int64_t{n} * Vl, log_sum[n], targets[n], v0, row.data(), scale, Vl);
+      CrossEntropyRowBackward(RoundedValues{logits, precision} + int64_t{n} * Vl, log_sum[n], targets[n], v0,
+                              row.data(), scale, Vl);
       for (int i = 0; i < Vl; ++i) {
         dlogits[int64_t{n} * Vl + i] = To16BitValue(static_cast<float>(RoundTo(row[i], precision)), precision);
       }

@@ -493,11 +493,13 @@ __global__ void CrossEntropyLossKernel(real* row_max, const real* row_sum, const
   if (threadIdx.x == 0) *loss = partial[0];
 }
 
-// Cross-entropy: one block per row of Vl logits.
+// Cross-entropy: one block per row of Vl logits, each rounded to `precision` as it is loaded
+// (RoundedValues: the LM head leaves its fp32 sums unrounded).
 __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                                        const int* targets, const real* global_max, int v0, int Vl) {
+                                        const int* targets, const real* global_max, int v0, int Vl,
+                                        int precision) {
   const int n = blockIdx.x;
-  const real* l = logits + int64_t{n} * Vl;
+  const RoundedValues l = RoundedValues{logits, precision} + int64_t{n} * Vl;
   if (global_max == nullptr) {
     real m = -INFINITY;
     for (int i = threadIdx.x; i < Vl; i += kThreads) m = fmaxf(m, l[i]);
@@ -519,10 +521,10 @@ __global__ void CrossEntropyStatsKernel(real* row_max, real* row_sum, real* targ
 // dlogits written as Outputs (RealOutputs, or SixteenBitOutputs: straight into 16 bits).
 template <typename Outputs>
 __global__ void CrossEntropyBackwardKernel(Outputs dlogits, const real* logits, const real* log_sum,
-                                           const int* targets, int v0, real scale, int Vl) {
+                                           const int* targets, int v0, real scale, int Vl, int precision) {
   const int n = blockIdx.x;
   const int64_t row = int64_t{n} * Vl;
-  const real* l = logits + row;
+  const RoundedValues l = RoundedValues{logits, precision} + row;
   const real ls = log_sum[n];
   const int target = targets[n];
   for (int i = threadIdx.x; i < Vl; i += kThreads)
@@ -987,10 +989,10 @@ void EncoderBackward16(real* dwte, real* dwpe, const uint16_t* dout, const int* 
 }
 
 void CrossEntropyStats(real* row_max, real* row_sum, real* target_logit, const real* logits,
-                       const int* targets, const real* global_max, int v0, int N, int Vl) {
+                       const int* targets, const real* global_max, int v0, int N, int Vl, int precision) {
   if (N > 0) {
     TP_LAUNCH(CrossEntropyStatsKernel, N, kThreads, row_max, row_sum, target_logit, logits, targets, global_max,
-              v0, Vl);
+              v0, Vl, precision);
   }
 }
 
@@ -1002,7 +1004,7 @@ void CrossEntropyBackward(real* dlogits, const real* logits, const real* log_sum
                           real scale, int N, int Vl, int precision) {
   if (N > 0) {
     TP_LAUNCH(CrossEntropyBackwardKernel<RealOutputs>, N, kThreads, RealOutputs{dlogits, precision}, logits,
-              log_sum, targets, v0, scale, Vl);
+              log_sum, targets, v0, scale, Vl, precision);
   }
 }
 
@@ -1010,7 +1012,7 @@ void CrossEntropyBackward16(uint16_t* dlogits, const real* logits, const real* l
                             real scale, int N, int Vl, int precision) {
   if (N > 0) {
     TP_LAUNCH(CrossEntropyBackwardKernel<SixteenBitOutputs>, N, kThreads, SixteenBitOutputs{dlogits, precision},
-              logits, log_sum, targets, v0, scale, Vl);
+              logits, log_sum, targets, v0, scale, Vl, precision);
   }
 }
 
