@@ -194,7 +194,7 @@ want 7 && for world in 1 2; do
     > "$O/e2e/calibrate-w$world.out" 2>&1
   rc=$?
   case $rc in
-    0) echo "calibrate world $world: fitted ($(grep -m1 -iE 'spearman|error' "$O/e2e/calibrate-w$world.out"))" ;;
+    0) echo "calibrate world $world: fitted ($(grep -m1 'predicted vs measured step time' "$O/e2e/calibrate-w$world.out"))" ;;
     10) echo "calibrate world $world: fit refused (exit 10, reported): $(tail -n 1 "$O/e2e/calibrate-w$world.out")" ;;
     *) echo "calibrate world $world: exit $rc: $(tail -n 2 "$O/e2e/calibrate-w$world.out")"; failed=1 ;;
   esac

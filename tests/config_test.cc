@@ -195,36 +195,6 @@ TEST(Presets, ResolveNamesAndPaths) {
   EXPECT_EQ(file->text, kModel);
 }
 
-// Issue 29 item 4: a build that gains a capability (fa1) pins fewer knobs, so the same inputs make
-// a new study; the new study names the stored one, found by everything but the pinned knobs.
-TEST(StudyIdentity, ASearchOnABuildThatGainedAKnobFindsTheOldStudyOfTheSameInputs) {
-  auto record = [](const std::string& layers, const std::string& pinned, int world) {
-    store::StudyRecord r;
-    r.id = layers + pinned + std::to_string(world);
-    r.name = "study-" + r.id;
-    r.world = world;
-    r.backend = "local";
-    r.objective = "max_tokens_per_s";
-    r.model_toml = "name = \"m\"\nlayers = " + layers + "\n";
-    r.hardware_toml = "name = \"h\"\n";
-    r.space_toml = "name = \"s\"\n";
-    r.pinned_knobs = pinned;
-    r.backend_settings = R"({"core":{"knobs":")" + pinned + R"(","slice":"never","steps":3},"seed":1})";
-    return r;
-  };
-  const std::vector<store::StudyRecord> stored = {record("4", "sp0 vpp1 fa0", 8), record("2", "sp0 vpp1 fa0", 2),
-                                                  record("2", "sp0 vpp1 fa0", 1)};
-  const store::StudyRecord gained = record("2", "sp0 vpp1", 2);
-  const store::StudyRecord* old = SameInputsOtherBuild(stored, gained);
-  ASSERT_NE(old, nullptr);
-  EXPECT_EQ(old->name, stored[1].name);
-  EXPECT_EQ(SameInputsOtherBuild(stored, record("2", "sp0 vpp1 fa0", 2)), nullptr);  // the same build: itself
-  EXPECT_EQ(SameInputsOtherBuild(stored, record("3", "sp0 vpp1", 2)), nullptr);      // other inputs
-  store::StudyRecord other_steps = gained;
-  other_steps.backend_settings = R"({"core":{"knobs":"sp0 vpp1","slice":"never","steps":5},"seed":1})";
-  EXPECT_EQ(SameInputsOtherBuild(stored, other_steps), nullptr);  // other settings than the build's
-}
-
 }  // namespace
 }  // namespace tunepar
 

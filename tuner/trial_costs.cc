@@ -46,6 +46,11 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Whole seconds, as the trial's times are stored.
+std::string WallText(double seconds) {
+  return seconds < 1 ? "under 1 s" : fmt::format("{:.0f} s", seconds);
+}
+
 // "start-up 2.41 s median (1.90-3.10) over 6 trials; their wall time 14.0 s median".
 void AddStartup(const std::vector<TrialCosts>& costs, Report* report) {
   std::vector<double> startup, wall;
@@ -60,7 +65,7 @@ void AddStartup(const std::vector<TrialCosts>& costs, Report* report) {
       "start-up (process start to first step, tunepar-core's clock): {:.2f} s median ({:.2f}-{:.2f}) over {} "
       "trial{}{}\n",
       Median(startup), *low, *high, startup.size(), startup.size() == 1 ? "" : "s",
-      wall.empty() ? "" : fmt::format("; their whole run in the tuner {:.0f} s median", Median(wall)));
+      wall.empty() ? "" : fmt::format("; their whole run in the tuner (launch to end) {} median", WallText(Median(wall))));
   report->json["startup_s"] = {{"median", Median(startup)}, {"min", *low}, {"max", *high}, {"trials", startup.size()}};
   if (!wall.empty()) report->json["trial_wall_s"] = {{"median", Median(wall)}, {"trials", wall.size()}};
 }
