@@ -14,7 +14,11 @@
 #  5. the phases from events: none negative, together no more than the step (staged DP = 2, and
 #     nccl on one rank);
 #  6. with two or more GPUs: --comm nccl with TP = 2, PP = 2 and DP = 2 (the bucket all-reduce on
-#     the communication stream) against one rank, one rank per GPU.
+#     the communication stream) against one rank, one rank per GPU;
+#  7. fused attention (fa1) on sequences of 130 tokens (three tiles, the last partial): the GPU
+#     against the CPU build's fa1 (fp32: CUDA-core kernels; bf16: tensor cores), as in 2, and the
+#     attention kernels' milliseconds with and without fa1 on GPT-2 small's attention shape
+#     (bf16, T = 1024, hs 64; TUNEPAR_CORE_PROFILE=1) for the comparison with PyTorch's SDPA.
 #   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
 set -uo pipefail
 B=${1:-/tmp/tunepar-build}
@@ -134,6 +138,23 @@ if [ "${gpus:-0}" -ge 2 ]; then
 else
   step "6. skipped: one GPU (--comm nccl with one rank per GPU needs two)"
 fi
+
+step "7. fused attention (fa1)"
+printf 'name = "tiny-130"\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 130\nvocab = 256\nglobal_batch = 8\n' > "$O/tiny-130.toml"
+for precision in fp32 bf16; do
+  tol=1e-5 ltol=1e-6; [ $precision = bf16 ] && tol=$BF16_TOL ltol=1e-4
+  run "$O/cpu-fa1-$precision" 1 "$B/tunepar-core" --model "$O/tiny-130.toml" --precision $precision --flash-attention
+  run "$O/gpu-fa1-$precision" 1 "$B/tunepar-core-cuda" --model "$O/tiny-130.toml" --precision $precision --flash-attention
+  compare "$O/cpu-fa1-$precision" "$O/gpu-fa1-$precision" gradients.json $tol "fa1 GPU vs CPU $precision" || failed=1
+  compare_losses "$O/cpu-fa1-$precision" "$O/gpu-fa1-$precision" $ltol "fa1 GPU vs CPU $precision" || failed=1
+done
+printf 'name = "gpt2-attention"\nlayers = 2\nhidden = 768\nheads = 12\nseq_len = 1024\nvocab = 1024\nglobal_batch = 8\n' > "$O/gpt2-attention.toml"
+for fa in "" "--flash-attention"; do
+  TUNEPAR_CORE_PROFILE=1 "$B/tunepar-core-cuda" --model "$O/gpt2-attention.toml" --precision bf16 --micro-batches 1 \
+    --steps 5 --warmup 2 $fa -o "$O/attention${fa:+-fa1}.json" -q 2> "$O/attention${fa:+-fa1}.profile"
+  echo "GPT-2 small attention, bf16, B 8, T 1024 ${fa:-(fa0)}: exit $?; attention kernels (ms, all steps):"
+  grep -iE "attention|softmax|gemm" "$O/attention${fa:+-fa1}.profile" | head -n 8
+done
 
 echo
 [ $failed = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILED (see above)"
