@@ -1,5 +1,6 @@
 // Which knob values a trial program can run and tell apart. tunepar-core implements neither
-// sequence parallelism, interleaved pipeline stages nor flash attention; a training command
+// sequence parallelism nor interleaved pipeline stages (nor, in its HIP build, flash attention:
+// runner/core/supported_knobs.h); a training command
 // receives only what its template passes on (runner/command_backend.h). A study's space is
 // restricted to what its backend supports, so the search never proposes a layout that cannot be
 // measured or that would run the same program as another, and every reader of the study (report,
@@ -40,8 +41,9 @@ SpaceSpec Restrict(SpaceSpec space, const KnobSupport& support, int world);
 Status CheckSupported(const Layout& layout, const KnobSupport& support, std::string_view program);
 
 // As a study records it: the layout-key fragments of the allowed values, in knob order, e.g.
-// "sp0 vpp1 fa0" for tunepar-core, "rcnone rcfull vpp1" for a command that receives
-// {recompute=full?...} but not {vpp}; "" when the program runs and tells apart every value.
+// "sp0 vpp1" for tunepar-core ("sp0 vpp1 fa0" for its HIP build), "rcnone rcfull vpp1" for a
+// command that receives {recompute=full?...} but not {vpp}; "" when the program runs and tells
+// apart every value.
 std::string PinnedKnobs(const KnobSupport& support);
 // The inverse of PinnedKnobs.
 Result<KnobSupport> ParsePinnedKnobs(std::string_view text);

@@ -15,7 +15,11 @@
 #     nccl on one rank);
 #  6. with two or more GPUs: --comm nccl with TP = 2, PP = 2 and DP = 2 (the bucket all-reduce on
 #     the communication stream) against one rank, one rank per GPU;
-#  7. tunepar search --backend local end to end at world 1 and 2 on one GPU (budget $E2E_BUDGET, 6),
+#  7. fused attention (fa1) on sequences of 130 tokens (three tiles, the last partial): the GPU
+#     against the CPU build's fa1 (fp32: CUDA-core kernels; bf16: tensor cores), as in 2, and the
+#     attention kernels' milliseconds with and without fa1 on GPT-2 small's attention shape
+#     (bf16, T = 1024, hs 64; TUNEPAR_CORE_PROFILE=1) for the comparison with PyTorch's SDPA.
+#  8. tunepar search --backend local end to end at world 1 and 2 on one GPU (budget $E2E_BUDGET, 6),
 #     report --shap and calibrate --from on each study (see the step).
 # Needs tunepar, tunepar-core and tunepar-core-cuda (and core_ops_cuda_test) in BUILD_DIR.
 #   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
@@ -26,7 +30,7 @@ mkdir -p "$O"
 MPI="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root) -x LD_LIBRARY_PATH"
 failed=0
 step() { echo; echo "== $*"; }
-want() { [[ "${STEPS:-1234567}" == *$1* ]]; }  # STEPS=7: only the end-to-end search
+want() { [[ "${STEPS:-12345678}" == *$1* ]]; }  # STEPS=8: only the end-to-end search
 compare() {  # compare DIR_A DIR_B FILE TOL WHAT
   python3 - "$@" <<'PY'
 import json, sys
@@ -149,7 +153,26 @@ elif want 6; then
   step "6. skipped: one GPU (--comm nccl with one rank per GPU needs two)"
 fi
 
-# 7. The product's own path: tunepar search --backend local measuring tunepar-core-cuda trials, at
+if want 7; then
+step "7. fused attention (fa1)"
+printf 'name = "tiny-130"\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 130\nvocab = 256\nglobal_batch = 8\n' > "$O/tiny-130.toml"
+for precision in fp32 bf16; do
+  tol=1e-5 ltol=1e-6; [ $precision = bf16 ] && tol=$BF16_TOL ltol=1e-4
+  run "$O/cpu-fa1-$precision" 1 "$B/tunepar-core" --model "$O/tiny-130.toml" --precision $precision --flash-attention
+  run "$O/gpu-fa1-$precision" 1 "$B/tunepar-core-cuda" --model "$O/tiny-130.toml" --precision $precision --flash-attention
+  compare "$O/cpu-fa1-$precision" "$O/gpu-fa1-$precision" gradients.json $tol "fa1 GPU vs CPU $precision" || failed=1
+  compare_losses "$O/cpu-fa1-$precision" "$O/gpu-fa1-$precision" $ltol "fa1 GPU vs CPU $precision" || failed=1
+done
+printf 'name = "gpt2-attention"\nlayers = 2\nhidden = 768\nheads = 12\nseq_len = 1024\nvocab = 1024\nglobal_batch = 8\n' > "$O/gpt2-attention.toml"
+for fa in "" "--flash-attention"; do
+  TUNEPAR_CORE_PROFILE=1 "$B/tunepar-core-cuda" --model "$O/gpt2-attention.toml" --precision bf16 --micro-batches 1 \
+    --steps 5 --warmup 2 $fa -o "$O/attention${fa:+-fa1}.json" -q 2> "$O/attention${fa:+-fa1}.profile"
+  echo "GPT-2 small attention, bf16, B 8, T 1024 ${fa:-(fa0)}: exit $?; attention kernels (ms, all steps):"
+  grep -iE "attention|softmax|gemm" "$O/attention${fa:+-fa1}.profile" | head -n 8
+done
+fi
+
+# 8. The product's own path: tunepar search --backend local measuring tunepar-core-cuda trials, at
 # world 1 and at world 2 on this one GPU (two ranks staged through the host), then report --shap and
 # calibrate --from on the study. Every trial must end ok, or oom only where the performance model
 # predicts the layout not to fit; none may be recorded by the runner's safety net (a core that
@@ -175,9 +198,9 @@ sys.exit(1 if bad or not j["trials"] else 0)
 PY
 }
 E2E_HARDWARE=${E2E_HARDWARE:-dgx-h100}  # (local-cpu with E2E_CORE=$B/tunepar-core: the same check on a CPU)
-want 7 && step "7. tunepar search --backend local end to end (one GPU)"
-want 7 && rm -rf "$O/e2e" && mkdir -p "$O/e2e"
-want 7 && for world in 1 2; do
+want 8 && step "8. tunepar search --backend local end to end (one GPU)"
+want 8 && rm -rf "$O/e2e" && mkdir -p "$O/e2e"
+want 8 && for world in 1 2; do
   start=$(date +%s)
   "$B/tunepar" --store "$O/e2e/store" search --backend local --world $world --model ${E2E_MODEL:-small} \
     --hardware "$E2E_HARDWARE" ${E2E_CORE:+--core "$E2E_CORE"} --budget ${E2E_BUDGET:-6} --steps 3 --warmup 1 \

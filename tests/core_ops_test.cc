@@ -5,10 +5,12 @@
 // (beta 0 never reads C), and 16-bit inputs, so the calls the linear layers and attention make
 // (gemm_layers.cc) are pinned on the CPU before a GPU runs them.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -417,6 +419,138 @@ TEST_F(Ops, AttentionOnSixteenBitStorage) {
     ExpectClose(AsValues(y16.Get()), AsDoubles(y.Get()), 0, "AttentionForward16 y");
     ExpectClose(AsValues(att16.Get()), AsDoubles(att.Get()), 0, "AttentionForward16 probabilities");
     ExpectClose(AsValues(dqkv16.Get()), AsDoubles(dqkv.Get()), 0, "AttentionBackward16 dqkv");
+  }
+}
+
+// The log-sum-exp of each causal row of scaled scores, (B, NH, T), in double.
+std::vector<double> ReferenceLogSumExp(const Values& qkv, int B, int T, int Cl, int NH) {
+  const int hs = Cl / NH;
+  const double scale = 1 / std::sqrt(double(hs));
+  std::vector<double> lse;
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> s(t + 1);
+        double max = -INFINITY, sum = 0;
+        for (int u = 0; u <= t; ++u) {
+          double dot = 0;
+          for (int i = 0; i < hs; ++i)
+            dot += double(qkv[(int64_t{b} * T + t) * 3 * Cl + h * hs + i]) * qkv[(int64_t{b} * T + u) * 3 * Cl + Cl + h * hs + i];
+          max = std::max(max, s[u] = dot * scale);
+        }
+        for (double x : s) sum += std::exp(x - max);
+        lse.push_back(max + std::log(sum));
+      }
+    }
+  }
+  return lse;
+}
+
+// The largest |got - want| over the largest |want| (what ExpectClose bounds), as text for
+// RecordProperty (the measured errors land in --gtest_output=xml).
+std::string ScaledError(const Values& got, const std::vector<double>& want) {
+  double scale = 0, error = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(want[i]));
+    error = std::max(error, std::abs(got[i] - want[i]));
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2e", error / scale);
+  return text;
+}
+
+// Shapes of the fused attention tests: T = 70 and 130 end inside a 64-row tile (the causal tiles
+// past the diagonal skipped, the last one partial); head sizes 16, 24 (not a multiple of the
+// tensor cores' 16: the GPU's CUDA-core kernel) and 64 (GPT-2's, two values per lane).
+struct FlashCase {
+  int T, NH, hs;
+};
+std::string Name(const FlashCase& c) {
+  return "T" + std::to_string(c.T) + "_NH" + std::to_string(c.NH) + "_hs" + std::to_string(c.hs);
+}
+const FlashCase kFlashCases[] = {{70, 3, 16}, {130, 2, 64}, {130, 2, 24}};
+
+// Fused attention against the loops in fp32, two sequences of each shape above. Tolerance
+// 1e-5 of each output's largest, as for the unfused ops: only the order of fp32 sums differs
+// (the online softmax rescales partial sums; D = dO . O replaces sum_j P dP).
+TEST_F(Ops, FlashAttentionMatchesTheLoopsInFp32) {
+  for (const FlashCase& c : kFlashCases) {
+    SCOPED_TRACE(Name(c));
+    const int B = 2, T = c.T, NH = c.NH, Cl = c.NH * c.hs;
+    const Values qkv = Random(int64_t{B} * T * 3 * Cl), dy = Random(int64_t{B} * T * Cl);
+    DeviceArray q(qkv), d(dy), y(Zeros(int64_t{B} * T * Cl)), lse(Zeros(int64_t{B} * NH * T)),
+        dqkv(Filled(int64_t{B} * T * 3 * Cl, real(7)));  // overwritten, not accumulated
+    FlashAttentionForward(y.get(), lse.get(), q.get(), B, T, Cl, NH);
+    FlashAttentionBackward(dqkv.get(), d.get(), q.get(), y.get(), lse.get(), B, T, Cl, NH);
+    std::vector<double> want_y, want_dqkv;
+    ReferenceAttention(qkv, dy, B, T, Cl, NH, want_y, want_dqkv);
+    const std::vector<double> want_lse = ReferenceLogSumExp(qkv, B, T, Cl, NH);
+    ExpectClose(y.Get(), want_y, 1e-5, "FlashAttentionForward y");
+    ExpectClose(lse.Get(), want_lse, 1e-5, "FlashAttentionForward lse");
+    ExpectClose(dqkv.Get(), want_dqkv, 1e-5, "FlashAttentionBackward");
+    RecordProperty("fp32_" + Name(c) + "_y", ScaledError(y.Get(), want_y));
+    RecordProperty("fp32_" + Name(c) + "_dqkv", ScaledError(dqkv.Get(), want_dqkv));
+
+    // The unfused ops on the same inputs agree to the same fp32 rounding.
+    DeviceArray y0(Zeros(int64_t{B} * T * Cl)), att(Zeros(int64_t{B} * NH * T * T)),
+        dqkv0(Zeros(int64_t{B} * T * 3 * Cl));
+    AttentionForward(y0.get(), att.get(), q.get(), B, T, Cl, NH);
+    AttentionBackward(dqkv0.get(), d.get(), q.get(), att.get(), B, T, Cl, NH);
+    ExpectClose(y.Get(), AsDoubles(y0.Get()), 1e-5, "flash y against AttentionForward");
+    ExpectClose(dqkv.Get(), AsDoubles(dqkv0.Get()), 1e-5, "flash dqkv against AttentionBackward");
+  }
+}
+
+// fp16 and bf16 storage: the 16-bit forms (what block.cc calls) give the real-held forms' values,
+// exactly on the CPU (one loop, two readers); on a GPU the 16-bit forward runs on tensor cores and
+// the real-held one on CUDA cores, whose fp32 sums differ in order, so there within the bound
+// below. Outputs on the grid; against the loops and against the unfused
+// 16-bit ops within 1e-2 of each output's largest: both round the softmax weights and score
+// gradients to the 16-bit grid (2^-9 relative in bf16) before their products, the fused op the
+// running, not yet normalised, weights e^(s - m). Measured against the loops (CPU): y 1.5e-3,
+// dqkv 2.8e-3 (bf16); 2.2e-4, 3.9e-4 (fp16).
+TEST_F(Ops, FlashAttentionOnSixteenBitStorage) {
+  for (const FlashCase& c : kFlashCases) {
+    for (int precision : {1, 2}) {
+      SCOPED_TRACE(Name(c) + (precision == 1 ? " fp16" : " bf16"));
+      const int B = 2, T = c.T, NH = c.NH, Cl = c.NH * c.hs;
+      const Values qkv = Random(int64_t{B} * T * 3 * Cl, 1.0, precision);
+      const Values dy = Random(int64_t{B} * T * Cl, 1.0, precision);
+      DeviceArray q(qkv), d(dy), y(Zeros(int64_t{B} * T * Cl)), lse(Zeros(int64_t{B} * NH * T)),
+          dqkv(Zeros(int64_t{B} * T * 3 * Cl));
+      FlashAttentionForward(y.get(), lse.get(), q.get(), B, T, Cl, NH, precision);
+      FlashAttentionBackward(dqkv.get(), d.get(), q.get(), y.get(), lse.get(), B, T, Cl, NH, precision);
+      std::vector<double> want_y, want_dqkv;
+      ReferenceAttention(qkv, dy, B, T, Cl, NH, want_y, want_dqkv);
+      ExpectClose(y.Get(), want_y, 1e-2, "FlashAttentionForward 16-bit");
+      ExpectClose(lse.Get(), ReferenceLogSumExp(qkv, B, T, Cl, NH), 1e-5, "FlashAttentionForward 16-bit lse");
+      ExpectClose(dqkv.Get(), want_dqkv, 1e-2, "FlashAttentionBackward 16-bit");
+      const std::string name = (precision == 1 ? "fp16_" : "bf16_") + Name(c);
+      RecordProperty(name + "_y", ScaledError(y.Get(), want_y));
+      RecordProperty(name + "_dqkv", ScaledError(dqkv.Get(), want_dqkv));
+      for (const Values& stored : {y.Get(), dqkv.Get()}) {
+        for (real v : stored) ASSERT_EQ(v, RoundTo(v, precision));
+      }
+
+      DeviceArray y0(Zeros(int64_t{B} * T * Cl)), att(Zeros(int64_t{B} * NH * T * T)),
+          dqkv0(Zeros(int64_t{B} * T * 3 * Cl));
+      AttentionForward(y0.get(), att.get(), q.get(), B, T, Cl, NH, precision);
+      AttentionBackward(dqkv0.get(), d.get(), q.get(), att.get(), B, T, Cl, NH, precision);
+      ExpectClose(y.Get(), AsDoubles(y0.Get()), 1e-2, "flash y against the unfused 16-bit op");
+      ExpectClose(dqkv.Get(), AsDoubles(dqkv0.Get()), 1e-2, "flash dqkv against the unfused 16-bit op");
+
+      DeviceSixteenBit q16(qkv, precision), d16(dy, precision), y16(Zeros(int64_t{B} * T * Cl), precision),
+          dqkv16(Zeros(int64_t{B} * T * 3 * Cl), precision);
+      DeviceArray lse16(Zeros(int64_t{B} * NH * T));
+      FlashAttentionForward16(y16.get(), lse16.get(), q16.get(), B, T, Cl, NH, precision);
+      FlashAttentionBackward16(dqkv16.get(), d16.get(), q16.get(), y16.get(), lse16.get(), B, T, Cl, NH,
+                               precision);
+      const bool cpu = BackendName() == "cpu";
+      ExpectClose(AsValues(y16.Get()), AsDoubles(y.Get()), cpu ? 0 : 1e-2, "FlashAttentionForward16 y");
+      ExpectClose(lse16.Get(), AsDoubles(lse.Get()), cpu ? 0 : 1e-5, "FlashAttentionForward16 lse");
+      ExpectClose(AsValues(dqkv16.Get()), AsDoubles(dqkv.Get()), cpu ? 0 : 1e-2,
+                  "FlashAttentionBackward16 dqkv");
+    }
   }
 }
 

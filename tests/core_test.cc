@@ -255,6 +255,84 @@ TEST(CorePrecisionZero, SixteenBitWeightsAllGatherAnOddShard) {
   }
 }
 
+// ---- Fused attention (fa1).
+// The tiny model's shape with sequences of 130 tokens: three 64-row tiles, the last partial, so
+// the fused kernels' causal tile skipping and partial tiles run inside the training step.
+const std::string& LongSequenceModel() {
+  static TempDir dir;
+  static const std::string path = [] {
+    testing::WriteFile(dir / "tiny-130.toml",
+                       "name = \"tiny-130\"\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 130\nvocab = 256\n"
+                       "global_batch = 8\n");
+    return dir / "tiny-130.toml";
+  }();
+  return path;
+}
+
+// fa1 against fa0 in fp32, on one rank and on TP = 2, PP = 2 (recomputation none, selective and
+// full): the bounds of the layout tests (1e-5), since the fused attention changes only how fp32
+// sums are grouped (the online softmax's rescaled partial sums; D = dO . O for sum_j P dP), as a
+// layout does. Measured: losses to 4e-9 relative, gradients to 1e-6 of their tensor's largest.
+TEST(CoreFlashAttention, MatchesTheUnfusedRunOnOneRankAndOnTp2Pp2) {
+  const std::string model = "--model " + LongSequenceModel() + " ";
+  const CoreRun fa0 = RunCore(1, model + "--micro-batches 1");
+  ASSERT_EQ(fa0.process.exit_code, 0) << fa0.process.err;
+  const CoreRun fa1 = RunCore(1, model + "--micro-batches 1 --flash-attention");
+  ASSERT_EQ(fa1.process.exit_code, 0) << fa1.process.err;
+  EXPECT_EQ(fa1.result["layout"], "tp1-pp1-dp1-mbs8-nmb1-fp32-zero0-rcnone-sp0-vpp1-fa1");
+  ExpectLossesMatch(fa0, fa1, 1e-5);
+  ExpectGradientsMatch(fa0.gradients, fa1.gradients, 1e-5);
+  ExpectWeightsMatch(fa0.weights, fa1.weights, 1e-5, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
+  for (const char* recompute : {"none", "selective", "full"}) {
+    SCOPED_TRACE(recompute);
+    const CoreRun run = RunCore(4, model + "--tp 2 --pp 2 --micro-batches 2 --flash-attention --recompute " +
+                                       std::string(recompute));
+    ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+    ExpectLossesMatch(fa0, run, 1e-5);
+    ExpectGradientsMatch(fa0.gradients, run.gradients, 1e-5);
+    ExpectWeightsMatch(fa0.weights, run.weights, 1e-5, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
+  }
+}
+
+// In bf16 the fused op rounds the running softmax weights e^(s - m) to bf16 before P V where the
+// unfused one rounds the normalised probabilities, so single roundings differ by a bf16 ulp
+// (2^-8 relative), a few of which add up in a gradient: the loss to 1e-4 relative and the
+// gradients to 1.5e-2 of each tensor's largest (measured 8e-6 and 8.3e-3; a backward that
+// dropped D from dS moved the gradients by 2.1e-2, which the bf16 layout test's 5e-2 let pass).
+TEST(CoreFlashAttention, MatchesTheUnfusedRunInBf16WithinTheStorageRounding) {
+  const std::string model = "--model " + LongSequenceModel() + " --micro-batches 1 --precision bf16";
+  const CoreRun fa0 = RunCore(1, model);
+  ASSERT_EQ(fa0.process.exit_code, 0) << fa0.process.err;
+  const CoreRun fa1 = RunCore(1, model + " --flash-attention");
+  ASSERT_EQ(fa1.process.exit_code, 0) << fa1.process.err;
+  ExpectLossesMatch(fa0, fa1, 1e-4);
+  for (const auto& [name, a] : fa0.gradients) {
+    const std::vector<double>& b = fa1.gradients.at(name);
+    double g_max = 0, d_max = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      g_max = std::max(g_max, std::abs(a[i]));
+      d_max = std::max(d_max, std::abs(a[i] - b[i]));
+    }
+    EXPECT_LE(d_max, 1.5e-2 * g_max) << name;
+  }
+}
+
+// The T x T probabilities are gone from the activations: fa1 holds, per block and micro-batch,
+// B NH T log-sum-exps (fp32) where fa0 holds B NH T^2 probabilities (fp32 here), so its peak is
+// lower by exactly layers B NH T (T - 1) 4 bytes; selective recomputation, with nothing left to
+// recompute, holds what no recomputation does.
+TEST(CoreFlashAttention, KeepsNoScoreMatrices) {
+  auto activations = [](const std::string& args) {
+    const CoreRun run = RunCore(1, "--model " + LongSequenceModel() + " --micro-batches 1 " + args, false);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result["memory"]["peak_by_category"]["activations"].get<double>();
+  };
+  const double layers = 4, B = 8, NH = 4, T = 130;
+  const double fa1 = activations("--flash-attention");
+  EXPECT_EQ(activations("") - fa1, layers * B * NH * T * (T - 1) * 4);
+  EXPECT_EQ(activations("--flash-attention --recompute selective"), fa1);
+}
+
 // ---- Gradients against finite differences (fp64 build).
 
 TEST(CoreGradients, MatchFiniteDifferencesInFp64) {
@@ -266,6 +344,24 @@ TEST(CoreGradients, MatchFiniteDifferencesInFp64) {
   const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
   EXPECT_EQ(r["versions"]["arithmetic"], "fp64");
   EXPECT_GE(r["gradient_check"]["points"].get<int>(), 6 * 40);  // every tensor of 4 blocks
+  EXPECT_LT(r["gradient_check"]["max_rel_error"].get<double>(), 1e-5) << r["gradient_check"].dump();
+}
+
+// The fused attention's backward (recomputed probabilities, D = dO . O) against finite
+// differences, on two sequences of 70 tokens (two tiles, the second partial) through a smaller
+// model than tiny (the fp64 check of tiny-130 took six minutes).
+TEST(CoreGradients, FusedAttentionMatchesFiniteDifferencesInFp64) {
+  TempDir dir;
+  testing::WriteFile(dir / "small-70.toml",
+                     "name = \"small-70\"\nlayers = 2\nhidden = 32\nheads = 2\nseq_len = 70\nvocab = 64\n"
+                     "global_batch = 2\n");
+  const CliRun run = RunCommand(std::string(TUNEPAR_CORE_FP64) + " --model " + (dir / "small-70.toml") +
+                                " --flash-attention --steps 1 --warmup 0 -q --threads 1 --gradient-check 6 -o " +
+                                (dir / "r.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
+  EXPECT_EQ(r["layout"], "tp1-pp1-dp1-mbs2-nmb1-fp32-zero0-rcnone-sp0-vpp1-fa1");
+  EXPECT_GE(r["gradient_check"]["points"].get<int>(), 6 * 20);  // every tensor of 2 blocks
   EXPECT_LT(r["gradient_check"]["max_rel_error"].get<double>(), 1e-5) << r["gradient_check"].dump();
 }
 

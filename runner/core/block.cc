@@ -47,7 +47,11 @@ BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_sco
   a.ln1_mean = ctx.Statistics(N);
   a.ln1_rstd = ctx.Statistics(N);
   a.qkv = ctx.Activation(N * 3 * s.Cl);
-  if (keep_scores) a.att = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  if (ctx.flash_attention) {
+    a.lse = ctx.Statistics(static_cast<size_t>(ctx.B) * s.NHl * T);
+  } else if (keep_scores) {
+    a.att = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  }
   a.atty = ctx.Activation(N * s.Cl);
   a.res2 = ctx.Activation(N * C);
   a.ln2 = ctx.Activation(N * C);
@@ -68,7 +72,7 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
   w.dqkv = ctx.ActivationGradient(N * 3 * s.Cl);
   w.dfcg = ctx.ActivationGradient(N * s.Fl);
   w.dfch = ctx.ActivationGradient(N * s.Fl);
-  if (selective) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  if (selective && !ctx.flash_attention) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
   return w;
 }
 
@@ -135,6 +139,27 @@ void AttentionGradient(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, 
     AttentionBackward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, Cl, NHl);
   } else {
     AttentionBackward16(dqkv.bits16(), dy.bits16(), qkv.bits16(), att.bits16(), B, T, Cl, NHl, ctx.precision);
+  }
+}
+
+// Fused attention over the saved qkv: y and each row's log-sum-exp.
+void FlashAttention(const StageContext& ctx, Buffer& y, Buffer& lse, const Buffer& qkv) {
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  if (ctx.precision == 0) {
+    FlashAttentionForward(y.data(), lse.data(), qkv.data(), B, T, Cl, NHl);
+  } else {
+    FlashAttentionForward16(y.bits16(), lse.data(), qkv.bits16(), B, T, Cl, NHl, ctx.precision);
+  }
+}
+
+void FlashAttentionGradient(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv,
+                            const Buffer& y, const Buffer& lse) {
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  if (ctx.precision == 0) {
+    FlashAttentionBackward(dqkv.data(), dy.data(), qkv.data(), y.data(), lse.data(), B, T, Cl, NHl);
+  } else {
+    FlashAttentionBackward16(dqkv.bits16(), dy.bits16(), qkv.bits16(), y.bits16(), lse.data(), B, T, Cl, NHl,
+                             ctx.precision);
   }
 }
 
@@ -218,7 +243,11 @@ void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTen
   // add), so that any TP size rounds the same sums.
   Normalize(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
   Linear(ctx, a.qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl);
-  Attention(ctx, a.atty, att, a.qkv);
+  if (ctx.flash_attention) {
+    FlashAttention(ctx, a.atty, a.lse, a.qkv);
+  } else {
+    Attention(ctx, a.atty, att, a.qkv);
+  }
   LinearInto(ctx, partial, a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, Cl, C, 0);
   ctx.TpAllReduce(partial, NC);
   Residual(ctx, a.res2, x, partial);
@@ -252,12 +281,16 @@ void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, cons
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
   const Buffer* att = &a.att;
-  if (a.att.data() == nullptr) {  // selective recomputation (y is recomputed too, into datty)
+  if (!ctx.flash_attention && a.att.data() == nullptr) {  // selective recomputation (y too, into datty)
     Attention(ctx, w.datty, w.scores, a.qkv);
     att = &w.scores;
   }
   LinearGradient(ctx, w.datty, G, w.dres2, a.atty, W, {t.attproj_w, t.attproj_b}, Cl, C);
-  AttentionGradient(ctx, w.dqkv, w.datty, a.qkv, *att);
+  if (ctx.flash_attention) {
+    FlashAttentionGradient(ctx, w.dqkv, w.datty, a.qkv, a.atty, a.lse);
+  } else {
+    AttentionGradient(ctx, w.dqkv, w.datty, a.qkv, *att);
+  }
   LinearGradientPartial(ctx, partial, G, w.dqkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl);
   ctx.TpAllReduce(partial, NC);
   ctx.Store(partial, NC);

@@ -27,6 +27,9 @@ struct StageContext {
   Shard shard;
   int B = 1;          // micro-batch (sequences)
   int precision = 0;  // storage of weights and activations: 0 fp32, 1 fp16, 2 bf16
+  // Fused attention (ops.h FlashAttentionForward): a row's log-sum-exp is kept instead of its
+  // probabilities, and the backward recomputes them tile by tile; no T x T buffer at all.
+  bool flash_attention = false;
   TrackingAllocator* allocator = nullptr;
   PhaseClock* clock = nullptr;
   MPI_Comm tp_comm = MPI_COMM_NULL;
@@ -72,17 +75,20 @@ struct LinearTensors {
 // A block's saved activations for the backward pass (all but its input x): StageContext::
 // Activation (16-bit numbers with 16-bit storage, read as they are by the GEMMs, attention and
 // the row ops' 16-bit-input forms), but for the layer norms' mean and rstd
-// (StageContext::Statistics, fp32).
+// (StageContext::Statistics, fp32), and with fused attention its log-sum-exp (fp32 too).
 struct BlockActivations {
   Buffer ln1, ln1_mean, ln1_rstd;  // (N, C), (N), (N)
   Buffer qkv;                      // (N, 3 Cl)
-  Buffer att;                      // (B, NHl, T, T)
+  Buffer att;                      // (B, NHl, T, T): the probabilities (not with fused attention)
+  Buffer lse;                      // (B, NHl, T): fused attention's log-sum-exp per row
   Buffer atty;                     // (N, Cl)
   Buffer res2;                     // (N, C): the residual stream between attention and MLP
   Buffer ln2, ln2_mean, ln2_rstd;  // (N, C), (N), (N)
   Buffer fch, fcg;                 // (N, Fl) before and after GeLU
 };
-// keep_scores false (selective recomputation): no `att`; the passes use a shared scratch.
+// keep_scores false (selective recomputation): no `att`; the passes use a shared scratch. With
+// fused attention there is never an `att`, only `lse`, whatever keep_scores says: selective
+// recomputation then has nothing left to recompute.
 BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores);
 
 // Buffers a stage reuses across blocks and micro-batches. `partial` is a PartialSum: the
@@ -96,6 +102,7 @@ struct BlockWorkspace {
   Buffer dqkv;        // (N, 3 Cl)
   Buffer dfcg, dfch;  // (N, Fl)
   Buffer scores;      // (B, NHl, T, T): selective recomputation's attention probabilities
+                      // (none with fused attention)
 };
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 
@@ -105,8 +112,8 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 void BlockForward(const StageContext& ctx, const StageWeights& weights, const BlockTensors& t, const Buffer& x,
                   BlockActivations& a, BlockWorkspace& w, Buffer& out);
 // dx (an ActivationGradient): in, the gradient of the block's output; out, the gradient of its
-// input x. Without saved scores (selective recomputation) the attention's forward runs again
-// first.
+// input x. Without saved scores (selective recomputation, unfused attention) the attention's
+// forward runs again first.
 void BlockBackward(const StageContext& ctx, const StageWeights& weights, real* grads, const BlockTensors& t,
                    const Buffer& x, const BlockActivations& a, BlockWorkspace& w, Buffer& dx);
 

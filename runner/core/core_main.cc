@@ -156,6 +156,7 @@ TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
   t.precision = l.precision == Precision::kFp32 ? 0 : l.precision == Precision::kFp16 ? 1 : 2;
   t.zero1 = l.zero == 1;
   t.recompute = l.recompute == Recompute::kNone ? 0 : l.recompute == Recompute::kSelective ? 1 : 2;
+  t.flash_attention = l.flash_attention;
   t.lr = o.lr;
   t.seed = o.seed;
   return t;

@@ -64,6 +64,7 @@ struct CoreFlags {
   std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap, fault = "none",
               comm;
   int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0;
+  bool flash_attention = false;
 };
 
 void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
@@ -79,6 +80,8 @@ void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
       ->capture_default_str();
   app.add_option("--zero", f.zero, "ZeRO stage: 0 or 1 (optimizer states sharded over dp)")->capture_default_str();
   app.add_option("--recompute", f.recompute, "none | selective | full")->capture_default_str();
+  app.add_flag("--flash-attention", f.flash_attention,
+               "fused attention (fa1): no T x T probabilities kept or computed (CPU and CUDA builds)");
 }
 
 void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
@@ -148,6 +151,7 @@ Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   if (!r.ok()) return r.status().WithContext("--recompute");
   l.recompute = *r;
   l.zero = f.zero;
+  l.flash_attention = f.flash_attention;
   const int gb = o.model.global_batch;
   l.micro_batch = f.micro_batch;
   l.num_micro_batches = f.micro_batches;

@@ -219,6 +219,20 @@ void AttentionForward16(uint16_t* y, uint16_t* att, const uint16_t* qkv, int B, 
 void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
                          int Cl, int NHl, int precision);
 
+// Fused causal attention (flash_attention.h: the tiling and the online softmax), no T x T array
+// anywhere: y (B, T, Cl) from qkv (B, T, 3 Cl), rounded once to `precision`, and per (b, head,
+// row) the log-sum-exp of the row's scaled scores, lse (B, NHl, T; fp32), saved for the backward
+// in place of the probabilities. The backward recomputes the probabilities tile by tile from qkv
+// and lse, with D = rowsum(dy o y) (so it reads y too); dqkv (B, T, 3 Cl) is overwritten, rounded
+// to `precision`. The 16-bit forms read and write qkv, y, dy and dqkv as 16-bit numbers.
+void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0);
+void FlashAttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* y, const real* lse, int B,
+                            int T, int Cl, int NHl, int precision = 0);
+void FlashAttentionForward16(uint16_t* y, real* lse, const uint16_t* qkv, int B, int T, int Cl, int NHl,
+                             int precision);
+void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* y,
+                              const real* lse, int B, int T, int Cl, int NHl, int precision);
+
 // Outputs rounded to `precision`.
 void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision = 0);  // gelu'(inp) dout

@@ -1,6 +1,6 @@
 // What tunepar-core runs of a layout: tensor, pipeline (1F1B) and data parallelism, ZeRO-1,
-// micro-batches, precision and recomputation; neither sequence parallelism, interleaved stages
-// nor (yet) flash attention. The one statement of it, per build: the core's option parser checks
+// micro-batches, precision, recomputation and (CPU and CUDA builds) fused attention; neither
+// sequence parallelism nor interleaved stages. The one statement of it, per build: the core's option parser checks
 // layouts against its own build's, and the local and slurm backends restrict their studies to
 // the build they launch.
 #pragma once
@@ -35,16 +35,23 @@ inline std::optional<CoreBuild> CoreBuildNamed(std::string_view backend_name) {
   return std::nullopt;
 }
 
-// fa1 needs a fused attention kernel, which no build has yet: a GPU build that gains one
-// returns {0, 1} here (its studies then get new ids, as a new capability should).
-inline std::vector<int> FlashAttentionValues(CoreBuild /*build*/) { return {0}; }
+// fa1 needs a fused attention kernel (flash_attention.h): the CPU build has its twin, the CUDA
+// build its kernels (32-lane warps). The HIP build keeps fa0 until a kernel is written and
+// measured for AMD's 64-wide waves (flash_attention_gpu.cc compiles none under hipcc). A build
+// that gains fa1 gives its studies new ids, as a new capability should.
+inline std::vector<int> FlashAttentionValues(CoreBuild build) {
+  if (build == CoreBuild::kHip) return {0};
+  return {0, 1};
+}
 
-// sp0 vpp1, and fa0 unless the build has a fused attention: the knobs it does not implement, fixed off.
+// sp0 vpp1, and fa0 unless the build has a fused attention: the knobs it does not implement, fixed off
+// (a knob whose every value runs has no entry, as KnobSupport says: "sp0 vpp1" for the CPU and
+// CUDA builds, "sp0 vpp1 fa0" for the HIP build).
 inline KnobSupport SupportedKnobs(CoreBuild build) {
   KnobSupport support;
   support.Of(Knob::kSeqParallel) = {0};
   support.Of(Knob::kVirtualStages) = {1};
-  support.Of(Knob::kFlashAttention) = FlashAttentionValues(build);
+  if (const std::vector<int> fa = FlashAttentionValues(build); fa.size() == 1) support.Of(Knob::kFlashAttention) = fa;
   return support;
 }
 

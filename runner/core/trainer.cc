@@ -120,6 +120,7 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.shard = ShardOf(dims, grid.tp, grid.tp_rank, grid.pp, grid.pp_rank);
   ctx_.B = options.micro_batch;
   ctx_.precision = options.precision;
+  ctx_.flash_attention = options.flash_attention;
   ctx_.allocator = &allocator;
   ctx_.clock = &clock_;
   ctx_.tp_comm = grid.tp_comm;

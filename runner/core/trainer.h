@@ -32,6 +32,9 @@ struct TrainingOptions {
   // 0 none; 1 selective (attention scores recomputed in the backward pass); 2 full (only each
   // block's input is kept; the block's forward runs again before its backward).
   int recompute = 0;
+  // Fused attention (fa1): each row's log-sum-exp is kept instead of the attention probabilities
+  // (block.h), so selective recomputation has nothing to recompute.
+  bool flash_attention = false;
   double lr = 3e-4;  // constant
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;          // matrices only

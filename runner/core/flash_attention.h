@@ -1,0 +1,113 @@
+// Fused causal attention (FlashAttention-2, Dao 2023): the tiling and the per-tile maths that
+// the CPU twin (flash_attention_cpu.cc) and the CUDA kernels (flash_attention_gpu.cc) share, so
+// the CPU tests pin the GPU's algorithm. Nothing of size T x T is ever held: a query tile of
+// kFlashRows rows meets the key tiles of kFlashCols columns at or below the diagonal one at a
+// time, and the softmax is carried along each row as a running maximum and sum.
+//
+// Forward, for a query row i, over key tiles j (scores s = q.k / sqrt(hs), causal):
+//   m' = max(m, max_j s), l' = l e^(m - m') + sum_j e^(s - m'), o' = o e^(m - m') + P_j V_j
+//   y = o / l, lse = m + log l (saved: one fp32 value per row instead of its T probabilities).
+// Backward recomputes P = e^(s - lse) tile by tile; with D_i = dO_i . O_i (= sum_j P_ij dP_ij):
+//   dV += P^T dO, dP = dO V^T, dS = P (dP - D) / sqrt(hs), dQ += dS K, dK += dS^T Q.
+// One pass per key tile makes dK and dV, one per query tile makes dQ (no atomics).
+#pragma once
+
+#include <cmath>
+
+#include "runner/core/kernels.h"
+
+namespace tunepar::core {
+
+inline constexpr int kFlashRows = 64;  // Br: query rows per tile
+inline constexpr int kFlashCols = 64;  // Bc: key columns per tile
+
+TP_HOST_DEVICE inline int FlashTiles(int T, int tile) {
+  return (T + tile - 1) / tile;
+}
+// The last key tile a causal query tile reads (those past it lie above the diagonal: skipped).
+TP_HOST_DEVICE inline int LastKeyTile(int query_tile, int T) {
+  const int last_row = ((query_tile + 1) * kFlashRows < T ? (query_tile + 1) * kFlashRows : T) - 1;
+  return last_row / kFlashCols;
+}
+// The first query tile that reads key tile `key_tile`.
+TP_HOST_DEVICE inline int FirstQueryTile(int key_tile) {
+  return key_tile * kFlashCols / kFlashRows;
+}
+// Query row i sees key j when j <= i (and both are inside the sequence).
+TP_HOST_DEVICE inline bool Visible(int query, int key, int T) {
+  return key <= query && query < T;
+}
+
+// A call's shape: B sequences of T tokens, NHl heads of hs = Cl / NHl values, scale 1 / sqrt(hs).
+struct FlashShape {
+  int B, T, Cl, NHl, hs;
+  real scale;
+  int precision;  // the storage grid of the inputs and outputs (ops.h)
+};
+TP_HOST_DEVICE inline FlashShape FlashShapeOf(int B, int T, int Cl, int NHl, int precision) {
+  const int hs = Cl / NHl;
+  return {B, T, Cl, NHl, hs, real(1) / Sqrt(static_cast<real>(hs)), precision};
+}
+
+// Where one head's rows lie in a (B, T, ld) array: row t's hs values start at first + t ld.
+struct HeadRows {
+  int64_t first;
+  int ld;
+};
+// Part 0 (q), 1 (k) or 2 (v) of head h of sequence b in qkv (B, T, 3 Cl).
+TP_HOST_DEVICE inline HeadRows QkvRows(const FlashShape& s, int b, int h, int part) {
+  return {int64_t{b} * s.T * 3 * s.Cl + int64_t{part} * s.Cl + int64_t{h} * s.hs, 3 * s.Cl};
+}
+// Head h of sequence b in y, dy (B, T, Cl).
+TP_HOST_DEVICE inline HeadRows OutputRows(const FlashShape& s, int b, int h) {
+  return {int64_t{b} * s.T * s.Cl + int64_t{h} * s.hs, s.Cl};
+}
+// Row t of head h of sequence b in lse (B, NHl, T).
+TP_HOST_DEVICE inline int64_t LseIndex(const FlashShape& s, int b, int h, int t) {
+  return (int64_t{b} * s.NHl + h) * s.T + t;
+}
+
+// A query row's softmax so far: the running maximum of its scores and the sum of e^(s - max).
+struct RunningSoftmax {
+  real max = -INFINITY;
+  real sum = 0;
+};
+
+// Raises the running maximum to cover a tile whose largest visible score is `tile_max`; returns
+// e^(old max - new max), the factor the sum and the output accumulated so far are multiplied by
+// (0 before the row's first visible score, whose tile then starts the sums).
+TP_HOST_DEVICE inline real FoldTileMax(RunningSoftmax& row, real tile_max) {
+  const real new_max = tile_max > row.max ? tile_max : row.max;
+  const real factor = row.max == -INFINITY ? real(0) : Exp(row.max - new_max);
+  row.sum *= factor;
+  row.max = new_max;
+  return factor;
+}
+
+// The unnormalised weight of a score against the running maximum (0 where the key is hidden).
+TP_HOST_DEVICE inline real TileWeight(real score, real max, bool visible) {
+  return visible ? Exp(score - max) : real(0);
+}
+
+TP_HOST_DEVICE inline real LogSumExp(const RunningSoftmax& row) {
+  return row.max + Log(row.sum);
+}
+
+// The backward pass's probability, recomputed from the score and its row's log-sum-exp.
+TP_HOST_DEVICE inline real RecomputedProbability(real score, real lse, bool visible) {
+  return visible ? Exp(score - lse) : real(0);
+}
+
+// dS = P (dP - D) scale: the softmax's backward with D = rowsum(dO o O) in place of sum_j P dP.
+TP_HOST_DEVICE inline real ScoreGradient(real p, real dp, real d, real scale) {
+  return p * (dp - d) * scale;
+}
+
+// P and dS enter the next products as tensor cores read them: on the storage grid (16-bit
+// numbers), as the unfused path stores its probabilities and score gradients; the softmax sums
+// use them unrounded.
+TP_HOST_DEVICE inline real TileOperand(real value, int precision) {
+  return RoundTo(value, precision);
+}
+
+}  // namespace tunepar::core
