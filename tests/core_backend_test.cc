@@ -424,7 +424,8 @@ namespace {
 // The local study of a schema-1 store (tests/data/v1-store) was searched with a CPU core that
 // pinned "sp0 vpp1 fa0"; today's CPU core runs fused attention too (pinned "sp0 vpp1"), so the
 // same search is a new study (tiny-w4-17f06380) beside the migrated one, which keeps its id and
-// its two trials. (That the new study names the old one is the tuner's part, not this test's.)
+// its two trials, and is named by the new one; `--study` of the old one resumes it as it was made
+// (fa fixed at 0), under its id (issue 29 item 4, the id rule of the issue "A knob is one row").
 TEST(LocalBackend, AStudyFromSchemaOneStaysBesideTheStudyOfACoreWithFusedAttention) {
   testing::TempDir dir;
   const std::string store = dir / "s";
@@ -438,7 +439,25 @@ TEST(LocalBackend, AStudyFromSchemaOneStaysBesideTheStudyOfACoreWithFusedAttenti
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("study tiny-w4-17f06380 (new; 0 finished trials so far)"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("the budget of 2 trials is reached"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("these inputs were searched as study 'tiny-w4-4a864f6e' (id 4a864f6e"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("with sp0 vpp1 fa0 fixed; this one fixes sp0 vpp1: a new study, 'tiny-w4-17f06380'"),
+            std::string::npos)
+      << run.err;
   EXPECT_EQ(testing::Trials(store, "tiny-w4-4a864f6e").size(), 2u);
+  EXPECT_EQ(testing::Trials(store, "tiny-w4-17f06380").size(), 2u);
+  const testing::CliRun resumed = testing::RunTunepar(
+      "--store " + store + " search --backend local --world 4 --model " + data + "v1-store/model.toml --space " +
+      data + "v1-store/space.toml --hardware " + data +
+      "test-cpu.toml --budget 3 --steps 1 --warmup 0 --max-ranks 2 --slice auto --node-id n0 --study tiny-w4-4a864f6e "
+      "--core " + TUNEPAR_CORE);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.err.find("--study tiny-w4-4a864f6e: resuming it as it was made, with sp0 vpp1 fa0 fixed"),
+            std::string::npos)
+      << resumed.err;
+  const std::vector<testing::Trial> old = testing::Trials(store, "tiny-w4-4a864f6e");
+  ASSERT_EQ(old.size(), 3u);
+  for (const testing::Trial& t : old) EXPECT_NE(t.layout.find("-fa0"), std::string::npos) << t.layout;
   EXPECT_EQ(testing::Trials(store, "tiny-w4-17f06380").size(), 2u);
 }
 

@@ -121,18 +121,21 @@ std::string SettingsBesidesBuild(const std::string& settings) {
 
 }  // namespace
 
+bool SameInputsOtherBuild(const store::StudyRecord& s, const store::StudyRecord& proposed) {
+  if (s.pinned_knobs == proposed.pinned_knobs || s.world != proposed.world || s.objective != proposed.objective ||
+      s.backend != proposed.backend)
+    return false;
+  if (CanonicalToml(s.model_toml) != CanonicalToml(proposed.model_toml) ||
+      CanonicalToml(s.hardware_toml) != CanonicalToml(proposed.hardware_toml) ||
+      CanonicalToml(s.space_toml) != CanonicalToml(proposed.space_toml))
+    return false;
+  return SettingsBesidesBuild(s.backend_settings) == SettingsBesidesBuild(proposed.backend_settings);
+}
+
 const store::StudyRecord* SameInputsOtherBuild(const std::vector<store::StudyRecord>& studies,
                                                const store::StudyRecord& proposed) {
-  for (const store::StudyRecord& s : studies) {
-    if (s.pinned_knobs == proposed.pinned_knobs || s.world != proposed.world || s.objective != proposed.objective ||
-        s.backend != proposed.backend)
-      continue;
-    if (CanonicalToml(s.model_toml) != CanonicalToml(proposed.model_toml) ||
-        CanonicalToml(s.hardware_toml) != CanonicalToml(proposed.hardware_toml) ||
-        CanonicalToml(s.space_toml) != CanonicalToml(proposed.space_toml))
-      continue;
-    if (SettingsBesidesBuild(s.backend_settings) == SettingsBesidesBuild(proposed.backend_settings)) return &s;
-  }
+  for (const store::StudyRecord& s : studies)
+    if (SameInputsOtherBuild(s, proposed)) return &s;
   return nullptr;
 }
 

@@ -41,6 +41,9 @@ store::StudyRecord MakeStudyRecord(const Problem& problem, const StudySettings& 
 // A stored study of the same inputs (model, hardware, space, world, objective, backend and its
 // settings) run by a build that fixed other knobs (e.g. fa0 before the build gained a fused
 // attention): its id differs, so a search with this build starts a new study and names this one.
+// `--study NAME` of such a study resumes it as it was made (its stored pinned knobs rule what it
+// proposes; the build still runs them).
+bool SameInputsOtherBuild(const store::StudyRecord& stored, const store::StudyRecord& proposed);
 const store::StudyRecord* SameInputsOtherBuild(const std::vector<store::StudyRecord>& studies,
                                                const store::StudyRecord& proposed);
 

@@ -91,6 +91,16 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
   }
   const std::string id = StudyId(p.problem, p.settings);
   const std::string name = r.study.empty() ? DefaultStudyName(p.problem, p.settings, id) : r.study;
+  // --study NAME of a study these inputs made on a build that fixed other knobs: resumed as it was
+  // made (its stored pinned knobs rule its proposals), under its id.
+  if (const store::StudyRecord* named = FindByName(studies, r.study);
+      named != nullptr && !r.new_study && SameInputsOtherBuild(*named, MakeStudyRecord(p.problem, p.settings, id, name, node_id))) {
+    spdlog::warn("--study {}: resuming it as it was made, with {} fixed (this build would fix {})", OneLine(r.study),
+                 named->pinned_knobs.empty() ? "no knob" : named->pinned_knobs,
+                 p.settings.pinned_knobs.empty() ? "none" : p.settings.pinned_knobs);
+    *resumed = true;
+    return *named;
+  }
   if (const store::StudyRecord* existing = FindById(studies, id)) {
     if (r.new_study) return InternalError("--new produced an existing study id");
     if (!r.study.empty() && r.study != existing->name)
@@ -99,7 +109,8 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
     *resumed = true;
     return *existing;
   }
-  if (const store::StudyRecord* clash = FindByName(studies, name); clash != nullptr && (!r.study.empty() || r.new_study)) {
+  const store::StudyRecord* clash = FindByName(studies, name);
+  if (clash != nullptr && (!r.study.empty() || r.new_study)) {
     return InvalidArgument(fmt::format(
         "study '{}' already exists with a different model, hardware, space, world or search settings; choose "
         "another --study name",
