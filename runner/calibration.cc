@@ -35,15 +35,17 @@ Result<std::vector<RowFit>> EvaluateRuns(const std::vector<MeasuredRun>& runs, c
 
 std::vector<EfficiencyKey> DefaultFitSet(const std::vector<MeasuredRun>& runs,
                                          const HardwareProfile& profile) {
-  bool link = false, network = false;
+  bool link = false, network = false, flash = false;
   for (const MeasuredRun& r : runs) {
     const Layout& l = r.layout;
+    flash = flash || l.flash_attention;  // the fused attention's rate, measured where it ran
     const int per_node = std::max(profile.gpus_per_node, r.ranks_per_node);
     const bool spans_nodes = l.World() > per_node;
     link = link || l.tp > 1 || (!spans_nodes && (l.dp > 1 || l.pp > 1));
     network = network || (spans_nodes && (l.dp > 1 || l.pp > 1));
   }
   std::vector<EfficiencyKey> candidates = {EfficiencyKey::kGemmEfficiency};
+  if (flash) candidates.push_back(EfficiencyKey::kFlashEfficiency);
   if (link) candidates.push_back(EfficiencyKey::kLinkEfficiency);
   if (network) candidates.push_back(EfficiencyKey::kNetworkEfficiency);
   candidates.push_back(EfficiencyKey::kMemoryEfficiency);

@@ -116,6 +116,26 @@ TEST(CalibrationJudgement, NamesTooFewRunsOrErrorsThatDifferAsTheCause) {
   EXPECT_TRUE(Contains(differ.reason, "differ from run to run (-40% to +60%)")) << differ.reason;
 }
 
+// Issue 29 item 4: the performance model's flash terms calibrate against runs of the core's fused
+// attention (fa1), and are left alone by sweeps without it.
+TEST(CalibrationFitSet, FusedAttentionRunsFitTheFlashEfficiency) {
+  const runner::HardwareProfile profile = testing::PresetHardware("local-cpu");
+  auto run = [](bool flash) {
+    runner::MeasuredRun r;
+    r.layout = Layout{1, 1, 1, 8, 1, Precision::kBf16, 0, Recompute::kNone, false, 1, flash};
+    r.step_time_s = 1;
+    return r;
+  };
+  const std::vector<runner::MeasuredRun> without(8, run(false));
+  std::vector<runner::MeasuredRun> with = without;
+  with[3] = run(true);
+  auto has_flash = [](const std::vector<runner::EfficiencyKey>& keys) {
+    return std::find(keys.begin(), keys.end(), runner::EfficiencyKey::kFlashEfficiency) != keys.end();
+  };
+  EXPECT_FALSE(has_flash(runner::DefaultFitSet(without, profile)));
+  EXPECT_TRUE(has_flash(runner::DefaultFitSet(with, profile)));
+}
+
 TEST(CalibrationJudgement, ExitCodeTen) {
   EXPECT_EQ(ExitCode(StatusCode::kFitFailed), 10);
   EXPECT_EQ(kExitCalibrationFailed, 10);
