@@ -117,7 +117,9 @@ TEST(Forget, FailedTrialsOfAFixedSetupAreForgottenAndTheBudgetPaidBack) {
   for (const json& t : exported["trials"]) {
     if (t["role"] == "forgotten") crashed.insert(t["layout"].get<std::string>());
     if (t["status"] == "ok") ++ok, measured.insert(t["layout"].get<std::string>());
-    if (t["role"] == "first") EXPECT_GT(t["number"].get<int>(), 3) << "numbers of forgotten trials stay taken";
+    if (t["role"] == "first") {
+      EXPECT_GT(t["number"].get<int>(), 3) << "numbers of forgotten trials stay taken";
+    }
   }
   EXPECT_EQ(ok, 3);
   EXPECT_FALSE(std::none_of(crashed.begin(), crashed.end(), [&](const std::string& l) { return measured.count(l) > 0; }))

@@ -96,7 +96,7 @@ TEST(Claims, SixteenProcessesClaimOneLayoutAndExactlyOneWins) {
   const std::string store = dir / "s";
   const std::vector<int> codes = InProcesses(16, [&](int i) {
     LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 60);
-    Heartbeat(store, watch.self()).Beat();
+    if (!Heartbeat(store, watch.self()).Beat().ok()) return 9;  // the beat itself failed
     StudyClaims claims(store, "study", watch);
     EXPECT_TRUE(claims.Join(0).ok());
     Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
@@ -123,7 +123,7 @@ TEST(Claims, AnExpiredClaimIsTakenOverExactlyOnce) {
   const std::vector<int> codes = InProcesses(16, [&](int i) {
     LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 0.5);
     Heartbeat beat(store, watch.self());
-    beat.Beat();
+    if (!beat.Beat().ok()) return 9;
     StudyClaims claims(store, "study", watch);
     EXPECT_TRUE(claims.Join(0).ok());
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
@@ -133,14 +133,14 @@ TEST(Claims, AnExpiredClaimIsTakenOverExactlyOnce) {
       if (held->has_value()) {
         // Alive (beating) until every other process has given up.
         for (int k = 0; k < 25; ++k) {
-          beat.Beat();
+          if (!beat.Beat().ok()) return 9;
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
         return 0;
       }
       Result<std::map<std::string, int>> latest = LatestGenerations(store + "/claims/study/layouts");
       if (latest.ok() && (*latest)[std::string(kLayout) + ".m1"] > 1) return 1;  // another took it
-      beat.Beat();
+      if (!beat.Beat().ok()) return 9;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return 3;  // never judged the silent owner gone
@@ -154,7 +154,7 @@ TEST(Claims, AClaimOfAProcessThatEndedOnThisHostIsFreeAtOnce) {
   const std::string store = dir / "s";
   const std::vector<int> first = InProcesses(1, [&](int) {
     LeaseWatch watch(store, ThisProcess("gone"), 3600);
-    Heartbeat(store, watch.self()).Beat();
+    if (!Heartbeat(store, watch.self()).Beat().ok()) return 9;  // the beat itself failed
     StudyClaims claims(store, "study", watch);
     EXPECT_TRUE(claims.Join(0).ok());
     Result<std::optional<HeldClaim>> held = claims.ClaimLayout(kLayout, 1);
@@ -203,7 +203,7 @@ TEST(Claims, EightProcessesNeverHoldMoreSlotsThanTheBudget) {
   const std::string store = dir / "s";
   const std::vector<int> codes = InProcesses(8, [&](int i) {
     LeaseWatch watch(store, ThisProcess("n" + std::to_string(i)), 60);
-    Heartbeat(store, watch.self()).Beat();
+    if (!Heartbeat(store, watch.self()).Beat().ok()) return 9;  // the beat itself failed
     StudyClaims claims(store, "study", watch);
     EXPECT_TRUE(claims.Join(0).ok());
     int won = 0;
@@ -245,7 +245,7 @@ TEST(Claims, ASlowOwnerLearnsItsClaimWasTakenOver) {
   // owner is alive: its pid is this test's, so only the heartbeat can tell).
   const std::vector<int> codes = InProcesses(1, [&](int) {
     LeaseWatch watch(store, ThisProcess("fast"), 0.3);
-    Heartbeat(store, watch.self()).Beat();
+    if (!Heartbeat(store, watch.self()).Beat().ok()) return 9;  // the beat itself failed
     StudyClaims claims(store, "study", watch);
     EXPECT_TRUE(claims.Join(0).ok());
     for (int k = 0; k < 40; ++k) {
@@ -269,7 +269,7 @@ TEST(NodeIds, OfTwoProcessesTakingOneIdAtOnceExactlyOneRuns) {
   const std::string store = dir / "s";
   const std::vector<int> codes = InProcesses(8, [&](int) {
     LeaseWatch watch(store, ThisProcess("n0"), 60);
-    Heartbeat(store, watch.self()).Beat();
+    if (!Heartbeat(store, watch.self()).Beat().ok()) return 9;  // the beat itself failed
     Result<NodeOwnership> owner = NodeOwnership::Acquire(store, "s1", "", watch);
     if (!owner.ok()) return owner.status().message().find("n0") != std::string::npos ? 1 : 2;
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // still running when the others look
@@ -284,7 +284,7 @@ TEST(NodeIds, AnIdIsFreeOnceItsOwnerEndedAndRefusedWhileItLives) {
   const std::string store = dir / "s";
   ASSERT_EQ(InProcesses(1, [&](int) {
               LeaseWatch watch(store, ThisProcess("n0"), 3600);
-              Heartbeat(store, watch.self()).Beat();
+              if (!Heartbeat(store, watch.self()).Beat().ok()) return 9;  // the beat itself failed
               return NodeOwnership::Acquire(store, "s1", "", watch).ok() ? 0 : 1;  // killed without releasing
             })[0],
             0);
@@ -343,7 +343,7 @@ TEST(NodeIds, AnIdIsHeldPerStudyAndAnOlderTuneparsRecordHoldsEveryStudy) {
   ASSERT_TRUE(first.ok()) << first.status().message();
   const std::vector<int> codes = InProcesses(1, [&](int) {
     LeaseWatch w(store, ThisProcess("n0"), 3600);
-    Heartbeat(store, w.self()).Beat();
+    if (!Heartbeat(store, w.self()).Beat().ok()) return 9;  // the beat itself failed
     const bool other_study = NodeOwnership::Acquire(store, "s2", "", w).ok();
     Result<NodeOwnership> same = NodeOwnership::Acquire(store, "s1", "", w);
     const bool refused = !same.ok() && same.status().message().find("for study s1") != std::string::npos;
@@ -355,7 +355,7 @@ TEST(NodeIds, AnIdIsHeldPerStudyAndAnOlderTuneparsRecordHoldsEveryStudy) {
   ASSERT_TRUE(ReplaceFile(store + "/nodes/n0.g1", OwnerLines(watch.self()) + "state=running\nwork_dir=\n").ok());
   const std::vector<int> blocked = InProcesses(1, [&](int) {
     LeaseWatch w(store, ThisProcess("n0"), 3600);
-    Heartbeat(store, w.self()).Beat();
+    if (!Heartbeat(store, w.self()).Beat().ok()) return 9;  // the beat itself failed
     Result<NodeOwnership> o = NodeOwnership::Acquire(store, "s3", "", w);
     return !o.ok() && o.status().message().find("for every study (an older tunepar)") != std::string::npos ? 0 : 1;
   });

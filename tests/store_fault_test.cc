@@ -96,7 +96,9 @@ void MakeStore(const std::string& store, int64_t published, int64_t live, size_t
   ASSERT_TRUE(w->PutStudy(Study()).ok());
   ASSERT_TRUE(w->PutTrials(Trials("n0", 1, published, details_bytes)).ok());
   ASSERT_TRUE(w->Publish().ok());
-  if (live > published) ASSERT_TRUE(w->PutTrials(Trials("n0", published + 1, live, details_bytes)).ok());
+  if (live > published) {
+    ASSERT_TRUE(w->PutTrials(Trials("n0", published + 1, live, details_bytes)).ok());
+  }
 }
 
 // The published copy reads back whole: every one of its trials, no warning.

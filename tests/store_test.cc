@@ -245,7 +245,9 @@ TEST(Store, ShardFromANewerSchemaIsSkippedByReadersAndStopsItsOwnNode) {
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kSchemaTooNew);
   for (const auto& [path, content] : before)
-    if (path.find("/n0/") != std::string::npos) EXPECT_EQ(testing::ReadFile(path), content) << path;
+    if (path.find("/n0/") != std::string::npos) {
+      EXPECT_EQ(testing::ReadFile(path), content) << path;
+    }
 }
 
 TEST(Store, WorkFileIsRestoredFromTheSnapshotWhenLost) {
