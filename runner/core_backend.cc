@@ -67,6 +67,27 @@ const std::regex kLaunchFailure(
 
 
 
+// result.json read by type: a key that is missing or holds another type reads as nothing, never
+// an exception (--core may run another binary, or one that was killed mid-write).
+const nlohmann::json* FieldIn(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+std::optional<double> NumberIn(const nlohmann::json& j, const char* key) {
+  const nlohmann::json* v = FieldIn(j, key);
+  return v != nullptr && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+}
+std::optional<std::string> TextIn(const nlohmann::json& j, const char* key) {
+  const nlohmann::json* v = FieldIn(j, key);
+  return v != nullptr && v->is_string() ? std::optional<std::string>(v->get<std::string>()) : std::nullopt;
+}
+const nlohmann::json& ObjectIn(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kNone = nlohmann::json::object();
+  const nlohmann::json* v = FieldIn(j, key);
+  return v != nullptr && v->is_object() ? *v : kNone;
+}
+
 class CoreTrial : public ProcessTrial {
  public:
   CoreTrial(const CoreBackend& backend, Layout layout, TrialPlan plan, TrialContext context, ProcessOptions process)
@@ -95,8 +116,8 @@ class CoreTrial : public ProcessTrial {
     const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
     // The core's own last word, not a teardown stage it reached after it.
     const std::string last = Shorten(LastLine(process().log_path, core::kTeardownMarker));
-    if (core.is_object() && core.contains("status")) {
-      if (std::optional<TrialResult> result = FromCoreResult(core, exit)) return result;
+    if (const std::optional<std::string> status = TextIn(core, "status")) {
+      if (std::optional<TrialResult> result = FromCoreResult(core, *status, exit)) return result;
     }
     if (!exit.signaled && exit.code == 2) return Finish(TrialStatus::kInvalid, "tunepar-core rejected the trial: " + last);
     if (!exit.signaled && exit.code == 3) return Finish(TrialStatus::kOom, last);
@@ -109,23 +130,24 @@ class CoreTrial : public ProcessTrial {
   }
 
   // The outcome the core's result.json states (nullopt: it states none that decides).
-  std::optional<TrialResult> FromCoreResult(const nlohmann::json& core, const ExitInfo& exit) {
-    details_["core"] = {{"status", core["status"]}};
-    if (core.contains("comm")) details_["comm"] = core["comm"];  // as the core chose it for the placement
-    if (core.contains("memory")) details_["memory"] = core["memory"];
-    if (core.contains("phases")) details_["phases"] = core["phases"];
-    if (core.contains("placement")) ReadPlacement(core["placement"]);
-    if (core.contains("startup")) details_["startup"] = core["startup"];  // process start to first step
-    const std::string status = core["status"];
+  std::optional<TrialResult> FromCoreResult(const nlohmann::json& core, const std::string& status,
+                                            const ExitInfo& exit) {
+    details_["core"] = {{"status", status}};
+    if (const auto comm = TextIn(core, "comm")) details_["comm"] = *comm;  // as the core chose it for the placement
+    for (const char* part : {"memory", "phases", "startup"})  // startup: process start to first step
+      if (!ObjectIn(core, part).empty()) details_[part] = ObjectIn(core, part);
+    if (const nlohmann::json* placement = FieldIn(core, "placement"); placement != nullptr && placement->is_array())
+      ReadPlacement(*placement);
+    const auto said = [&](const char* otherwise) { return TextIn(core, "error").value_or(otherwise); };
     if (status == "oom") {
-      if (core["memory"].contains("peak_bytes")) metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
-      return Finish(TrialStatus::kOom, core.value("error", "out of memory"));
+      metrics_.peak_memory_bytes = NumberIn(ObjectIn(core, "memory"), "peak_bytes");
+      return Finish(TrialStatus::kOom, said("out of memory"));
     }
-    if (status == "no_device") return Finish(TrialStatus::kInvalid, core.value("error", "no device"));
+    if (status == "no_device") return Finish(TrialStatus::kInvalid, said("no device"));
     // The core's own verdicts with its one line: a device, library or NCCL call failed; a
     // layout this machine cannot run (e.g. more ranks per node than devices with --comm nccl).
-    if (status == "crash") return Finish(TrialStatus::kCrash, core.value("error", "a device call failed"));
-    if (status == "invalid") return Finish(TrialStatus::kInvalid, core.value("error", "tunepar-core rejected the trial"));
+    if (status == "crash") return Finish(TrialStatus::kCrash, said("a device call failed"));
+    if (status == "invalid") return Finish(TrialStatus::kInvalid, said("tunepar-core rejected the trial"));
     if (status == "diverged") return Finish(TrialStatus::kCrash, "the loss diverged (non-finite)");
     if (status == "ok" && exit.code == 0 && !exit.signaled) return Measured(core);
     return std::nullopt;
@@ -137,7 +159,7 @@ class CoreTrial : public ProcessTrial {
     std::ifstream in(context_.trial_dir + "/result.json");
     if (!in) return false;
     const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
-    return core.is_object() && core.contains("status");
+    return TextIn(core, "status").has_value();
   }
 
   // A core that never wrote its result: the last stage its log shows, so a hang says where.
@@ -162,11 +184,13 @@ class CoreTrial : public ProcessTrial {
   void ReadPlacement(const nlohmann::json& placement) {
     std::vector<std::string> hosts;
     for (const nlohmann::json& p : placement) {
-      const std::string host = p.value("host", "");
+      if (!p.is_object()) continue;
+      const std::string host = TextIn(p, "host").value_or("");
       if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
       if (backend_.options().launcher == Launcher::kSlurm && placement_error_.empty()) {
-        placement_error_ = CheckPlacement(backend_.hardware(), p.value("rank", -1), p.value("local_rank", -1),
-                                          p.value("cpus", std::string()));
+        placement_error_ = CheckPlacement(backend_.hardware(), static_cast<int>(NumberIn(p, "rank").value_or(-1)),
+                                          static_cast<int>(NumberIn(p, "local_rank").value_or(-1)),
+                                          TextIn(p, "cpus").value_or(""));
       }
     }
     details_["placement"] = placement;
@@ -175,9 +199,15 @@ class CoreTrial : public ProcessTrial {
 
   std::optional<TrialResult> Measured(const nlohmann::json& core) {
     if (!placement_error_.empty()) return Finish(TrialStatus::kInvalid, "placement: " + placement_error_);
-    double step = core["step_time_s"].get<double>();
-    std::string message =
-        fmt::format("measured {} steps after {} warm-up", core.value("steps", 0), core.value("warmup", 0));
+    const std::optional<double> measured = NumberIn(core, "step_time_s");
+    if (!measured) {
+      return Finish(TrialStatus::kCrash,
+                    "tunepar-core's result.json says ok but holds no step time (step_time_s): another build of the "
+                    "core, or a damaged result");
+    }
+    double step = *measured;
+    std::string message = fmt::format("measured {:.0f} steps after {:.0f} warm-up", NumberIn(core, "steps").value_or(0),
+                                      NumberIn(core, "warmup").value_or(0));
     if (plan_.sliced) {
       const double added = backend_.SliceCorrection(layout_, plan_.measured);
       details_["slice"]["measured_step_time_s"] = step;
@@ -191,7 +221,7 @@ class CoreTrial : public ProcessTrial {
     if (!(step > 0) || !std::isfinite(step)) return Finish(TrialStatus::kInvalid, "no step time measured");
     MeasuredStepTime(backend_.model(), step, layout_.World());
     message += DevicesUnlikeTheProfile(core);
-    if (core.contains("memory")) metrics_.peak_memory_bytes = core["memory"]["peak_bytes"].get<double>();
+    metrics_.peak_memory_bytes = NumberIn(ObjectIn(core, "memory"), "peak_bytes");
     objective_ = step;
     return Finish(TrialStatus::kOk, message);
   }
@@ -200,11 +230,12 @@ class CoreTrial : public ProcessTrial {
   // trial (its ranks shared devices the profile counts as separate, or left some idle), and kept
   // in its details. Nothing for the CPU build, whose one "device" is the host.
   std::string DevicesUnlikeTheProfile(const nlohmann::json& core) {
-    if (backend_.options().build == core::CoreBuild::kCpu || !core.contains("devices_per_node")) return "";
-    const nlohmann::json& shown = core["devices_per_node"];
-    if (!shown.is_number_integer() || shown.get<int>() == backend_.hardware().gpus_per_node) return "";
-    details_["devices"] = {{"node_shows", shown}, {"profile_says", backend_.hardware().gpus_per_node}};
-    return fmt::format("; the node shows {} device(s), hardware profile {} says {} per node", shown.get<int>(),
+    const std::optional<double> shown = NumberIn(core, "devices_per_node");
+    if (backend_.options().build == core::CoreBuild::kCpu || !shown || *shown == backend_.hardware().gpus_per_node)
+      return "";
+    const int devices = static_cast<int>(*shown);
+    details_["devices"] = {{"node_shows", devices}, {"profile_says", backend_.hardware().gpus_per_node}};
+    return fmt::format("; the node shows {} device(s), hardware profile {} says {} per node", devices,
                        backend_.hardware().name, backend_.hardware().gpus_per_node);
   }
 

@@ -173,6 +173,35 @@ TEST(LocalBackend, AWorldOneStudySaysOneRankPerNodeAndFailuresGetTheCoresHint) {
   EXPECT_EQ(failing.err.find("--metric-regex"), std::string::npos) << failing.err;
 }
 
+// A result.json that lacks or mistypes what the runner reads (another build of the core, a
+// damaged file) is a trial status with a message, never an exception inside Poll (issue 30 item 4).
+TEST(LocalBackend, AResultThatLacksOrMistypesItsFieldsIsATrialStatusWithAMessage) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"status":"ok"})", "holds no step time (step_time_s)"},
+      {R"({"status":"ok","step_time_s":"fast","memory":7,"placement":[3,{"host":4}],"error":[1]})",
+       "holds no step time (step_time_s)"},
+      {R"({"status":"oom","error":{"x":1},"memory":{"peak_bytes":"many"}})", "out of memory"},
+      {R"({"status":5})", ""},
+      {R"([1,2)", ""}};
+  for (const auto& [result, message] : cases) {
+    TempDir dir;
+    const std::string store = dir / "s";
+    setenv("TUNEPAR_TEST_RESULT", result.c_str(), 1);
+    const testing::CliRun run =
+        RunTunepar("--store " + store + " search --backend local --world 1 --model tiny --hardware local-cpu "
+                   "--budget 1 --steps 1 --warmup 0 --node-id n0 --core " + std::string(TUNEPAR_SOURCE_DIR) +
+                   "/tests/result_writing_core.sh");
+    EXPECT_NE(run.exit_code, 1) << result << "\n" << run.err;  // no internal error
+    EXPECT_EQ(run.err.find("internal"), std::string::npos) << result << "\n" << run.err;
+    const std::vector<Trial> trials = Trials(store, OnlyStudy(store));
+    ASSERT_EQ(trials.size(), 1u) << result << "\n" << run.err;
+    EXPECT_NE(trials[0].status, "ok") << result;
+    EXPECT_FALSE(trials[0].message.empty()) << result;
+    if (!message.empty()) EXPECT_NE(trials[0].message.find(message), std::string::npos) << trials[0].message;
+  }
+  unsetenv("TUNEPAR_TEST_RESULT");
+}
+
 TEST(LocalBackend, KilledTuneparLeavesNoRanksAndResumeRerunsTheTrial) {
   TempDir dir;
   const std::string store = dir / "s";
