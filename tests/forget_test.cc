@@ -262,6 +262,10 @@ TEST(Enqueue, AHandPickedLayoutIsMeasuredFirstAndCountedInTheBudget) {
   const CliRun illegal = RunTunepar(SearchArgs(store, 4, "--enqueue tp2-pp1-dp1-mbs2-nmb4-fp32-zero1-rcfull-sp0-vpp1-fa0"));
   EXPECT_EQ(illegal.exit_code, kExitUsage);
   EXPECT_NE(illegal.err.find("not a legal layout of study"), std::string::npos) << illegal.err;
+  // Refused before anything is stored: a new study's header too.
+  const CliRun fresh = RunTunepar(SearchArgs(dir / "fresh", 2, "--enqueue tp2-pp1-dp1-mbs2-nmb4-fp32-zero1-rcfull-sp0-vpp1-fa0"));
+  EXPECT_EQ(fresh.exit_code, kExitUsage) << fresh.err;
+  EXPECT_FALSE(fs::exists(dir / "fresh")) << "the refused study left a store behind";
   const CliRun garbage = RunTunepar(SearchArgs(dir / "other", 4, "--enqueue tp2-nonsense"));
   EXPECT_EQ(garbage.exit_code, kExitUsage);
   EXPECT_FALSE(fs::exists(dir / "other"));

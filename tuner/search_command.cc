@@ -148,15 +148,16 @@ BayesianSearchOptions BayesOptions(const SearchOptions& o) {
   return b;
 }
 
-// --enqueue's layouts, each legal in the study (as its backend restricts the space), said.
-Status EnqueuedLayouts(const SearchOptions& o, const StudySession& session, BayesianSearchOptions* bayes) {
+// --enqueue's layouts, each legal in the study (as its backend restricts the space): checked
+// before the study is stored (SessionRequest::check_inputs), then queued.
+Status EnqueuedLayouts(const SearchOptions& o, const StudyContext& context, BayesianSearchOptions* bayes) {
   for (const std::string& key : o.enqueue) {
     Result<Layout> l = ParseLayoutKey(key);
     if (!l.ok()) return l.status().WithContext("--enqueue");
-    if (Status legal = search::CheckLegal(session.context.Query(), *l); !legal.ok())
+    if (Status legal = search::CheckLegal(context.Query(), *l); !legal.ok())
       return InvalidArgument(fmt::format("--enqueue {}: not a legal layout of study {}: {}", key,
-                                         OneLine(session.study().name), legal.message()));
-    if (std::find(bayes->enqueued.begin(), bayes->enqueued.end(), *l) == bayes->enqueued.end())
+                                         OneLine(context.study.name), legal.message()));
+    if (bayes != nullptr && std::find(bayes->enqueued.begin(), bayes->enqueued.end(), *l) == bayes->enqueued.end())
       bayes->enqueued.push_back(*l);
   }
   return Status::Ok();
@@ -225,7 +226,9 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   const auto* command_backend = dynamic_cast<const runner::CommandBackend*>(backend.get());
   if (o.command.reclassify && command_backend == nullptr)
     return InvalidArgument("--reclassify reads the logs of the command backend's trials: it needs --backend command");
-  Result<StudySession> session = OpenStudySession(global, MakeSessionRequest(o, backend.get()));
+  SessionRequest request = MakeSessionRequest(o, backend.get());
+  request.check_inputs = [&o](const StudyContext& context) { return EnqueuedLayouts(o, context, nullptr); };
+  Result<StudySession> session = OpenStudySession(global, std::move(request));
   if (!session.ok()) return session.status();
   if (!global.json) fmt::print("{}", chosen);
   if (backend == nullptr) return RunExhaustiveSearch(global, *session, o.top);
@@ -239,7 +242,7 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
                core->options().capacity);
   }
   BayesianSearchOptions bayes = BayesOptions(o);
-  TUNEPAR_RETURN_IF_ERROR(EnqueuedLayouts(o, *session, &bayes));
+  TUNEPAR_RETURN_IF_ERROR(EnqueuedLayouts(o, session->context, &bayes));
   return RunBayesianSearch(global, *session, *backend, bayes);
 }
 

@@ -258,14 +258,15 @@ Result<StudySession> OpenStudySession(const GlobalOptions& global, SessionReques
   Result<store::StudyRecord> study =
       ChooseStudy(global, r, std::move(*proposed), all->studies, node_id, &s.resumed);
   if (!study.ok()) return study.status();
+  Result<StudyContext> context = MakeStudyContext(*study, r.ranks_per_node);
+  if (!context.ok()) return context.status();
+  if (r.check_inputs) TUNEPAR_RETURN_IF_ERROR(r.check_inputs(*context));
   if (Status joined = JoinStudy(global, r, node_id, *study, s); !joined.ok()) {
     s.writer.reset();
     s.presence.reset();
     if (!all->exists) RemoveEmptyStoreDirectories(global.store);
     return joined;
   }
-  Result<StudyContext> context = MakeStudyContext(*study, r.ranks_per_node);
-  if (!context.ok()) return context.status();
   s.context = std::move(*context);
   TUNEPAR_RETURN_IF_ERROR(s.Refresh());
   return s;

@@ -3,6 +3,7 @@
 // study so far (all nodes).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -33,6 +34,9 @@ struct SessionRequest {
   const runner::Backend* backend = nullptr;  // what its program can run (SupportedKnobs); none: every value
   int ranks_per_node = 0;    // where the backend places the ranks (Backend::RanksPerNode)
   double lease_s = 120;      // how long a silent heartbeat takes to mark this process gone
+  // The caller's own inputs held against the study (e.g. --enqueue's layouts against its
+  // space), before anything is written: a refusal leaves the store as it was.
+  std::function<Status(const StudyContext&)> check_inputs;
 };
 
 // This process in the store: its node id held (one live process per id, whatever its work
