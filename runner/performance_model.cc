@@ -1,5 +1,7 @@
 #include "runner/performance_model.h"
 
+#include "base/rank_order.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -166,7 +168,7 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   // parallelism, the same volume) of T x h values forward, two backward, two more when the
   // forward pass is recomputed.
   const double collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
-  layer.tp_comm = collectives * RingAllReduceTime(tokens * h * bv, l.tp, GroupLink(l.tp, 1));
+  layer.tp_comm = collectives * RingAllReduceTime(tokens * h * bv, l.tp, GroupLink(l.tp, RankOrder::Of(l).Stride(GridDim::kTp)));
   return layer;
 }
 
@@ -181,7 +183,7 @@ PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
   head.compute = 3 * GemmTime(tokens, V / t, h, peak) +
                  tokens * (V / t) * kCrossEntropyValuesPerLogit * 4.0 / memory_bandwidth_ +
                  3 * tokens * h * bv / memory_bandwidth_;
-  head.tp_comm = l.tp > 1 ? 3 * RingAllReduceTime(tokens * 4.0, l.tp, GroupLink(l.tp, 1)) : 0.0;
+  head.tp_comm = l.tp > 1 ? 3 * RingAllReduceTime(tokens * 4.0, l.tp, GroupLink(l.tp, RankOrder::Of(l).Stride(GridDim::kTp))) : 0.0;
   return head;
 }
 
@@ -191,7 +193,7 @@ PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
 double PerformanceModel::PipelineTransferTime(const Layout& l) const {
   if (l.pp == 1) return 0;
   const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
-  const LinkSpeed pp_link = GroupLink(2, l.tp * l.dp);
+  const LinkSpeed pp_link = GroupLink(2, RankOrder::Of(l).Stride(GridDim::kPp));  // neighbouring stages
   const double bytes = tokens * model_.hidden * BytesPerValue(l.precision) / l.tp;
   return 2.0 * l.virtual_stages * (bytes / pp_link.bandwidth + pp_link.latency);
 }
@@ -219,7 +221,7 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
 double PerformanceModel::DataParallelExposedTime(const Layout& l, double params, double hide) const {
   if (l.dp == 1) return 0;
   const double d = l.dp, grad_bytes = GradientBytes(l.precision), bv = BytesPerValue(l.precision);
-  const LinkSpeed dp_link = GroupLink(l.dp, l.tp);
+  const LinkSpeed dp_link = GroupLink(l.dp, RankOrder::Of(l).Stride(GridDim::kDp));
   const double steps = CollectiveSteps(l.dp) * dp_link.latency;
   if (l.zero != 1) return std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide);
   const double reduce_scatter = (d - 1) / d * params * grad_bytes / dp_link.bandwidth + steps / 2;
@@ -231,7 +233,7 @@ double PerformanceModel::DataParallelExposedTime(const Layout& l, double params,
 // gradients (a pipeline-level transfer, counted with the point-to-point time).
 double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_params) const {
   if (l.pp == 1 || !model_.tied_embeddings) return 0;
-  const LinkSpeed ends = GroupLink(2, l.tp * l.dp * (l.pp - 1));
+  const LinkSpeed ends = GroupLink(2, RankOrder::Of(l).Stride(GridDim::kPp) * (l.pp - 1));  // first and last stage
   return RingAllReduceTime(embedding_params * GradientBytes(l.precision), 2, ends);
 }
 

@@ -55,17 +55,18 @@ Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp) {
   g.tp = tp;
   g.pp = pp;
   g.dp = dp;
-  g.tp_rank = g.rank % tp;
-  g.dp_rank = (g.rank / tp) % dp;
-  g.pp_rank = g.rank / (tp * dp);
-  MPI_Comm_split(world, g.pp_rank * dp + g.dp_rank, g.tp_rank, &g.tp_comm);
-  MPI_Comm_split(world, g.pp_rank * tp + g.tp_rank, g.dp_rank, &g.dp_comm);
+  g.order = *RankOrder::Create({tp, 1, dp, pp});  // the groups the performance model prices
+  g.tp_rank = g.order.Coordinate(g.rank, GridDim::kTp);
+  g.dp_rank = g.order.Coordinate(g.rank, GridDim::kDp);
+  g.pp_rank = g.order.Coordinate(g.rank, GridDim::kPp);
+  MPI_Comm_split(world, g.order.GroupId(g.rank, GridDim::kTp), g.tp_rank, &g.tp_comm);
+  MPI_Comm_split(world, g.order.GroupId(g.rank, GridDim::kDp), g.dp_rank, &g.dp_comm);
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &g.node_comm);
   MPI_Comm_rank(g.node_comm, &g.local_rank);
   MPI_Comm_size(g.node_comm, &g.local_size);
   if (pp > 1) {
     const bool end = g.first_stage() || g.last_stage();
-    MPI_Comm_split(world, end ? g.dp_rank * tp + g.tp_rank : MPI_UNDEFINED, g.pp_rank, &g.embedding_comm);
+    MPI_Comm_split(world, end ? g.order.GroupId(g.rank, GridDim::kPp) : MPI_UNDEFINED, g.pp_rank, &g.embedding_comm);
   }
   return g;
 }

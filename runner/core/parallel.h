@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rank_order.h"
 #include "base/status.h"
 #include "runner/core/ops.h"
 #include "runner/core/real.h"
@@ -93,6 +94,7 @@ struct ProcessGrid {
   int world_size = 1, rank = 0;
   int tp = 1, pp = 1, dp = 1;
   int tp_rank = 0, pp_rank = 0, dp_rank = 0;
+  RankOrder order;  // which ranks form each group (base/rank_order.h)
   int local_rank = 0, local_size = 1;  // on this node
   MPI_Comm world = MPI_COMM_WORLD;
   MPI_Comm tp_comm = MPI_COMM_NULL;    // the tp ranks of one stage and replica
@@ -104,7 +106,7 @@ struct ProcessGrid {
   bool first_stage() const { return pp_rank == 0; }
   bool last_stage() const { return pp_rank == pp - 1; }
   // The world rank of this rank's counterpart (same tp and dp rank) at pipeline stage `stage`.
-  int StageRank(int stage) const { return tp_rank + tp * (dp_rank + dp * stage); }
+  int StageRank(int stage) const { return order.WithCoordinate(rank, GridDim::kPp, stage); }
 };
 
 // Fails (kInvalidArgument) when tp pp dp is not the world size.
