@@ -335,6 +335,8 @@ std::unique_ptr<RunningTrial> CoreBackend::Start(const Layout& layout, const Tri
   ProcessOptions p;
   p.command = LaunchCommand(plan.measured, dir, context.trial_id);
   p.env = options_.env;
+  // The core's teardown stages in the trial's log (lifecycle.h): where a rank that does not end stopped.
+  p.env.emplace_back("TUNEPAR_CORE_TEARDOWN", "1");
   std::vector<std::pair<std::string, std::string>> files = {{"model.toml", ModelToml(shape)}};
   if (options_.launcher == Launcher::kSlurm) {
     files.emplace_back("rank.sh", "#!/usr/bin/env bash\n# One rank of a tunepar trial (written by tunepar).\nset -e\n" +

@@ -135,6 +135,29 @@ TEST(LocalBackend, ACoreThatHangsAfterWritingItsResultIsRecordedFromItWithANote)
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
 }
 
+// Issue 29 item 1: a rank stuck in its teardown is named in the trial's log by the core's
+// watchdog (the stage it is in), and the trial is still recorded from its result.
+TEST(LocalBackend, ARankStuckInItsTeardownIsNamedInTheLogAndTheTrialKept) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  setenv("TUNEPAR_TEST_CORE", TUNEPAR_CORE, 1);
+  const testing::CliRun run =
+      RunTunepar("--store " + store + " search --backend local --world 2 --model tiny --hardware local-cpu " +
+                 "--budget 1 --steps 1 --warmup 0 --node-id n0 --timeout 120 --core " + TUNEPAR_SOURCE_DIR +
+                 "/tests/teardown_hanging_core.sh");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 1u) << run.out;
+  EXPECT_EQ(trials[0].status, "ok") << trials[0].message;
+  EXPECT_TRUE(trials[0].details.contains("ended_after_result")) << trials[0].details.dump();
+  const std::string log = ReadFile(store + "/trials/" + study + "/n0-1/output.log");
+  EXPECT_NE(log.find("tunepar-core: rank 1: teardown +"), std::string::npos) << log;
+  EXPECT_NE(log.find("still in 'injected teardown hang' after 3 s"), std::string::npos) << log;
+  EXPECT_NE(log.find("tunepar-core: rank 0: teardown +"), std::string::npos) << "every stage, asked by the runner";
+  EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
+}
+
 // Issue 29 item 2: a world-1 study on an 8-device profile ran 1 rank on its node, and its report
 // says so (it said 8); a core that fails every trial gets the core's hint, not the command
 // backend's --metric-regex one.

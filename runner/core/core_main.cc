@@ -165,7 +165,8 @@ TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
 // The test hooks: at --fault-step on --fault-rank, crash, hang, make the next allocation fail, or
 // fail as a device runtime call does.
 void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, TrackingAllocator& allocator) {
-  if (o.fault == Fault::kNone || step != o.fault_step || grid.rank != o.fault_rank) return;
+  if (o.fault == Fault::kNone || o.fault == Fault::kTeardownHang || step != o.fault_step || grid.rank != o.fault_rank)
+    return;  // (a teardown hang comes after the steps: EndRank)
   std::cerr << fmt::format("tunepar-core: rank {}: injected fault '{}' at step {}\n", grid.rank, ToString(o.fault),
                            step);
   if (o.fault == Fault::kCrash) std::abort();
@@ -423,13 +424,14 @@ int Run(const CoreOptions& given, const ProcessGrid& grid, const StartupMarks& m
   }
 }
 
-// After the run: each stage of the teardown said on stderr as it is reached (lifecycle.h; once a
-// device was bound: before, there is nothing of the device to wait for), the device's queued work
-// finished and the communicators destroyed before MPI ends; then the process ends without running
-// static destructors (quick_exit), whose order against the device runtime's and NCCL's own exit
-// handlers is not ours to choose.
-[[noreturn]] void EndRank(int code, int rank, bool quiet, ProcessGrid* grid) {
-  const TeardownLog teardown(rank, quiet || !device_bound);
+// After the run: the teardown's stages (lifecycle.h: each said on stderr with
+// TUNEPAR_CORE_TEARDOWN=1 once a device was bound, a stalled one always), the device's queued
+// work finished and the communicators destroyed before MPI ends; then the process ends without
+// running static destructors (quick_exit), whose order against the device runtime's and NCCL's
+// own exit handlers is not ours to choose.
+[[noreturn]] void EndRank(int code, int rank, bool quiet, bool hang, ProcessGrid* grid) {
+  const char* asked = std::getenv("TUNEPAR_CORE_TEARDOWN");
+  TeardownLog teardown(rank, !quiet && device_bound && asked != nullptr && std::string_view(asked) == "1");
   teardown.Stage(fmt::format("run ended (exit {})", code));
   if (device_bound) {
     try {
@@ -438,6 +440,10 @@ int Run(const CoreOptions& given, const ProcessGrid& grid, const StartupMarks& m
     } catch (const DeviceError& e) {
       teardown.Stage(std::string("device not idle: ") + e.what());
     }
+  }
+  if (hang) {  // the test hook: a teardown that never ends (the watchdog names it)
+    teardown.Stage("injected teardown hang");
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   TearDownComm();
   teardown.Stage("communicators destroyed");
@@ -489,5 +495,5 @@ int main(int argc, char** argv) {
     std::cerr << "tunepar-core: rank " << rank << ": internal error: " << e.what() << "\n";
     MPI_Abort(MPI_COMM_WORLD, kExitInternal);
   }
-  EndRank(code, rank, options->quiet, &*grid);
+  EndRank(code, rank, options->quiet, options->fault == Fault::kTeardownHang && rank == options->fault_rank, &*grid);
 }

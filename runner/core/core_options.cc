@@ -22,6 +22,7 @@ std::string_view ToString(Fault fault) {
     case Fault::kHang: return "hang";
     case Fault::kOom: return "oom";
     case Fault::kDevice: return "device";
+    case Fault::kTeardownHang: return "teardown-hang";
   }
   return "?";
 }
@@ -109,7 +110,8 @@ void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
   app.add_option("--output,-o", o.output, "write the JSON result here (default: stdout)");
   app.add_option("--dump", o.dump, "write the initial weights, every step's batch, the first step's gradients and the final weights (global tensors, JSON: reference_dump.h) here");
   app.add_option("--gradient-check", o.gradient_check, "compare gradients with finite differences at N points per tensor");
-  app.add_option("--fault", f.fault, "test hook: crash | hang | oom | device (a failing device call) at --fault-step on --fault-rank")->capture_default_str();
+  app.add_option("--fault", f.fault, "test hook: crash | hang | oom | device (a failing device call) at --fault-step on --fault-rank | "
+                 "teardown-hang (--fault-rank never ends after its result)")->capture_default_str();
   app.add_option("--fault-rank", o.fault_rank, "rank that fails")->capture_default_str();
   app.add_option("--fault-step", o.fault_step, "step at which it fails")->capture_default_str();
   app.add_flag("--quiet,-q", o.quiet, "no summary line on stderr");
@@ -189,8 +191,11 @@ Status ResolveFault(const std::string& fault, CoreOptions& o) {
     o.fault = Fault::kOom;
   else if (fault == "device")
     o.fault = Fault::kDevice;
+  else if (fault == "teardown-hang")
+    o.fault = Fault::kTeardownHang;
   else if (fault != "none")
-    return InvalidArgument(fmt::format("--fault {}: expected crash, hang, oom, device or none", fault));
+    return InvalidArgument(
+        fmt::format("--fault {}: expected crash, hang, oom, device, teardown-hang or none", fault));
   return Status::Ok();
 }
 

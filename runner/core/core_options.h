@@ -14,7 +14,7 @@
 
 namespace tunepar::core {
 
-enum class Fault { kNone, kCrash, kHang, kOom, kDevice };
+enum class Fault { kNone, kCrash, kHang, kOom, kDevice, kTeardownHang };
 
 struct CoreOptions {
   ModelShape model;

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -62,12 +64,61 @@ nlohmann::json GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank)
           {"note", "each stage: its slowest rank; total_s: the slowest rank's process start to first step"}};
 }
 
-void TeardownLog::Stage(std::string_view what) const {
-  if (quiet_) return;
-  const std::string line =
-      fmt::format("tunepar-core: rank {}{}{:.3f} s: {}\n", rank_, kTeardownMarker, SecondsSinceProcessStart() - start_, what);
+namespace {
+
+void SayTeardown(int rank, double since, std::string_view what) {
+  const std::string line = fmt::format("tunepar-core: rank {}{}{:.3f} s: {}\n", rank, kTeardownMarker, since, what);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+}
+
+// The stage the teardown is in and when it began (seconds since process start), for the
+// watchdog; written by the teardown, read by the watchdog thread.
+struct CurrentStage {
+  std::mutex lock;
+  std::string what;
+  double entered = 0;  // when the stage began
+  double said = 0;     // when it was last named as stalled (its start until then)
+};
+
+CurrentStage& Current() {
+  static CurrentStage stage;
+  return stage;
+}
+
+// Runs until the process ends (quick_exit ends it with the rest): a stage that has run longer
+// than kStallSeconds is named, again each kStallSeconds it goes on.
+void WatchTeardown(int rank, double start) {
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const double now = SecondsSinceProcessStart();
+    std::lock_guard<std::mutex> held(Current().lock);
+    if (now - Current().said < TeardownLog::kStallSeconds) continue;
+    SayTeardown(rank, now - start, fmt::format("still in '{}' after {:.0f} s", Current().what, now - Current().entered));
+    Current().said = now;
+  }
+}
+
+}  // namespace
+
+TeardownLog::TeardownLog(int rank, bool say_each)
+    : rank_(rank), say_each_(say_each), start_(SecondsSinceProcessStart()) {
+  {
+    std::lock_guard<std::mutex> held(Current().lock);
+    Current().what = "run ended";
+    Current().entered = Current().said = start_;
+  }
+  std::thread(WatchTeardown, rank_, start_).detach();
+}
+
+void TeardownLog::Stage(std::string_view what) {
+  const double now = SecondsSinceProcessStart();
+  {
+    std::lock_guard<std::mutex> held(Current().lock);
+    Current().what = std::string(what);
+    Current().entered = Current().said = now;
+  }
+  if (say_each_) SayTeardown(rank_, now - start_, what);
 }
 
 }  // namespace tunepar::core

@@ -30,17 +30,22 @@ struct StartupMarks {
 // whole start-up ("total_s", process start to the first step). A collective.
 nlohmann::json GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank);
 
-// Teardown stages on stderr, one line each, flushed: "tunepar-core: rank 0: teardown +0.003 s:
-// MPI finalized" (seconds since the result was written or the run ended). LastCoreLine-style
-// readers skip them (core_log.h kTeardownMarker) so a failure's message stays the core's own line.
+// The teardown's stages. Each is said on stderr, one flushed line ("tunepar-core: rank 0:
+// teardown +0.003 s: MPI finalized; exiting", seconds since the run ended) when `say_each` (the
+// local and slurm backends ask for them in the trial's log: TUNEPAR_CORE_TEARDOWN=1); whatever
+// that says, a watchdog thread names a stage still running after kStallSeconds (and again each
+// kStallSeconds), so a run that does not end shows where it stopped even on a terminal that
+// was spared the routine lines. Readers of the core's last word skip these lines
+// (core_log.h kTeardownMarker).
 class TeardownLog {
  public:
-  TeardownLog(int rank, bool quiet) : rank_(rank), quiet_(quiet), start_(SecondsSinceProcessStart()) {}
-  void Stage(std::string_view what) const;
+  static constexpr double kStallSeconds = 3;
+  TeardownLog(int rank, bool say_each);
+  void Stage(std::string_view what);
 
  private:
   int rank_;
-  bool quiet_;
+  bool say_each_;
   double start_;
 };
 
