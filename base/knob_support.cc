@@ -9,39 +9,41 @@ namespace tunepar {
 
 namespace {
 
-template <typename T>
-void KeepSupported(std::vector<T>* candidates, const std::vector<int>& allowed) {
+void KeepSupported(KnobCandidates* candidates, const std::vector<int>& allowed, int world) {
   if (allowed.empty()) return;
-  std::erase_if(*candidates, [&](const T& v) {
-    return std::find(allowed.begin(), allowed.end(), static_cast<int>(v)) == allowed.end();
-  });
-}
-
-void KeepSupportedSizes(SizeCandidates* sizes, const std::vector<int>& allowed, int world) {
-  if (allowed.empty()) return;
-  std::vector<int> values = sizes->For(world);
-  KeepSupported(&values, allowed);
-  *sizes = SizeCandidates{false, std::move(values)};
+  std::vector<int> codes = candidates->For(world);
+  std::erase_if(codes, [&](int v) { return std::find(allowed.begin(), allowed.end(), v) == allowed.end(); });
+  *candidates = KnobCandidates{false, std::move(codes)};
 }
 
 }  // namespace
 
+const std::vector<int>& KnobSupport::Of(Knob knob) const {
+  static const std::vector<int> kEvery;
+  const size_t i = static_cast<size_t>(knob);
+  return i < values.size() ? values[i] : kEvery;
+}
+
+std::vector<int>& KnobSupport::Of(Knob knob) {
+  if (values.size() <= static_cast<size_t>(knob)) values.resize(static_cast<size_t>(knob) + 1);
+  return values[static_cast<size_t>(knob)];
+}
+
+bool KnobSupport::operator==(const KnobSupport& other) const {
+  for (Knob k : Knobs()) {
+    if (Of(k) != other.Of(k)) return false;
+  }
+  return true;
+}
+
 SpaceSpec Restrict(SpaceSpec space, const KnobSupport& s, int world) {
-  KeepSupportedSizes(&space.tp, s.Of(Knob::kTp), world);
-  KeepSupportedSizes(&space.pp, s.Of(Knob::kPp), world);
-  KeepSupported(&space.micro_batch, s.Of(Knob::kMicroBatch));
-  KeepSupported(&space.precision, s.Of(Knob::kPrecision));
-  KeepSupported(&space.zero, s.Of(Knob::kZero));
-  KeepSupported(&space.recompute, s.Of(Knob::kRecompute));
-  KeepSupported(&space.seq_parallel, s.Of(Knob::kSeqParallel));
-  KeepSupported(&space.virtual_stages, s.Of(Knob::kVirtualStages));
-  KeepSupported(&space.flash_attention, s.Of(Knob::kFlashAttention));
+  for (Knob k : Knobs()) KeepSupported(&space.Of(k), s.Of(k), world);
   return space;
 }
 
 Status CheckSupported(const Layout& l, const KnobSupport& support, std::string_view program) {
   std::vector<std::string> missing;
-  for (Knob k : kKnobs) {
+  for (Knob k : Knobs()) {
     const std::vector<int>& allowed = support.Of(k);
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), KnobCode(k, l)) == allowed.end())
       missing.push_back(fmt::format("{} {}", KnobName(k), KnobValue(k, l)));
@@ -53,7 +55,7 @@ Status CheckSupported(const Layout& l, const KnobSupport& support, std::string_v
 
 std::string PinnedKnobs(const KnobSupport& support) {
   std::vector<std::string> fragments;
-  for (Knob k : kKnobs) {
+  for (Knob k : Knobs()) {
     for (int code : support.Of(k)) fragments.push_back(KnobFragment(k, code));
   }
   return fmt::format("{}", fmt::join(fragments, " "));
@@ -73,7 +75,7 @@ Result<KnobSupport> ParsePinnedKnobs(std::string_view text) {
 
 std::string UnreceivedKnobs(const KnobSupport& support) {
   std::vector<std::string> fixed;
-  for (Knob k : kKnobs) {
+  for (Knob k : Knobs()) {
     if (support.Unreceived(k)) fixed.push_back(fmt::format("{} {}", KnobName(k), KnobValueText(k, support.Of(k)[0])));
   }
   return fmt::format("{}", fmt::join(fixed, ", "));

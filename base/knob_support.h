@@ -12,7 +12,6 @@
 // template passes only {recompute=full?...}) stand each for the values it cannot tell from it.
 #pragma once
 
-#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,13 +24,13 @@
 namespace tunepar {
 
 struct KnobSupport {
-  std::array<std::vector<int>, kNumKnobs> values;  // per Knob: KnobCode values; empty = every value
+  std::vector<std::vector<int>> values;  // by Knob: KnobCode values; empty (or past the end) = every value
 
-  const std::vector<int>& Of(Knob knob) const { return values[static_cast<int>(knob)]; }
-  std::vector<int>& Of(Knob knob) { return values[static_cast<int>(knob)]; }
+  const std::vector<int>& Of(Knob knob) const;
+  std::vector<int>& Of(Knob knob);
   // The knob is not received by the program: it runs with one value, not measured.
   bool Unreceived(Knob knob) const { return Of(knob).size() == 1; }
-  bool operator==(const KnobSupport&) const = default;
+  bool operator==(const KnobSupport& other) const;
 };
 
 // The space without the values the program cannot run or tell apart.

@@ -4,6 +4,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/knobs.h"
 
 namespace tunepar {
 
@@ -39,13 +42,24 @@ Result<Recompute> ParseRecompute(std::string_view text) {
   return InvalidArgument(fmt::format("unknown recomputation '{}' (expected none, selective or full)", text));
 }
 
-std::string LayoutKey(const Layout& l) {
-  return fmt::format("tp{}-pp{}-dp{}-mbs{}-nmb{}-{}-zero{}-rc{}-sp{}-vpp{}-fa{}", l.tp, l.pp, l.dp,
-                     l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero, ToString(l.recompute),
-                     l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0);
-}
-
 namespace {
+
+// The key's fields in order: every knob of 2026-11, with dp after pp and the micro-batch count
+// after micro_batch; then each later knob that is not at its neutral value.
+std::vector<std::string> KeyFields(const Layout& l) {
+  std::vector<std::string> fields;
+  for (Knob k : Knobs()) {
+    if (!RowOf(k).in_every_key) continue;
+    fields.push_back(KnobFragment(k, KnobCode(k, l)));
+    if (k == Knob::kPp) fields.push_back(fmt::format("dp{}", l.dp));
+    if (k == Knob::kMicroBatch) fields.push_back(fmt::format("nmb{}", l.num_micro_batches));
+  }
+  for (Knob k : Knobs()) {
+    const int code = KnobCode(k, l);
+    if (!RowOf(k).in_every_key && code != NeutralKnobCode(k)) fields.push_back(KnobFragment(k, code));
+  }
+  return fields;
+}
 
 std::vector<std::string_view> SplitDashes(std::string_view key) {
   std::vector<std::string_view> parts;
@@ -65,10 +79,12 @@ bool ParseField(std::string_view part, std::string_view prefix, int* out) {
   std::string_view digits = part.substr(prefix.size());
   if (digits.empty()) return false;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out);
-  return ec == std::errc() && end == digits.data() + digits.size() && *out >= 0;
+  return ec == std::errc() && end == digits.data() + digits.size() && *out >= 1;
 }
 
 }  // namespace
+
+std::string LayoutKey(const Layout& l) { return fmt::format("{}", fmt::join(KeyFields(l), "-")); }
 
 Result<Layout> ParseLayoutKey(std::string_view key) {
   auto bad = [&](std::string_view why) {
@@ -77,28 +93,33 @@ Result<Layout> ParseLayoutKey(std::string_view key) {
                     "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1",
                     key, why));
   };
-  std::vector<std::string_view> parts = SplitDashes(key);
-  if (parts.size() != 11) return bad(fmt::format("{} fields, expected 11", parts.size()));
+  const std::vector<std::string_view> parts = SplitDashes(key);
+  size_t fixed = 2;  // dp and the micro-batch count
+  for (Knob k : Knobs()) fixed += RowOf(k).in_every_key ? 1 : 0;
+  if (parts.size() < fixed) return bad(fmt::format("{} fields, expected {}", parts.size(), fixed));
   Layout l;
-  int sp = 0, fa = 0;
-  if (!ParseField(parts[0], "tp", &l.tp) || l.tp < 1) return bad("tp");
-  if (!ParseField(parts[1], "pp", &l.pp) || l.pp < 1) return bad("pp");
-  if (!ParseField(parts[2], "dp", &l.dp) || l.dp < 1) return bad("dp");
-  if (!ParseField(parts[3], "mbs", &l.micro_batch) || l.micro_batch < 1) return bad("mbs");
-  if (!ParseField(parts[4], "nmb", &l.num_micro_batches) || l.num_micro_batches < 1) return bad("nmb");
-  Result<Precision> precision = ParsePrecision(parts[5]);
-  if (!precision.ok()) return bad("precision");
-  l.precision = *precision;
-  if (!ParseField(parts[6], "zero", &l.zero) || l.zero > 1) return bad("zero");
-  if (parts[7].substr(0, 2) != "rc") return bad("rc");
-  Result<Recompute> recompute = ParseRecompute(parts[7].substr(2));
-  if (!recompute.ok()) return bad("recompute");
-  l.recompute = *recompute;
-  if (!ParseField(parts[8], "sp", &sp) || sp > 1) return bad("sp");
-  if (!ParseField(parts[9], "vpp", &l.virtual_stages) || l.virtual_stages < 1) return bad("vpp");
-  if (!ParseField(parts[10], "fa", &fa) || fa > 1) return bad("fa");
-  l.seq_parallel = sp == 1;
-  l.flash_attention = fa == 1;
+  size_t at = 0;
+  for (Knob k : Knobs()) {
+    if (!RowOf(k).in_every_key) continue;
+    Result<std::pair<Knob, int>> value = ParseKnobFragment(parts[at++]);
+    if (!value.ok() || value->first != k) return bad(RowOf(k).key_prefix.empty() ? KnobName(k) : RowOf(k).key_prefix);
+    l = WithKnob(std::move(l), k, value->second);
+    if (k == Knob::kPp && !ParseField(parts[at++], "dp", &l.dp)) return bad("dp");
+    if (k == Knob::kMicroBatch && !ParseField(parts[at++], "nmb", &l.num_micro_batches)) return bad("nmb");
+  }
+  // Later knobs: each at most once, in table order, never at its neutral value (keys are canonical).
+  int last = -1;
+  for (; at < parts.size(); ++at) {
+    Result<std::pair<Knob, int>> value = ParseKnobFragment(parts[at]);
+    if (!value.ok() || RowOf(value->first).in_every_key)
+      return bad(fmt::format("{} fields, expected {}", parts.size(), fixed));
+    const int index = static_cast<int>(value->first);
+    if (index <= last) return bad(fmt::format("'{}' out of order", parts[at]));
+    if (value->second == NeutralKnobCode(value->first))
+      return bad(fmt::format("'{}' is the neutral value, which keys leave out", parts[at]));
+    last = index;
+    l = WithKnob(std::move(l), value->first, value->second);
+  }
   return l;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -29,8 +30,12 @@ struct Layout {
   bool seq_parallel = false;  // Megatron sequence parallelism (needs tp > 1)
   int virtual_stages = 1;     // interleaved pipeline: model chunks per pipeline rank
   bool flash_attention = false;
+  // Knobs whose table row keeps them by name (base/knobs.h), at a value other than neutral.
+  std::map<std::string, int, std::less<>> more_knobs;
 
   int World() const { return tp * pp * dp; }
+  // Model chunks the layers are split into: pipeline stages x virtual stages per stage.
+  int ModelChunks() const { return pp * virtual_stages; }
   // Sequences per optimizer step: micro_batch x num_micro_batches x dp.
   int64_t GlobalBatch() const { return static_cast<int64_t>(micro_batch) * num_micro_batches * dp; }
   bool operator==(const Layout&) const = default;
@@ -38,8 +43,8 @@ struct Layout {
 
 // The canonical text key of a layout: every field, in a fixed order, e.g.
 //   tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1
-// The key is stable across versions (stores deduplicate and join on it): new fields may only
-// be appended, with a default that keeps old keys parseable.
+// The key is stable across versions (stores deduplicate and join on it): a knob added after
+// these (base/knobs.h) is appended as its fragment only when it is not at its neutral value.
 std::string LayoutKey(const Layout& layout);
 Result<Layout> ParseLayoutKey(std::string_view key);
 

@@ -9,13 +9,15 @@
 
 namespace tunepar {
 
-std::vector<int> SizeCandidates::For(int world) const {
-  if (!divisors_of_world) return values;
-  std::vector<int> divisors;
-  for (int d = 1; d <= world; ++d) {
-    if (world % d == 0) divisors.push_back(d);
-  }
-  return divisors;
+const KnobCandidates& SpaceSpec::Of(Knob knob) const {
+  const size_t i = static_cast<size_t>(knob);
+  return i < knobs.size() ? knobs[i] : RowOf(knob).space_default;
+}
+
+KnobCandidates& SpaceSpec::Of(Knob knob) {
+  for (size_t i = knobs.size(); i <= static_cast<size_t>(knob); ++i)
+    knobs.push_back(RowOf(static_cast<Knob>(i)).space_default);
+  return knobs[static_cast<size_t>(knob)];
 }
 
 namespace {
@@ -54,40 +56,54 @@ std::function<Status(const toml::node&, int*)> IntItem(TomlFields& f, std::strin
   };
 }
 
-std::function<Status(const toml::node&, bool*)> BoolItem(TomlFields& f, std::string_view key) {
-  return [&f, key](const toml::node& item, bool* out) {
-    if (!item.is_boolean())
-      return f.ErrorAt(item, key, fmt::format("items must be true or false, not {}", TomlTypeName(item)));
-    *out = item.as_boolean()->get();
-    return Status::Ok();
-  };
-}
-
-template <typename Enum>
-std::function<Status(const toml::node&, Enum*)> EnumItem(TomlFields& f, std::string_view key,
-                                                         Result<Enum> (*parse)(std::string_view)) {
-  return [&f, key, parse](const toml::node& item, Enum* out) {
+std::function<Status(const toml::node&, int*)> ChoiceItem(TomlFields& f, Knob knob) {
+  return [&f, knob](const toml::node& item, int* out) {
+    const std::string_view key = KnobName(knob);
     if (!item.is_string())
       return f.ErrorAt(item, key, fmt::format("items must be strings, not {}", TomlTypeName(item)));
-    Result<Enum> value = parse(item.as_string()->get());
+    Result<int> value = ParseKnobValue(knob, item.as_string()->get());
     if (!value.ok()) return f.ErrorAt(item, key, value.status().message());
     *out = *value;
     return Status::Ok();
   };
 }
 
-Status ReadSizes(TomlFields& f, std::string_view key, SizeCandidates* out) {
+std::function<Status(const toml::node&, int*)> SwitchItem(TomlFields& f, std::string_view key) {
+  return [&f, key](const toml::node& item, int* out) {
+    if (!item.is_boolean())
+      return f.ErrorAt(item, key, fmt::format("items must be true or false, not {}", TomlTypeName(item)));
+    *out = item.as_boolean()->get() ? 1 : 0;
+    return Status::Ok();
+  };
+}
+
+std::function<Status(const toml::node&, int*)> ItemOf(TomlFields& f, Knob knob) {
+  const KnobRow& row = RowOf(knob);
+  switch (row.kind) {
+    case KnobKind::kChoice: return ChoiceItem(f, knob);
+    case KnobKind::kSwitch: return SwitchItem(f, row.name);
+    case KnobKind::kSize:
+    case KnobKind::kStage: break;
+  }
+  return IntItem(f, row.name, row.min, row.max);
+}
+
+// The knob's list under [knobs] (or "divisors", for sizes that may say so); absent: the default.
+Status ReadKnob(TomlFields& f, Knob knob, KnobCandidates* out) {
+  const KnobRow& row = RowOf(knob);
+  const std::string_view key = row.name;
   const toml::node* node = f.Take(key);
-  if (node == nullptr) return Status::Ok();
-  if (node->is_string()) {
+  if (node == nullptr && row.space_requires)
+    return f.Error(key, "missing (a list of positive integers is required)");
+  if (node != nullptr && row.space_divisors && node->is_string()) {
     if (node->as_string()->get() != "divisors")
       return f.Error(key, "must be \"divisors\" or a list of positive integers");
-    *out = SizeCandidates{true, {}};
+    *out = KnobCandidates{true, {}};
     return Status::Ok();
   }
-  std::vector<int> values;
-  TUNEPAR_RETURN_IF_ERROR(ReadList<int>(f, key, &values, IntItem(f, key, 1, 1 << 24)));
-  *out = SizeCandidates{false, std::move(values)};
+  std::vector<int> codes;
+  TUNEPAR_RETURN_IF_ERROR(ReadList<int>(f, key, &codes, ItemOf(f, knob)));
+  if (node != nullptr) *out = KnobCandidates{false, std::move(codes)};
   return Status::Ok();
 }
 
@@ -107,22 +123,7 @@ Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view so
   TUNEPAR_RETURN_IF_ERROR(root.RejectUnknownKeys());
 
   TomlFields k(*knobs, source, "knobs.");
-  TUNEPAR_RETURN_IF_ERROR(ReadSizes(k, "tp", &s.tp));
-  TUNEPAR_RETURN_IF_ERROR(ReadSizes(k, "pp", &s.pp));
-  if (k.Take("micro_batch") == nullptr)
-    return k.Error("micro_batch", "missing (a list of positive integers is required)");
-  TUNEPAR_RETURN_IF_ERROR(
-      ReadList<int>(k, "micro_batch", &s.micro_batch, IntItem(k, "micro_batch", 1, 1 << 20)));
-  TUNEPAR_RETURN_IF_ERROR(
-      ReadList<Precision>(k, "precision", &s.precision, EnumItem<Precision>(k, "precision", ParsePrecision)));
-  TUNEPAR_RETURN_IF_ERROR(ReadList<int>(k, "zero", &s.zero, IntItem(k, "zero", 0, 1)));
-  TUNEPAR_RETURN_IF_ERROR(
-      ReadList<Recompute>(k, "recompute", &s.recompute, EnumItem<Recompute>(k, "recompute", ParseRecompute)));
-  TUNEPAR_RETURN_IF_ERROR(ReadList<bool>(k, "seq_parallel", &s.seq_parallel, BoolItem(k, "seq_parallel")));
-  TUNEPAR_RETURN_IF_ERROR(
-      ReadList<int>(k, "virtual_stages", &s.virtual_stages, IntItem(k, "virtual_stages", 1, 1024)));
-  TUNEPAR_RETURN_IF_ERROR(
-      ReadList<bool>(k, "flash_attention", &s.flash_attention, BoolItem(k, "flash_attention")));
+  for (Knob knob : Knobs()) TUNEPAR_RETURN_IF_ERROR(ReadKnob(k, knob, &s.Of(knob)));
   TUNEPAR_RETURN_IF_ERROR(k.RejectUnknownKeys());
 
   if (constraints != nullptr) {

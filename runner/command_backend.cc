@@ -259,39 +259,6 @@ std::optional<double> OomLowerBound(const std::string& line) {
 
 namespace {
 
-// The space's candidate values of a knob, as codes.
-std::vector<int> Candidates(const SpaceSpec& space, Knob knob, int world) {
-  auto codes = [](const auto& values) {
-    std::vector<int> out;
-    for (const auto& v : values) out.push_back(static_cast<int>(v));
-    return out;
-  };
-  switch (knob) {
-    case Knob::kTp: return space.tp.For(world);
-    case Knob::kPp: return space.pp.For(world);
-    case Knob::kMicroBatch: return space.micro_batch;
-    case Knob::kPrecision: return codes(space.precision);
-    case Knob::kZero: return space.zero;
-    case Knob::kRecompute: return codes(space.recompute);
-    case Knob::kSeqParallel: return codes(space.seq_parallel);
-    case Knob::kVirtualStages: return space.virtual_stages;
-    case Knob::kFlashAttention: return codes(space.flash_attention);
-  }
-  return {};
-}
-
-// Values beyond the space's that show whether the program receives a knob at all.
-std::vector<int> Probes(Knob knob) {
-  switch (knob) {
-    case Knob::kPrecision:
-    case Knob::kRecompute: return {0, 1, 2};
-    case Knob::kZero:
-    case Knob::kSeqParallel:
-    case Knob::kFlashAttention: return {0, 1};
-    default: return {1, 2, 3, 4};
-  }
-}
-
 // A model whose layer count every probed pipeline divides ({layers_per_virtual_stage}).
 ModelShape ProbeModel() {
   ModelShape m;
@@ -339,8 +306,8 @@ std::string CommandBackend::Rendering(const Layout& knobs, int world) const {
 Result<KnobSupport> CommandBackend::SupportedKnobs(const SpaceSpec& space, int world) const {
   KnobSupport support;
   const Layout base;
-  for (Knob knob : kKnobs) {
-    const std::vector<int> candidates = Candidates(space, knob, world);
+  for (Knob knob : Knobs()) {
+    const std::vector<int> candidates = space.Values(knob, world);
     std::map<std::string, std::vector<int>> by_rendering;  // the candidates that render the same
     std::vector<std::string> order;
     for (int code : candidates) {
@@ -349,7 +316,7 @@ Result<KnobSupport> CommandBackend::SupportedKnobs(const SpaceSpec& space, int w
       by_rendering[text].push_back(code);
     }
     std::set<std::string> probed;
-    for (int code : Probes(knob)) probed.insert(Rendering(WithKnob(base, knob, code), world));
+    for (int code : ProbeCodes(knob)) probed.insert(Rendering(WithKnob(base, knob, code), world));
     for (const auto& [text, codes] : by_rendering) probed.insert(text);
     if (probed.size() == 1) {
       Result<int> fixed = UnreceivedValue(knob, candidates);

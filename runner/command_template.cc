@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/knobs.h"
 #include "runner/launch_environment.h"
 
 namespace tunepar::runner {
@@ -18,26 +19,13 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
   const int gpn = std::max(1, c.gpus_per_node);
   const int world = c.world > 0 ? c.world : l.World();
   const std::string gbs = std::to_string(l.GlobalBatch());
-  return {
-      {"tp", std::to_string(l.tp)},
-      {"pp", std::to_string(l.pp)},
+  std::map<std::string, std::string> texts = {
       {"dp", std::to_string(l.dp)},
-      {"mbs", std::to_string(l.micro_batch)},
-      {"micro_batch", std::to_string(l.micro_batch)},
       {"gbs", gbs},
       {"global_batch", gbs},
       {"num_micro_batches", std::to_string(l.num_micro_batches)},
       {"local_batch", std::to_string(l.GlobalBatch() / std::max(1, l.dp))},
       {"nmb", std::to_string(l.num_micro_batches)},
-      {"precision", std::string(ToString(l.precision))},
-      {"zero", std::to_string(l.zero)},
-      {"recompute", std::string(ToString(l.recompute))},
-      {"seq_parallel", l.seq_parallel ? "1" : "0"},
-      {"sp", l.seq_parallel ? "1" : "0"},
-      {"vpp", std::to_string(l.virtual_stages)},
-      {"virtual_stages", std::to_string(l.virtual_stages)},
-      {"flash", l.flash_attention ? "1" : "0"},
-      {"flash_attention", l.flash_attention ? "1" : "0"},
       {"world", std::to_string(world)},
       {"nodes", std::to_string((world + gpn - 1) / gpn)},
       {"gpus_per_node", std::to_string(std::min(gpn, world))},
@@ -54,7 +42,14 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
       {"vocab", c.model != nullptr ? std::to_string(c.model->vocab) : "0"},
       {"ffn_hidden", c.model != nullptr ? std::to_string(c.model->ffn_hidden) : "0"},
       {"layers_per_virtual_stage",
-       c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.pp * l.virtual_stages)) : "0"}};
+       c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.ModelChunks())) : "0"}};
+  // Every knob of the table, by its name and each alias.
+  for (Knob k : Knobs()) {
+    const std::string text = KnobPlaceholderText(k, KnobCode(k, l));
+    texts[std::string(KnobName(k))] = text;
+    for (std::string_view alias : RowOf(k).aliases) texts[std::string(alias)] = text;
+  }
+  return texts;
 }
 
 std::string KnownNames() {

@@ -1,17 +1,18 @@
 // A command template: the text a user gives the `command` backend (and launch-script), whose
 // placeholders take a layout's values.
 //
-// Placeholders: {tp} {pp} {dp} {mbs} {micro_batch} {gbs} {global_batch} {num_micro_batches}
-// {nmb} {precision} {zero} {recompute} {seq_parallel} {sp} {vpp} {virtual_stages} {flash}
-// {flash_attention} {world} {nodes} {gpus_per_node} {layout} {trial} {trial_dir} {seed}
+// Placeholders: every knob of the table by its name and each alias (base/knobs.h; `tunepar knobs`
+// lists them: {tp} {mbs} {micro_batch} {precision} {recompute} ...; switches give 1 or 0, choices
+// their name); {dp} {gbs} {global_batch} {num_micro_batches} {nmb} {world} {nodes}
+// {gpus_per_node} {layout} {trial} {trial_dir} {seed}
 // {model} {layers} {hidden} {heads} {seq_len} {vocab} {ffn_hidden} {layers_per_virtual_stage};
 // {local_batch} (sequences per data-parallel rank per step: micro_batch x num_micro_batches);
 // {deepspeed_config}: the path of a DeepSpeed config written into the trial's directory from the
 // layout before the command runs (DeepSpeedConfig), so that its batch sizes, ZeRO stage and
 // precision always agree with the flags;
-// {NAME?TEXT}, which is TEXT when NAME is on (not 0 or none), e.g. {seq_parallel?--sequence-parallel};
+// {NAME?TEXT}, which is TEXT when NAME is on (not 0 or none), e.g. {zero?--use-distributed-optimizer};
 // {NAME=VALUE?TEXT}, TEXT when NAME is VALUE, e.g. {recompute=full?--recompute-granularity full};
-// and {NAME!=VALUE?TEXT}, TEXT when NAME is not VALUE, e.g. {vpp!=1?--num-layers-per-virtual-...}.
+// and {NAME!=VALUE?TEXT}, TEXT when NAME is not VALUE, e.g. {recompute!=none?--recompute-activations}.
 // {{ and }} are literal braces; shell expansions like ${VAR} are left alone.
 //
 // Values are quoted for where they stand in the shell text, so that no value (a store path with

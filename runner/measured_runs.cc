@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "base/knobs.h"
+
 namespace tunepar::runner {
 
 double RecomputeCountedFlops(const ModelShape& m) {
@@ -105,6 +107,36 @@ class Row {
   std::string where_;
 };
 
+// The layout's knobs, one column each by the knob's name (base/knobs.h): a knob with a neutral
+// value may be left out or empty (it ran with that value); one without (micro_batch, precision)
+// is required.
+Status ParseKnobs(const Row& r, Layout* l) {
+  for (Knob k : Knobs()) {
+    const KnobRow& row = RowOf(k);
+    const std::string name(row.name);
+    const std::string& text = r.Text(name);
+    if (text.empty() && row.neutral >= 0) {
+      *l = WithKnob(std::move(*l), k, row.neutral);
+      continue;
+    }
+    int code = 0;
+    if (row.kind == KnobKind::kSize || row.kind == KnobKind::kStage) {
+      TUNEPAR_RETURN_IF_ERROR(r.Int(name, &code, row.min));
+      if (row.kind == KnobKind::kStage && code > row.max) return r.Error(name, fmt::format("{} is above {}", code, row.max));
+    } else if (row.kind == KnobKind::kSwitch) {
+      bool on = false;
+      TUNEPAR_RETURN_IF_ERROR(r.Flag(name, &on));
+      code = on ? 1 : 0;
+    } else {
+      Result<int> value = ParseKnobValue(k, text);
+      if (!value.ok()) return r.Error(name, value.status().message());
+      code = *value;
+    }
+    *l = WithKnob(std::move(*l), k, code);
+  }
+  return Status::Ok();
+}
+
 Status ParseRow(const Row& r, MeasuredRun* run) {
   ModelShape& m = run->model;
   Layout& l = run->layout;
@@ -121,13 +153,7 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   m.ffn_hidden = DefaultMlpWidth(m.hidden);
   if (m.hidden % m.heads != 0) return r.Error("heads", "must divide hidden");
   TUNEPAR_RETURN_IF_ERROR(r.Int("gpus", &gpus));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("tp", &l.tp));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("pp", &l.pp));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("micro_batch", &l.micro_batch));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("virtual_stages", &l.virtual_stages));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("zero", &l.zero, 0));
-  TUNEPAR_RETURN_IF_ERROR(r.Flag("seq_parallel", &l.seq_parallel));
-  TUNEPAR_RETURN_IF_ERROR(r.Flag("flash_attention", &l.flash_attention));
+  TUNEPAR_RETURN_IF_ERROR(ParseKnobs(r, &l));
   if (!r.Text("ranks_per_node").empty()) TUNEPAR_RETURN_IF_ERROR(r.Int("ranks_per_node", &run->ranks_per_node, 0));
   if (gpus % (l.tp * l.pp) != 0) return r.Error("gpus", fmt::format("{} is not a multiple of tp x pp", gpus));
   l.dp = gpus / (l.tp * l.pp);
@@ -135,12 +161,6 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
     return r.Error("global_batch", fmt::format("{} is not a multiple of micro_batch x dp = {}",
                                                m.global_batch, l.micro_batch * l.dp));
   l.num_micro_batches = m.global_batch / (l.micro_batch * l.dp);
-  Result<Precision> precision = ParsePrecision(r.Text("precision"));
-  if (!precision.ok()) return r.Error("precision", precision.status().message());
-  l.precision = *precision;
-  Result<Recompute> recompute = ParseRecompute(r.Text("recompute"));
-  if (!recompute.ok()) return r.Error("recompute", recompute.status().message());
-  l.recompute = *recompute;
 
   if (!r.Text("step_time_s").empty()) return r.Number("step_time_s", &run->step_time_s);
   double tflops = 0;
@@ -172,9 +192,11 @@ Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, st
     std::vector<std::string> cells = SplitCsvLine(line);
     if (columns.empty()) {
       for (size_t i = 0; i < cells.size(); ++i) columns[cells[i]] = i;
-      for (const char* required :
-           {"layers", "hidden", "heads", "seq_len", "vocab", "global_batch", "gpus", "tp", "pp",
-            "micro_batch", "virtual_stages", "precision", "recompute", "zero"}) {
+      std::vector<std::string> required = {"layers", "hidden", "heads", "seq_len", "vocab", "global_batch", "gpus"};
+      for (Knob k : Knobs()) {
+        if (NeutralKnobCode(k) < 0) required.emplace_back(KnobName(k));
+      }
+      for (const std::string& required : required) {
         if (columns.count(required) == 0)
           return ConfigError(
               fmt::format("{}:{}: header lacks the column '{}'", source, line_number, required));

@@ -9,18 +9,12 @@ namespace tunepar::search {
 namespace {
 
 double Raw(const EncodedDimension& d, const Layout& l) {
-  const std::string& k = d.knob;
-  if (k == "tp") return std::log2(l.tp);
-  if (k == "pp") return std::log2(l.pp);
-  if (k == "micro_batch") return std::log2(l.micro_batch);
-  if (k == "virtual_stages") return std::log2(l.virtual_stages);
-  if (k == "zero") return l.zero;
-  if (k == "recompute") return static_cast<int>(l.recompute);
-  if (k == "seq_parallel") return l.seq_parallel ? 1 : 0;
-  if (k == "flash_attention") return l.flash_attention ? 1 : 0;
-  if (k == "precision") {
-    if (d.kind == EncodedDimension::Kind::kOneHot) return ToString(l.precision) == d.value ? 1 : 0;
-    return static_cast<int>(l.precision);
+  const int code = KnobCode(d.knob_id, l);
+  switch (d.kind) {
+    case EncodedDimension::Kind::kLog2: return std::log2(code);
+    case EncodedDimension::Kind::kOneHot: return KnobValueText(d.knob_id, code) == d.value ? 1 : 0;
+    case EncodedDimension::Kind::kOrdinal:
+    case EncodedDimension::Kind::kBinary: return code;
   }
   return 0.0;
 }
@@ -30,8 +24,8 @@ double Raw(const EncodedDimension& d, const Layout& l) {
 LayoutEncoder LayoutEncoder::Fit(const std::vector<Layout>& legal) {
   LayoutEncoder enc;
   using Kind = EncodedDimension::Kind;
-  auto add_ranged = [&](const std::string& knob, Kind kind) {
-    EncodedDimension d{knob, kind, "", 0.0, 0.0};
+  auto add_ranged = [&](Knob knob, Kind kind) {
+    EncodedDimension d{std::string(KnobName(knob)), kind, "", 0.0, 0.0, knob};
     double lo = INFINITY, hi = -INFINITY;
     for (const Layout& l : legal) {
       double v = Raw(d, l);
@@ -43,22 +37,24 @@ LayoutEncoder LayoutEncoder::Fit(const std::vector<Layout>& legal) {
     d.hi = hi;
     enc.dims_.push_back(d);
   };
-  add_ranged("tp", Kind::kLog2);
-  add_ranged("pp", Kind::kLog2);
-  add_ranged("micro_batch", Kind::kLog2);
-  std::set<Precision> precisions;
-  for (const Layout& l : legal) precisions.insert(l.precision);
-  if (precisions.size() == 2) {
-    add_ranged("precision", Kind::kBinary);
-  } else if (precisions.size() > 2) {
-    for (Precision p : precisions)
-      enc.dims_.push_back({"precision", Kind::kOneHot, std::string(ToString(p)), 0, 1});
+  for (Knob knob : Knobs()) {
+    switch (RowOf(knob).encoding) {
+      case KnobEncoding::kLog2: add_ranged(knob, Kind::kLog2); break;
+      case KnobEncoding::kOrdinal: add_ranged(knob, Kind::kOrdinal); break;
+      case KnobEncoding::kBinary: add_ranged(knob, Kind::kBinary); break;
+      case KnobEncoding::kCategory: {
+        std::set<int> codes;
+        for (const Layout& l : legal) codes.insert(KnobCode(knob, l));
+        if (codes.size() == 2) {
+          add_ranged(knob, Kind::kBinary);
+        } else if (codes.size() > 2) {
+          for (int code : codes)
+            enc.dims_.push_back({std::string(KnobName(knob)), Kind::kOneHot, KnobValueText(knob, code), 0, 1, knob});
+        }
+        break;
+      }
+    }
   }
-  add_ranged("zero", Kind::kBinary);
-  add_ranged("recompute", Kind::kOrdinal);
-  add_ranged("seq_parallel", Kind::kBinary);
-  add_ranged("virtual_stages", Kind::kLog2);
-  add_ranged("flash_attention", Kind::kBinary);
   return enc;
 }
 

@@ -10,11 +10,11 @@
 namespace tunepar::search {
 
 KnobShapley::KnobShapley(const std::vector<Layout>& legal, std::vector<double> f, std::vector<int> background)
-    : legal_(legal), f_(std::move(f)), background_(std::move(background)), codes_(kNumKnobs), knob_codes_(kNumKnobs) {
+    : legal_(legal), f_(std::move(f)), background_(std::move(background)), codes_(NumKnobs()), knob_codes_(NumKnobs()) {
   // A small integer code per knob value, packed into one 64-bit key per layout: a hybrid layout
   // is then a key with some fields swapped, looked up in the legal set.
   int shift = 0;
-  for (int k = 0; k < kNumKnobs; ++k) {
+  for (int k = 0; k < NumKnobs(); ++k) {
     const Knob knob = static_cast<Knob>(k);
     auto& codes = codes_[k];
     for (const Layout& l : legal_) {

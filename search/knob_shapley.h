@@ -1,8 +1,8 @@
 // Which knobs matter: Shapley values of a function of layouts (the surrogate's or the
 // performance model's log throughput), with the knobs of a layout as the players.
 //
-// Players are the independent knobs: tp, pp, micro_batch, precision, zero, recompute,
-// seq_parallel, virtual_stages, flash_attention. dp and the micro-batch count are derived (from
+// Players are the independent knobs, the rows of the knob table (base/knobs.h). dp and the
+// micro-batch count are derived (from
 // tp, pp and micro_batch for a fixed world and global batch), so they are not players: their
 // effect is credited to the knobs that set them. A knob that does not vary (in the background
 // or the explained layout) is not a player and gets nothing.
@@ -37,7 +37,7 @@ namespace tunepar::search {
 using ::tunepar::Knob;
 using ::tunepar::KnobName;
 using ::tunepar::KnobValue;
-using ::tunepar::kNumKnobs;
+using ::tunepar::NumKnobs;
 
 struct KnobExplanation {
   std::vector<Knob> knobs;                       // the players, in Knob order

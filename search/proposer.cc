@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "base/knobs.h"
 #include "search/acquisition.h"
 
 namespace tunepar::search {
@@ -540,7 +541,7 @@ Surrogate Proposer::Posterior(const std::vector<Outcome>& history) const {
 StopAdvice Proposer::Advise(const std::vector<Outcome>& history, double gain, double probability) const {
   constexpr double kUncheckedChangeShare = 0.5;     // sd of a predicted change no trial checked, as its share
   constexpr double kLargestUncheckedChange = 0.1;   // log step time: that sd is at most 0.05
-  constexpr int kKnobs = 9;
+  const int knobs = NumKnobs();
   const State s = Fit(history);
   StopAdvice advice;
   if (s.observed.empty() || s.random_design) return advice;  // nothing measured to improve on yet
@@ -566,24 +567,24 @@ StopAdvice Proposer::Advise(const std::vector<Outcome>& history, double gain, do
     }
     return x >= 0 ? 0.5 * (1 + a) : 0.5 * (1 - a);
   };
-  auto knob_values = [](const Layout& l) {  // dp and the micro-batch count follow from these
-    return std::array<int, kKnobs>{l.tp, l.pp, l.micro_batch, static_cast<int>(l.precision), l.zero,
-                                   static_cast<int>(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
-                                   l.flash_attention ? 1 : 0};
+  auto knob_values = [knobs](const Layout& l) {  // dp and the micro-batch count follow from these
+    std::vector<int> codes(knobs);
+    for (int k = 0; k < knobs; ++k) codes[k] = KnobCode(static_cast<Knob>(k), l);
+    return codes;
   };
   std::set<std::pair<int, int>> measured;  // (knob, value) of some ok trial
   for (int i : s.observed) {
-    const std::array<int, kKnobs> v = knob_values(legal_[i]);
-    for (int k = 0; k < kKnobs; ++k) measured.insert({k, v[k]});
+    const std::vector<int> v = knob_values(legal_[i]);
+    for (int k = 0; k < knobs; ++k) measured.insert({k, v[k]});
   }
   double joint = 0;
   std::map<std::pair<int, int>, double> unmeasured;  // (knob, value) -> its most promising layout's P
   int best_index = -1;
   for (size_t i = 0; i < legal_.size(); ++i) {
     if (s.tried[i]) continue;
-    const std::array<int, kKnobs> v = knob_values(legal_[i]);
+    const std::vector<int> v = knob_values(legal_[i]);
     bool explored = true;
-    for (int k = 0; k < kKnobs; ++k) explored = explored && measured.count({k, v[k]}) > 0;
+    for (int k = 0; k < knobs; ++k) explored = explored && measured.count({k, v[k]}) > 0;
     double spread = sd[i];
     if (!explored) {
       double nearest_d2 = kInf, change = 0;
@@ -600,7 +601,7 @@ StopAdvice Proposer::Advise(const std::vector<Outcome>& history, double gain, do
     const double p = s.feasibility[i] *
                      (spread > 0 ? cdf((target - mean[i]) / spread) : (mean[i] < target ? 1.0 : 0.0));
     if (explored) joint += p;
-    for (int k = 0; k < kKnobs && !explored; ++k) {
+    for (int k = 0; k < knobs && !explored; ++k) {
       if (measured.count({k, v[k]}) == 0) unmeasured[{k, v[k]}] = std::max(unmeasured[{k, v[k]}], p);
     }
     if (p > advice.best_probability || best_index < 0) {

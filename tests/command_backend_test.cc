@@ -165,12 +165,12 @@ TEST(CommandTemplate, AShellExpressionTrialFolderIsExpandedInDoubleQuotes) {
 // A space with every knob open (sizes as divisors of the world).
 SpaceSpec OpenSpace() {
   SpaceSpec space;
-  space.precision = {Precision::kBf16, Precision::kFp16, Precision::kFp32};
-  space.zero = {0, 1};
-  space.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-  space.seq_parallel = {false, true};
-  space.virtual_stages = {1, 2};
-  space.flash_attention = {false, true};
+  space.Set(Knob::kPrecision, testing::Codes({Precision::kBf16, Precision::kFp16, Precision::kFp32}));
+  space.Set(Knob::kZero, testing::Codes({0, 1}));
+  space.Set(Knob::kRecompute, testing::Codes({Recompute::kNone, Recompute::kSelective, Recompute::kFull}));
+  space.Set(Knob::kSeqParallel, testing::Codes({false, true}));
+  space.Set(Knob::kVirtualStages, testing::Codes({1, 2}));
+  space.Set(Knob::kFlashAttention, testing::Codes({false, true}));
   return space;
 }
 
@@ -239,14 +239,14 @@ TEST(CommandKnobs, AKnobWithNoValueToRunAtMustBeDeclared) {
   EXPECT_NE(support.status().message().find("never receives micro_batch"), std::string::npos)
       << support.status().message();
   EXPECT_NE(support.status().message().find("--fix micro_batch=VALUE"), std::string::npos);
-  space.micro_batch = {2};  // declared: the program runs with 2
+  space.Set(Knob::kMicroBatch, testing::Codes({2}));  // declared: the program runs with 2
   support = backend.SupportedKnobs(space, 8);
   ASSERT_TRUE(support.ok()) << support.status().message();
   EXPECT_EQ(support->Of(Knob::kMicroBatch), std::vector<int>{2});
   // A neutral value the space does not allow: say which the program runs with.
-  space.zero = {1};
+  space.Set(Knob::kZero, testing::Codes({1}));
   EXPECT_EQ(backend.SupportedKnobs(space, 8).value().Of(Knob::kZero), std::vector<int>{1});
-  space.virtual_stages = {2, 4};
+  space.Set(Knob::kVirtualStages, testing::Codes({2, 4}));
   EXPECT_NE(backend.SupportedKnobs(space, 8).status().message().find("never receives virtual_stages"),
             std::string::npos);
 }

@@ -82,12 +82,12 @@ tp_cross_node = true
 TEST(SpaceConfig, Parses) {
   Result<SpaceSpec> s = ParseSpaceSpec(kSpace, "s.toml");
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_FALSE(s->tp.divisors_of_world);
-  EXPECT_EQ(s->tp.values, (std::vector<int>{1, 2, 4}));
-  EXPECT_TRUE(s->pp.divisors_of_world);
-  EXPECT_EQ(s->precision.size(), 2u);
-  EXPECT_EQ(s->recompute,
-            (std::vector<Recompute>{Recompute::kNone, Recompute::kFull}));
+  EXPECT_FALSE(s->Of(Knob::kTp).divisors_of_world);
+  EXPECT_EQ(s->Of(Knob::kTp).codes, (std::vector<int>{1, 2, 4}));
+  EXPECT_TRUE(s->Of(Knob::kPp).divisors_of_world);
+  EXPECT_EQ(s->Of(Knob::kPrecision).codes.size(), 2u);
+  EXPECT_EQ(s->Of(Knob::kRecompute).codes,
+            (std::vector<int>{static_cast<int>(Recompute::kNone), static_cast<int>(Recompute::kFull)}));
   EXPECT_TRUE(s->tp_cross_node);
 }
 

@@ -190,6 +190,7 @@ TEST(JsonShape, LocalBackend) {
 
 TEST(JsonShape, CommandsWithoutAStore) {
   ExpectShape("--json configs", "configs.schema.json");
+  ExpectShape("--json knobs", "knobs.schema.json");
   ExpectShape("--json space --world 64 --model gpt-22b", "space.schema.json");
   ExpectShape("--json space --world 64 --model gpt-22b --list", "space.schema.json");
   ExpectShape("--json predict --world 1024 --model gpt-175b --tp 4 --pp 16 --mbs 1", "predict.schema.json");

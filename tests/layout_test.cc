@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_support.h"
+
 namespace tunepar::search {
 namespace {
 
@@ -98,26 +100,26 @@ KnobSupport CoreLike() {
 
 TEST(KnobSupport, RestrictsASpaceToWhatTheProgramRuns) {
   SpaceSpec space;
-  space.seq_parallel = {false, true};
-  space.virtual_stages = {1, 2, 4};
-  space.flash_attention = {true, false};
-  space.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  space.Set(Knob::kSeqParallel, testing::Codes({false, true}));
+  space.Set(Knob::kVirtualStages, testing::Codes({1, 2, 4}));
+  space.Set(Knob::kFlashAttention, testing::Codes({true, false}));
+  space.Set(Knob::kRecompute, testing::Codes({Recompute::kNone, Recompute::kSelective, Recompute::kFull}));
   const KnobSupport core = CoreLike();
   const SpaceSpec restricted = Restrict(space, core, 16);
-  EXPECT_EQ(restricted.seq_parallel, std::vector<bool>{false});
-  EXPECT_EQ(restricted.virtual_stages, std::vector<int>{1});
-  EXPECT_EQ(restricted.flash_attention, std::vector<bool>{false});
-  EXPECT_EQ(restricted.recompute, space.recompute);
-  EXPECT_EQ(Restrict(space, KnobSupport{}, 16).virtual_stages, space.virtual_stages);  // all supported: unchanged
+  EXPECT_EQ(restricted.Of(Knob::kSeqParallel).codes, std::vector<int>{0});
+  EXPECT_EQ(restricted.Of(Knob::kVirtualStages).codes, std::vector<int>{1});
+  EXPECT_EQ(restricted.Of(Knob::kFlashAttention).codes, std::vector<int>{0});
+  EXPECT_EQ(restricted.Of(Knob::kRecompute), space.Of(Knob::kRecompute));
+  EXPECT_EQ(Restrict(space, KnobSupport{}, 16).Of(Knob::kVirtualStages), space.Of(Knob::kVirtualStages));  // all supported: unchanged
   // A program that tells only full recomputation apart, and runs tensor parallelism 1 only.
   KnobSupport folded;
   folded.Of(Knob::kRecompute) = {static_cast<int>(Recompute::kNone), static_cast<int>(Recompute::kFull)};
   folded.Of(Knob::kTp) = {1};
   const SpaceSpec f = Restrict(space, folded, 16);
-  EXPECT_EQ(f.recompute, (std::vector<Recompute>{Recompute::kNone, Recompute::kFull}));
-  EXPECT_FALSE(f.tp.divisors_of_world);
-  EXPECT_EQ(f.tp.For(16), std::vector<int>{1});
-  EXPECT_EQ(f.pp.For(16), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(f.Of(Knob::kRecompute).codes, testing::Codes({Recompute::kNone, Recompute::kFull}));
+  EXPECT_FALSE(f.Of(Knob::kTp).divisors_of_world);
+  EXPECT_EQ(f.Values(Knob::kTp, 16), std::vector<int>{1});
+  EXPECT_EQ(f.Values(Knob::kPp, 16), (std::vector<int>{1, 2, 4, 8, 16}));
   // Recorded in a study's settings as the allowed values (layout-key fragments), and read back.
   EXPECT_EQ(PinnedKnobs(core), "sp0 vpp1 fa0");
   EXPECT_EQ(PinnedKnobs(folded), "tp1 rcnone rcfull");
@@ -150,7 +152,7 @@ TEST(KnobSupport, NamesWhatAProgramCannotRun) {
 
 TEST(Knobs, FragmentsAndValuesRoundTrip) {
   Layout l;
-  for (Knob k : kKnobs) {
+  for (Knob k : Knobs()) {
     const int code = KnobCode(k, l);
     Result<std::pair<Knob, int>> parsed = ParseKnobFragment(KnobFragment(k, code));
     ASSERT_TRUE(parsed.ok()) << KnobFragment(k, code);

@@ -28,9 +28,9 @@ ModelShape SmallModel() {
 SpaceSpec PinnedSpace() {
   SpaceSpec s;
   s.name = "pinned";
-  s.tp = {false, {1}};
-  s.pp = {false, {1}};
-  s.micro_batch = {1};
+  s.Of(Knob::kTp) = {false, {1}};
+  s.Of(Knob::kPp) = {false, {1}};
+  s.Set(Knob::kMicroBatch, testing::Codes({1}));
   return s;
 }
 
@@ -51,8 +51,8 @@ void ExpectConsistent(const SpaceEnumeration& e) {
 TEST(Space, TpMustFitInANode) {
   ModelShape m = SmallModel();
   SpaceSpec s = PinnedSpace();
-  s.tp = {false, {1, 2, 4, 8, 16, 32}};
-  s.pp = {false, {1, 2, 4, 8, 16, 32}};
+  s.Of(Knob::kTp) = {false, {1, 2, 4, 8, 16, 32}};
+  s.Of(Knob::kPp) = {false, {1, 2, 4, 8, 16, 32}};
   SpaceEnumeration e = Enumerate(32, m, s);
   // tp 16 and 32 exceed an 8-GPU node: 2 tp values x 6 pp values.
   EXPECT_EQ(e.Excluded(Constraint::kTpWithinNode), 12);
@@ -64,8 +64,8 @@ TEST(Space, TpMustFitInANode) {
   EXPECT_EQ(crossing.Excluded(Constraint::kTpWithinNode), 0);
   // tp 6 does not divide 8 GPUs per node even within a node.
   s.tp_cross_node = false;
-  s.tp = {false, {6}};
-  s.pp = {false, {1}};
+  s.Of(Knob::kTp) = {false, {6}};
+  s.Of(Knob::kPp) = {false, {1}};
   EXPECT_EQ(Enumerate(48, m, s).Excluded(Constraint::kTpWithinNode), 1);
 }
 
@@ -74,7 +74,7 @@ TEST(Space, TpMustDivideHeadsAndMlp) {
   m.heads = 4;
   m.hidden = 64;
   SpaceSpec s = PinnedSpace();
-  s.tp = {false, {1, 2, 4, 8}};
+  s.Of(Knob::kTp) = {false, {1, 2, 4, 8}};
   SpaceEnumeration e = Enumerate(8, m, s);
   EXPECT_EQ(e.Excluded(Constraint::kTpDividesHeads), 1);  // tp 8 > 4 heads
   m.heads = 8;
@@ -88,8 +88,8 @@ TEST(Space, TpMustDivideHeadsAndMlp) {
 TEST(Space, TpTimesPpMustDivideWorld) {
   ModelShape m = SmallModel();
   SpaceSpec s = PinnedSpace();
-  s.tp = {false, {1, 2, 4}};
-  s.pp = {false, {1, 2, 4, 8}};
+  s.Of(Knob::kTp) = {false, {1, 2, 4}};
+  s.Of(Knob::kPp) = {false, {1, 2, 4, 8}};
   SpaceEnumeration e = Enumerate(8, m, s);
   // (tp, pp) with tp * pp > 8 or not dividing 8: (2,8), (4,4), (4,8).
   EXPECT_EQ(e.Excluded(Constraint::kTpPpDivideWorld), 3);
@@ -100,7 +100,7 @@ TEST(Space, PpMustDivideLayers) {
   ModelShape m = SmallModel();
   m.layers = 6;
   SpaceSpec s = PinnedSpace();
-  s.pp = {false, {1, 2, 3, 4, 6, 12}};
+  s.Of(Knob::kPp) = {false, {1, 2, 3, 4, 6, 12}};
   SpaceEnumeration e = Enumerate(12, m, s);
   EXPECT_EQ(e.Excluded(Constraint::kPpDividesLayers), 2);  // 4 and 12
   for (const Layout& l : e.legal) EXPECT_EQ(m.layers % l.pp, 0);
@@ -110,7 +110,7 @@ TEST(Space, GlobalBatchMustDivideIntoMicroBatchesTimesDp) {
   ModelShape m = SmallModel();
   m.global_batch = 12;
   SpaceSpec s = PinnedSpace();
-  s.micro_batch = {1, 2, 3, 4, 8};
+  s.Set(Knob::kMicroBatch, testing::Codes({1, 2, 3, 4, 8}));
   SpaceEnumeration e = Enumerate(2, m, s);                // dp 2
   EXPECT_EQ(e.Excluded(Constraint::kBatchDivisible), 2);  // mbs 4 (8 !| 12) and 8
   for (const Layout& l : e.legal) {
@@ -121,9 +121,9 @@ TEST(Space, GlobalBatchMustDivideIntoMicroBatchesTimesDp) {
 TEST(Space, InterleavingConstraints) {
   ModelShape m = SmallModel();  // 8 layers, global batch 16
   SpaceSpec s = PinnedSpace();
-  s.pp = {false, {1, 2, 4}};
-  s.virtual_stages = {1, 2, 4};
-  s.micro_batch = {1, 8};
+  s.Of(Knob::kPp) = {false, {1, 2, 4}};
+  s.Set(Knob::kVirtualStages, testing::Codes({1, 2, 4}));
+  s.Set(Knob::kMicroBatch, testing::Codes({1, 8}));
   SpaceEnumeration e = Enumerate(4, m, s);
   // pp 1 (dp 4): mbs 8 already fails the batch; mbs 1 with vpp 2 and 4.
   EXPECT_EQ(e.Excluded(Constraint::kInterleaveNeedsPp), 2);
@@ -144,8 +144,8 @@ TEST(Space, InterleavingConstraints) {
 TEST(Space, FlashAttentionNeeds16BitPrecision) {
   ModelShape m = SmallModel();
   SpaceSpec s = PinnedSpace();
-  s.precision = {Precision::kFp32, Precision::kFp16, Precision::kBf16};
-  s.flash_attention = {false, true};
+  s.Set(Knob::kPrecision, testing::Codes({Precision::kFp32, Precision::kFp16, Precision::kBf16}));
+  s.Set(Knob::kFlashAttention, testing::Codes({false, true}));
   SpaceEnumeration e = Enumerate(1, m, s);
   EXPECT_EQ(e.Excluded(Constraint::kFlashNeeds16Bit), 1);
   EXPECT_EQ(e.legal.size(), 5u);
@@ -154,9 +154,9 @@ TEST(Space, FlashAttentionNeeds16BitPrecision) {
 TEST(Space, RedundantKnobsAreExcluded) {
   ModelShape m = SmallModel();
   SpaceSpec s = PinnedSpace();
-  s.tp = {false, {1, 2}};
-  s.zero = {0, 1};
-  s.seq_parallel = {false, true};
+  s.Of(Knob::kTp) = {false, {1, 2}};
+  s.Set(Knob::kZero, testing::Codes({0, 1}));
+  s.Set(Knob::kSeqParallel, testing::Codes({false, true}));
   // World 2: tp 1 -> dp 2, tp 2 -> dp 1.
   SpaceEnumeration e = Enumerate(2, m, s);
   EXPECT_EQ(e.Excluded(Constraint::kZeroNeedsDp), 2);         // tp 2, zero 1, sp off/on
@@ -244,15 +244,15 @@ namespace {
 // Every combination of the knob values a space lists, whether legal or not.
 std::vector<Layout> AllCandidates(int world, const ModelShape& m, const SpaceSpec& s) {
   std::vector<Layout> out;
-  for (int tp : s.tp.For(world)) {
-    for (int pp : s.pp.For(world)) {
-      for (int mbs : s.micro_batch) {
-        for (int vpp : s.virtual_stages) {
-          for (Precision precision : s.precision) {
-            for (bool flash : s.flash_attention) {
-              for (int zero : s.zero) {
-                for (Recompute recompute : s.recompute) {
-                  for (bool sp : s.seq_parallel) {
+  for (int tp : s.Values(Knob::kTp, world)) {
+    for (int pp : s.Values(Knob::kPp, world)) {
+      for (int mbs : s.Values(Knob::kMicroBatch, world)) {
+        for (int vpp : s.Values(Knob::kVirtualStages, world)) {
+          for (int precision : s.Values(Knob::kPrecision, world)) {
+            for (int flash : s.Values(Knob::kFlashAttention, world)) {
+              for (int zero : s.Values(Knob::kZero, world)) {
+                for (int recompute : s.Values(Knob::kRecompute, world)) {
+                  for (int sp : s.Values(Knob::kSeqParallel, world)) {
                     Layout l;
                     l.tp = tp;
                     l.pp = pp;
@@ -260,11 +260,11 @@ std::vector<Layout> AllCandidates(int world, const ModelShape& m, const SpaceSpe
                     l.micro_batch = mbs;
                     l.num_micro_batches = std::max<int>(1, m.global_batch / std::max(1, mbs * l.dp));
                     l.virtual_stages = vpp;
-                    l.precision = precision;
-                    l.flash_attention = flash;
+                    l.precision = static_cast<Precision>(precision);
+                    l.flash_attention = flash != 0;
                     l.zero = zero;
-                    l.recompute = recompute;
-                    l.seq_parallel = sp;
+                    l.recompute = static_cast<Recompute>(recompute);
+                    l.seq_parallel = sp != 0;
                     out.push_back(l);
                   }
                 }
@@ -284,13 +284,13 @@ TEST(Space, CheckLegalAgreesWithTheEnumeration) {
   ModelShape m = SmallModel();
   SpaceSpec s;
   s.name = "wide";
-  s.micro_batch = {1, 2, 4, 8};
-  s.precision = {Precision::kFp32, Precision::kBf16};
-  s.zero = {0, 1};
-  s.recompute = {Recompute::kNone, Recompute::kFull};
-  s.seq_parallel = {false, true};
-  s.virtual_stages = {1, 2};
-  s.flash_attention = {false, true};
+  s.Set(Knob::kMicroBatch, testing::Codes({1, 2, 4, 8}));
+  s.Set(Knob::kPrecision, testing::Codes({Precision::kFp32, Precision::kBf16}));
+  s.Set(Knob::kZero, testing::Codes({0, 1}));
+  s.Set(Knob::kRecompute, testing::Codes({Recompute::kNone, Recompute::kFull}));
+  s.Set(Knob::kSeqParallel, testing::Codes({false, true}));
+  s.Set(Knob::kVirtualStages, testing::Codes({1, 2}));
+  s.Set(Knob::kFlashAttention, testing::Codes({false, true}));
   for (int world : {1, 6, 16}) {
     const SpaceQuery query{world, 4, &m, &s};
     const SpaceEnumeration e = Enumerate(world, m, s, 4);

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Knob values as the codes a space lists (base/knobs.h): enums by their value, switches 0 / 1.
+template <typename T>
+std::vector<int> Codes(std::initializer_list<T> values) {
+  std::vector<int> codes;
+  for (const T& v : values) codes.push_back(static_cast<int>(v));
+  return codes;
+}
 
 ModelShape PresetModel(const std::string& name);
 runner::HardwareProfile PresetHardware(const std::string& name);

@@ -230,7 +230,7 @@ search::StopAdvice BayesianSearch::EarlyStopAdvice() const {
 // layout again, so it counts once).
 bool BayesianSearch::ExploredEnoughToStop() const {
   std::vector<Knob> varying;
-  for (Knob knob : kKnobs) {
+  for (Knob knob : Knobs()) {
     const auto& legal = context_.space.legal;
     const bool varies = std::any_of(legal.begin(), legal.end(), [&](const Layout& l) {
       return KnobCode(knob, l) != KnobCode(knob, legal.front());

@@ -11,7 +11,9 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "base/knobs.h"
 #include "base/no_follow.h"
 
 #include "runner/core/supported_knobs.h"
@@ -81,17 +83,17 @@ std::vector<Layout> SpreadLayouts(const std::vector<Layout>& legal, int count) {
 }  // namespace
 
 std::string MeasuredRunsCsv(const std::vector<runner::MeasuredRun>& runs) {
-  std::string s =
-      "label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,tp,pp,micro_batch,virtual_stages,precision,"
-      "recompute,zero,seq_parallel,flash_attention,ranks_per_node,source,step_time_s\n";
+  std::vector<std::string> knob_columns;
+  for (Knob k : Knobs()) knob_columns.emplace_back(KnobName(k));
+  std::string s = fmt::format("label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,{},ranks_per_node,source,step_time_s\n",
+                              fmt::join(knob_columns, ","));
   for (const runner::MeasuredRun& r : runs) {
     const Layout& l = r.layout;
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g}\n", r.label,
-                     r.model.layers, r.model.hidden, r.model.heads, r.model.seq_len, r.model.vocab,
-                     r.model.global_batch, l.World(), l.tp, l.pp, l.micro_batch, l.virtual_stages,
-                     ToString(l.precision), ToString(l.recompute), l.zero,
-                     l.seq_parallel ? 1 : 0, l.flash_attention ? 1 : 0, r.ranks_per_node, r.source,
-                     r.step_time_s);
+    std::vector<std::string> knobs;
+    for (Knob k : Knobs()) knobs.push_back(KnobPlaceholderText(k, KnobCode(k, l)));
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.6g}\n", r.label, r.model.layers, r.model.hidden,
+                     r.model.heads, r.model.seq_len, r.model.vocab, r.model.global_batch, l.World(),
+                     fmt::join(knobs, ","), r.ranks_per_node, r.source, r.step_time_s);
   }
   return s;
 }

@@ -22,9 +22,7 @@ Status ReadKnobs(TomlFields& f, std::string* knobs) {
     const std::string name(key.str());
     Result<Knob> knob = ParseKnobName(name);
     if (!knob.ok() || KnobName(*knob) != name)
-      return f.ErrorAt(value, "knobs." + name,
-                       "is no knob (expected tp, pp, micro_batch, precision, zero, recompute, seq_parallel, "
-                       "virtual_stages or flash_attention)");
+      return f.ErrorAt(value, "knobs." + name, fmt::format("is no knob ({})", KnobNamesExpected()));
     if (!value.is_array()) return f.ErrorAt(value, "knobs." + name, "must be a list of values, e.g. [1, 2]");
     declared.insert(key, value);
   }

@@ -17,6 +17,7 @@ struct GlobalOptions {
 };
 
 void AddConfigsCommand(CLI::App& app, const GlobalOptions& global, Status* result);
+void AddKnobsCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddSpaceCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddCalibrateCommand(CLI::App& app, const GlobalOptions& global, Status* result);

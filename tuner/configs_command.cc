@@ -1,6 +1,9 @@
 // `tunepar configs`: the built-in model, hardware and space presets, one line each.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+
+#include "base/knobs.h"
 
 #include "base/presets.h"
 #include "runner/hardware_profile.h"
@@ -13,25 +16,17 @@ namespace tunepar {
 
 namespace {
 
-std::string ListText(const std::vector<int>& v) {
-  return fmt::format("{}", fmt::join(v, ","));
-}
-
-template <typename T>
-std::string NamesText(const std::vector<T>& v) {
-  std::vector<std::string> names;
-  for (const T& x : v) names.emplace_back(ToString(x));
-  return fmt::format("{}", fmt::join(names, ","));
-}
-
-std::string BoolsText(const std::vector<bool>& v) {
-  std::vector<std::string> names;
-  for (bool x : v) names.emplace_back(x ? "on" : "off");
-  return fmt::format("{}", fmt::join(names, ","));
-}
-
-std::string Sizes(const SizeCandidates& c) {
-  return c.divisors_of_world ? "divisors" : ListText(c.values);
+// "tp divisors pp divisors mbs 1,2,4,8 prec bf16 ...": each knob's column and its candidates.
+std::string SpaceSummary(const SpaceSpec& space) {
+  std::vector<std::string> parts;
+  for (Knob k : Knobs()) {
+    const KnobCandidates& c = space.Of(k);
+    std::vector<std::string> values;
+    for (int code : c.codes) values.push_back(KnobValueText(k, code));
+    parts.push_back(fmt::format("{} {}", RowOf(k).column,
+                                c.divisors_of_world ? std::string("divisors") : fmt::format("{}", fmt::join(values, ","))));
+  }
+  return fmt::format("{}", fmt::join(parts, " "));
 }
 
 Status RunConfigs(const GlobalOptions& global) {
@@ -63,10 +58,7 @@ Status RunConfigs(const GlobalOptions& global) {
     } else {
       Result<SpaceSpec> s = ParseSpaceSpec(p.text, origin);
       if (!s.ok()) return s.status();
-      summary = fmt::format("tp {} pp {} mbs {} prec {} zero {} rc {} sp {} vpp {} flash {}", Sizes(s->tp),
-                            Sizes(s->pp), ListText(s->micro_batch), NamesText(s->precision),
-                            ListText(s->zero), NamesText(s->recompute), BoolsText(s->seq_parallel),
-                            ListText(s->virtual_stages), BoolsText(s->flash_attention));
+      summary = SpaceSummary(*s);
       description = s->description;
       spaces.AddRow({s->name, summary, description});
     }

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
 
   Status result;
   AddConfigsCommand(app, global, &result);
+  AddKnobsCommand(app, global, &result);
   AddSpaceCommand(app, global, &result);
   AddSearchCommand(app, global, &result);
   AddPredictCommand(app, global, &result);

@@ -3,8 +3,10 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/knobs.h"
 #include "runner/model_backend.h"
 #include "runner/performance_model.h"
 #include "search/space.h"
@@ -20,18 +22,45 @@ namespace {
 struct PredictOptions {
   ProblemOptions problem;
   std::string layout_key;  // --layout KEY instead of the knobs
-  int64_t tp = 1, pp = 1, mbs = 1, vpp = 1, zero = 0;
+  // By Knob, each knob's option as given (or its default): numbers for sizes and stages, the name
+  // of a choice, and a count of the flag for switches.
+  std::vector<int64_t> numbers = std::vector<int64_t>(NumKnobs());
+  std::vector<std::string> names = std::vector<std::string>(NumKnobs());
+  std::vector<int> switches = std::vector<int>(NumKnobs());
   std::optional<int64_t> gbs;  // absent: the model's global batch
-  std::string precision = "bf16";
-  std::string recompute = "none";
-  bool seq_parallel = false;
-  bool flash = false;
 };
 
 Status Positive(const char* flag, int64_t value) {
   if (value < 1 || value > (1 << 24))
     return InvalidArgument(fmt::format("{} must be a positive integer, got {}", flag, value));
   return Status::Ok();
+}
+
+// What predict assumes of a knob it is not given: the neutral value, else the space's default.
+int DefaultCode(Knob knob) {
+  const KnobRow& row = RowOf(knob);
+  return row.neutral >= 0 ? row.neutral : row.space_default.For(1).front();
+}
+
+// The knob's code from its option.
+Result<int> OptionCode(const PredictOptions& o, Knob knob) {
+  const KnobRow& row = RowOf(knob);
+  const size_t i = static_cast<size_t>(knob);
+  switch (row.kind) {
+    case KnobKind::kSwitch: return o.switches[i] > 0 ? 1 : 0;
+    case KnobKind::kChoice: {
+      Result<int> code = ParseKnobValue(knob, o.names[i]);
+      if (!code.ok()) return code.status().WithContext(std::string(row.flag));
+      return code;
+    }
+    case KnobKind::kStage:
+      if (o.numbers[i] < row.min || o.numbers[i] > row.max)
+        return InvalidArgument(fmt::format("{} must be {} or {}, got {}", row.flag, row.min, row.max, o.numbers[i]));
+      return static_cast<int>(o.numbers[i]);
+    case KnobKind::kSize: break;
+  }
+  TUNEPAR_RETURN_IF_ERROR(Positive(std::string(row.flag).c_str(), o.numbers[i]));
+  return static_cast<int>(o.numbers[i]);
 }
 
 Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
@@ -44,34 +73,20 @@ Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
           fmt::format("--layout {} uses {} GPUs, not --world {}", o.layout_key, l->World(), world));
     return l;
   }
-  TUNEPAR_RETURN_IF_ERROR(Positive("--tp", o.tp));
-  TUNEPAR_RETURN_IF_ERROR(Positive("--pp", o.pp));
-  TUNEPAR_RETURN_IF_ERROR(Positive("--mbs", o.mbs));
-  TUNEPAR_RETURN_IF_ERROR(Positive("--vpp", o.vpp));
-  if (o.zero != 0 && o.zero != 1)
-    return InvalidArgument(fmt::format("--zero must be 0 or 1, got {}", o.zero));
-  if (world % (o.tp * o.pp) != 0)
-    return InvalidArgument(fmt::format("--tp {} x --pp {} does not divide --world {}", o.tp, o.pp, world));
   Layout l;
-  l.tp = static_cast<int>(o.tp);
-  l.pp = static_cast<int>(o.pp);
+  for (Knob k : Knobs()) {
+    Result<int> code = OptionCode(o, k);
+    if (!code.ok()) return code.status();
+    l = WithKnob(std::move(l), k, *code);
+  }
+  if (world % (l.tp * l.pp) != 0)
+    return InvalidArgument(fmt::format("--tp {} x --pp {} does not divide --world {}", l.tp, l.pp, world));
   l.dp = world / (l.tp * l.pp);
-  l.micro_batch = static_cast<int>(o.mbs);
   if (model.global_batch % (static_cast<int64_t>(l.micro_batch) * l.dp) != 0) {
     return InvalidArgument(fmt::format("global batch {} is not a multiple of --mbs {} x dp {}",
                                        model.global_batch, l.micro_batch, l.dp));
   }
   l.num_micro_batches = model.global_batch / (l.micro_batch * l.dp);
-  Result<Precision> precision = ParsePrecision(o.precision);
-  if (!precision.ok()) return precision.status().WithContext("--precision");
-  Result<Recompute> recompute = ParseRecompute(o.recompute);
-  if (!recompute.ok()) return recompute.status().WithContext("--recompute");
-  l.precision = *precision;
-  l.recompute = *recompute;
-  l.zero = static_cast<int>(o.zero);
-  l.seq_parallel = o.seq_parallel;
-  l.virtual_stages = static_cast<int>(o.vpp);
-  l.flash_attention = o.flash;
   return l;
 }
 
@@ -171,16 +186,23 @@ void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* resul
   CLI::Option* layout = cmd->add_option(
       "--layout", o->layout_key,
       "A layout key (instead of the options below); like every layout, it must be legal under --space");
-  const std::vector<CLI::Option*> knobs = {
-      cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str(),
-      cmd->add_option("--pp", o->pp, "Pipeline-parallel size")->capture_default_str(),
-      cmd->add_option("--mbs", o->mbs, "Micro-batch size")->capture_default_str(),
-      cmd->add_option("--precision", o->precision, "fp32, fp16 or bf16")->capture_default_str(),
-      cmd->add_option("--zero", o->zero, "ZeRO stage, 0 or 1")->capture_default_str(),
-      cmd->add_option("--recompute", o->recompute, "none, selective or full")->capture_default_str(),
-      cmd->add_flag("--seq-parallel", o->seq_parallel, "Sequence parallelism"),
-      cmd->add_option("--vpp", o->vpp, "Virtual pipeline stages (interleaving)")->capture_default_str(),
-      cmd->add_flag("--flash", o->flash, "Flash attention")};
+  std::vector<CLI::Option*> knobs;
+  for (Knob k : Knobs()) {
+    const KnobRow& row = RowOf(k);
+    const size_t i = static_cast<size_t>(k);
+    const std::string flag(row.flag), help(row.help);
+    if (row.kind == KnobKind::kSwitch) {
+      knobs.push_back(cmd->add_flag(flag, o->switches[i], help));
+    } else if (row.kind == KnobKind::kChoice) {
+      o->names[i] = KnobValueText(k, DefaultCode(k));
+      std::vector<std::string> choices(row.choices.begin(), row.choices.end());
+      knobs.push_back(cmd->add_option(flag, o->names[i], fmt::format("{}: {}", help, fmt::join(choices, ", ")))
+                          ->capture_default_str());
+    } else {
+      o->numbers[i] = DefaultCode(k);
+      knobs.push_back(cmd->add_option(flag, o->numbers[i], help)->capture_default_str());
+    }
+  }
   for (CLI::Option* knob : knobs) layout->excludes(knob);
   cmd->add_option("--gbs", o->gbs, "Global batch (default: the model's)");
   cmd->callback([&global, result, o] { *result = RunPredict(global, *o); });

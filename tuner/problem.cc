@@ -15,8 +15,9 @@ namespace {
 
 // A knob value as a space file writes it: 4, "bf16", "full", true.
 std::string TomlItem(Knob knob, int code) {
-  if (knob == Knob::kPrecision || knob == Knob::kRecompute) return fmt::format("\"{}\"", KnobValueText(knob, code));
-  if (knob == Knob::kSeqParallel || knob == Knob::kFlashAttention) return code != 0 ? "true" : "false";
+  const KnobKind kind = RowOf(knob).kind;
+  if (kind == KnobKind::kChoice) return fmt::format("\"{}\"", KnobValueText(knob, code));
+  if (kind == KnobKind::kSwitch) return code != 0 ? "true" : "false";
   return std::to_string(code);
 }
 

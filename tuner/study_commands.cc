@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "base/knobs.h"
 #include "store/store_reader.h"
 #include "tuner/cli_messages.h"
 #include "tuner/commands.h"
@@ -235,18 +237,20 @@ Status ExportStudy(const GlobalOptions& global, const ExportOptions& o, const st
   });
   std::string text;
   if (o.csv) {
-    text =
-        "study,node_id,number,layout,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,"
-        "seq_parallel,virtual_stages,flash_attention,status,attempt,step_time_s,tokens_per_s,tflops_per_gpu,"
+    std::vector<std::string> layout_columns;
+    for (const LayoutField& f : LayoutFields()) layout_columns.emplace_back(f.name);
+    text = fmt::format(
+        "study,node_id,number,layout,{},status,attempt,step_time_s,tokens_per_s,tflops_per_gpu,"
         "peak_memory_bytes,predicted_step_time_s,predicted_tokens_per_s,predicted_memory_bytes,backend,hosts,"
-        "started_at,finished_at,message,role\n";
+        "started_at,finished_at,message,role\n",
+        fmt::join(layout_columns, ","));
     for (const store::TrialRecord& t : rows) {
       const Layout& l = t.layout;
+      std::vector<std::string> layout_cells;
+      for (const LayoutField& f : LayoutFields()) layout_cells.push_back(LayoutFieldCell(f, l));
       text += fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-          CsvField(study->name), CsvField(t.node_id), t.number, LayoutKey(l), l.tp, l.pp, l.dp,
-          l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero,
-          ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages, l.flash_attention ? 1 : 0,
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          CsvField(study->name), CsvField(t.node_id), t.number, LayoutKey(l), fmt::join(layout_cells, ","),
           ToString(t.status), t.attempt, CsvNumber(t.step_time_s), CsvNumber(t.tokens_per_s),
           CsvNumber(t.tflops_per_gpu), CsvNumber(t.peak_memory_bytes), CsvNumber(t.predicted_step_time_s),
           CsvNumber(t.predicted_tokens_per_s), CsvNumber(t.predicted_memory_bytes), CsvField(t.backend),

@@ -21,7 +21,7 @@ struct StudySettings {
   // What the proposals depend on (backend_settings holds them too, for the id).
   int64_t seed = 0;
   std::string acquisition = "logei";
-  std::string pinned_knobs;  // knob values the backend cannot run (PinnedKnobs), e.g. "sp0 vpp1 fa0"
+  std::string pinned_knobs;  // knob values the backend cannot run (PinnedKnobs, base/knob_support.h)
 };
 
 // TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number

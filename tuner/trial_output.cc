@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/knobs.h"
 #include "runner/model_backend.h"
 #include "tuner/trial_costs.h"
 
@@ -40,13 +41,11 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     t.AddColumn("trial", A::kLeft);
     t.AddColumn("status", A::kLeft);
   }
-  for (const char* c : {"tp", "pp", "dp", "mbs", "nmb"}) t.AddColumn(c);
-  t.AddColumn("prec", A::kLeft);
-  t.AddColumn("zero");
-  t.AddColumn("recomp", A::kLeft);
-  t.AddColumn("sp");
-  t.AddColumn("vpp");
-  t.AddColumn("flash");
+  const std::vector<LayoutField> fields = LayoutFields();
+  for (const LayoutField& f : fields) {
+    const bool named = f.knob >= 0 && RowOf(static_cast<Knob>(f.knob)).kind == KnobKind::kChoice;
+    t.AddColumn(std::string(f.column), named ? A::kLeft : A::kRight);
+  }
   t.AddColumn("step s");
   t.AddColumn("tokens/s");
   t.AddColumn("TFLOP/s/GPU");
@@ -69,13 +68,7 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
       row.push_back(fmt::format("{}/{}", r->node_id, r->number));
       row.push_back(std::string(ToString(r->status)) + (r->sliced ? " (sliced)" : ""));
     }
-    for (int v : {l.tp, l.pp, l.dp, l.micro_batch, l.num_micro_batches}) row.push_back(std::to_string(v));
-    row.emplace_back(ToString(l.precision));
-    row.push_back(std::to_string(l.zero));
-    row.emplace_back(ToString(l.recompute));
-    row.emplace_back(l.seq_parallel ? "on" : "off");
-    row.push_back(std::to_string(l.virtual_stages));
-    row.emplace_back(l.flash_attention ? "on" : "off");
+    for (const LayoutField& f : fields) row.push_back(LayoutFieldText(f, l));
     row.push_back(Fixed(r->step_time_s.value_or(NAN), 3));
     row.push_back(r->tokens_per_s ? WithCommas(static_cast<int64_t>(std::llround(*r->tokens_per_s))) : "-");
     row.push_back(TflopsText(r->tflops_per_gpu.value_or(NAN)));
@@ -103,23 +96,26 @@ nlohmann::json OptionalJson(const std::optional<double>& v) {
 
 }  // namespace
 
+namespace {
+
+// A layout field as JSON holds it: switches true / false, choices by name, sizes as numbers.
+nlohmann::json FieldJson(const LayoutField& f, const Layout& l) {
+  const int code = LayoutFieldCode(f, l);
+  if (f.knob < 0) return code;
+  const KnobKind kind = RowOf(static_cast<Knob>(f.knob)).kind;
+  if (kind == KnobKind::kSwitch) return code != 0;
+  if (kind == KnobKind::kChoice) return KnobValueText(static_cast<Knob>(f.knob), code);
+  return code;
+}
+
+}  // namespace
+
 nlohmann::json TrialJson(const store::TrialRecord& t) {
   const Layout& l = t.layout;
   nlohmann::json details = nlohmann::json::parse(t.details, nullptr, false);
-  return {{"node_id", t.node_id},
+  nlohmann::json j = {{"node_id", t.node_id},
           {"number", t.number},
           {"layout", LayoutKey(l)},
-          {"tp", l.tp},
-          {"pp", l.pp},
-          {"dp", l.dp},
-          {"micro_batch", l.micro_batch},
-          {"num_micro_batches", l.num_micro_batches},
-          {"precision", ToString(l.precision)},
-          {"zero", l.zero},
-          {"recompute", ToString(l.recompute)},
-          {"seq_parallel", l.seq_parallel},
-          {"virtual_stages", l.virtual_stages},
-          {"flash_attention", l.flash_attention},
           {"status", ToString(t.status)},
           {"attempt", t.attempt},
           {"role", ToString(t.role)},
@@ -146,6 +142,8 @@ nlohmann::json TrialJson(const store::TrialRecord& t) {
           {"process_group", t.process_group},
           {"started_at", t.started_at},
           {"finished_at", t.finished_at}};
+  for (const LayoutField& f : LayoutFields()) j[std::string(f.name)] = FieldJson(f, l);
+  return j;
 }
 
 namespace {
@@ -181,7 +179,7 @@ std::optional<StudyContext> ContextForPredictions(const store::StudyRecord& stud
 
 nlohmann::json UnmeasuredKnobsJson(const KnobSupport& support) {
   nlohmann::json j = nlohmann::json::object();
-  for (Knob k : kKnobs) {
+  for (Knob k : Knobs()) {
     if (support.Unreceived(k)) j[std::string(KnobName(k))] = KnobValueText(k, support.Of(k).front());
   }
   return j;

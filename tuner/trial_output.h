@@ -45,7 +45,7 @@ std::optional<StudyContext> ContextForPredictions(const store::StudyRecord& stud
                                                   const std::vector<store::TrialRecord>& trials);
 
 // The knobs a study's program does not receive, with the value every trial ran with, e.g.
-// {"virtual_stages": "1", "flash_attention": "off"}: not measured. From the support, or from the
+// {"recompute": "none", "zero": "0"}: not measured. From the support, or from the
 // study's pinned knobs (an unreadable record: none).
 nlohmann::json UnmeasuredKnobsJson(const KnobSupport& support);
 KnobSupport SupportOf(const store::StudyRecord& study);

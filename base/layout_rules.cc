@@ -1,0 +1,61 @@
+#include "base/layout_rules.h"
+
+namespace tunepar {
+
+namespace {
+
+using C = Constraint;
+using L = Layout;
+using Q = LayoutQuery;
+
+bool TpOutsideNode(const Q& q, const L& l) {
+  const int g = q.gpus_per_node;
+  return !(l.tp <= g ? g % l.tp == 0 : q.space->tp_cross_node && l.tp % g == 0);
+}
+
+bool InterleaveWithout(const L& l) { return l.virtual_stages > 1; }
+
+// The table, in check order (the order of Constraint).
+const std::array<ConstraintRow, kNumConstraints> kRows = {{
+    {C::kTpWithinNode, "tp_within_node", "tp fits in one node (divides GPUs per node)", Knob::kTp, TpOutsideNode},
+    {C::kTpDividesHeads, "tp_divides_heads", "tp divides heads", Knob::kTp,
+     [](const Q& q, const L& l) { return q.model->heads % l.tp != 0; }},
+    {C::kTpDividesFfn, "tp_divides_ffn", "tp divides the MLP width", Knob::kTp,
+     [](const Q& q, const L& l) { return q.model->MlpWidth() % l.tp != 0; }},
+    {C::kTpPpDivideWorld, "tp_pp_divide_world", "tp * pp divides the world size", Knob::kPp,
+     [](const Q& q, const L& l) { return q.world % (l.tp * l.pp) != 0; }},
+    {C::kPpDividesLayers, "pp_divides_layers", "pp divides layers", Knob::kPp,
+     [](const Q& q, const L& l) { return q.model->layers % l.pp != 0; }},
+    {C::kBatchDivisible, "batch_divisible", "micro_batch * dp divides the global batch", Knob::kMicroBatch,
+     [](const Q& q, const L& l) { return q.model->global_batch % (static_cast<int64_t>(l.micro_batch) * l.dp) != 0; }},
+    {C::kInterleaveNeedsPp, "interleave_needs_pp", "virtual stages > 1 need pp > 1", Knob::kVirtualStages,
+     [](const Q&, const L& l) { return InterleaveWithout(l) && l.pp == 1; }, true},
+    {C::kInterleaveLayers, "interleave_layers", "pp * virtual stages divides layers", Knob::kVirtualStages,
+     [](const Q& q, const L& l) { return InterleaveWithout(l) && q.model->layers % l.ModelChunks() != 0; }},
+    {C::kInterleaveMicroBatches, "interleave_micro_batches", "interleaving needs pp | micro-batch count",
+     Knob::kVirtualStages, [](const Q&, const L& l) { return InterleaveWithout(l) && l.num_micro_batches % l.pp != 0; }},
+    {C::kFlashNeeds16Bit, "flash_needs_16bit", "flash attention needs fp16 or bf16", Knob::kFlashAttention,
+     [](const Q&, const L& l) { return l.flash_attention && l.precision == Precision::kFp32; }, true},
+    {C::kZeroNeedsDp, "zero_needs_dp", "ZeRO-1 needs dp > 1", Knob::kZero,
+     [](const Q&, const L& l) { return l.zero == 1 && l.dp == 1; }, true},
+    {C::kSeqParallelNeedsTp, "seq_parallel_needs_tp", "sequence parallelism needs tp > 1", Knob::kSeqParallel,
+     [](const Q&, const L& l) { return l.seq_parallel && l.tp == 1; }, true},
+}};
+
+}  // namespace
+
+const std::array<ConstraintRow, kNumConstraints>& ConstraintRows() { return kRows; }
+
+std::string_view ConstraintId(Constraint c) { return kRows[static_cast<int>(c)].id; }
+
+std::string ConstraintRule(Constraint c) { return std::string(kRows[static_cast<int>(c)].rule); }
+
+Layout CanonicalLayout(Layout l) {
+  const LayoutQuery none;
+  for (const ConstraintRow& row : kRows) {
+    if (row.twin && row.fails(none, l)) l = WithKnob(std::move(l), row.decided_at, NeutralKnobCode(row.decided_at));
+  }
+  return l;
+}
+
+}  // namespace tunepar

@@ -1,0 +1,176 @@
+// The knob table (base/knobs.h) as the one place a knob is written: a row added here, by this
+// test alone, goes through the layout key, the space TOML, --fix, the enumeration and legality,
+// the JSON output, the command placeholders and the store, with nothing else written for it.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/knobs.h"
+#include "base/layout_rules.h"
+#include "runner/command_template.h"
+#include "search/space.h"
+#include "tests/test_support.h"
+#include "tuner/problem.h"
+#include "tuner/trial_output.h"
+
+namespace tunepar {
+namespace {
+
+// A size no program has: chunks of something, 1 (neutral) to 64.
+KnobRow TestKnobRow() {
+  KnobRow row;
+  row.name = "test_chunks";
+  row.aliases = {"tch"};
+  row.flag = "--test-chunks";
+  row.column = "tch";
+  row.key_prefix = "tch";
+  row.kind = KnobKind::kSize;
+  row.min = 1;
+  row.max = 64;
+  row.neutral = 1;
+  row.space_default = {false, {1}};
+  row.visit_rank = 100;  // innermost
+  row.encoding = KnobEncoding::kLog2;
+  row.in_every_key = false;
+  row.help = "a knob only this test has";
+  return row;
+}
+
+Layout SmallLayout() {
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.dp = 2;
+  l.micro_batch = 1;
+  l.num_micro_batches = 4;
+  return l;
+}
+
+constexpr const char* kTodaysKey = "tp2-pp2-dp2-mbs1-nmb4-bf16-zero0-rcnone-sp0-vpp1-fa0";
+
+TEST(KnobTable, ATestOnlyRowEntersTheKeyOnlyAwayFromItsNeutralValue) {
+  const ScopedKnobRow added(TestKnobRow());
+  const Knob k = added.knob();
+  EXPECT_EQ(LayoutKey(SmallLayout()), kTodaysKey);
+  const Layout four = WithKnob(SmallLayout(), k, 4);
+  EXPECT_EQ(KnobCode(k, four), 4);
+  EXPECT_EQ(LayoutKey(four), std::string(kTodaysKey) + "-tch4");
+  Result<Layout> parsed = ParseLayoutKey(LayoutKey(four));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, four);
+  EXPECT_EQ(*ParseLayoutKey(kTodaysKey), SmallLayout());
+  // Keys are canonical: the neutral value is left out, and a fragment comes once.
+  EXPECT_FALSE(ParseLayoutKey(std::string(kTodaysKey) + "-tch1").ok());
+  EXPECT_FALSE(ParseLayoutKey(std::string(kTodaysKey) + "-tch4-tch2").ok());
+  // Setting it back to neutral gives today's layout, equal to one that never had it.
+  EXPECT_EQ(WithKnob(four, k, 1), SmallLayout());
+}
+
+TEST(KnobTable, AKeyWithAKnobThisBuildDoesNotKnowIsRefused) {
+  EXPECT_FALSE(ParseLayoutKey(std::string(kTodaysKey) + "-tch4").ok());
+}
+
+TEST(KnobTable, ATestOnlyRowIsReadFromSpaceFilesAndFixAndEnumerated) {
+  const ScopedKnobRow added(TestKnobRow());
+  const Knob k = added.knob();
+  const std::string space_text = "name = \"t\"\n[knobs]\nmicro_batch = [1]\ntest_chunks = [1, 4]\n";
+  Result<SpaceSpec> space = ParseSpaceSpec(space_text, "t.toml");
+  ASSERT_TRUE(space.ok()) << space.status().message();
+  EXPECT_EQ(space->Of(k).codes, (std::vector<int>{1, 4}));
+  Result<SpaceSpec> bad = ParseSpaceSpec("name = \"t\"\n[knobs]\nmicro_batch = [1]\ntest_chunks = [0]\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("knobs.test_chunks"), std::string::npos) << bad.status().message();
+
+  // Enumerated as one more nested knob: the legal set doubles, and both values are legal.
+  const ModelShape tiny = testing::PresetModel("tiny");
+  SpaceSpec without = *space;
+  without.Of(k) = {false, {1}};
+  const search::SpaceQuery with_query{8, 8, &tiny, &*space};
+  const search::SpaceQuery without_query{8, 8, &tiny, &without};
+  Result<search::SpaceEnumeration> with_it = search::EnumerateSpace(with_query);
+  Result<search::SpaceEnumeration> plain = search::EnumerateSpace(without_query);
+  ASSERT_TRUE(with_it.ok() && plain.ok());
+  ASSERT_GT(plain->legal.size(), 0u);
+  EXPECT_EQ(with_it->legal.size(), 2 * plain->legal.size());
+  EXPECT_EQ(with_it->candidates, 2 * plain->candidates);
+  int fours = 0;
+  for (const Layout& l : with_it->legal) {
+    EXPECT_TRUE(search::CheckLegal(with_query, l).ok()) << LayoutKey(l);
+    fours += KnobCode(k, l) == 4 ? 1 : 0;
+  }
+  EXPECT_EQ(fours, static_cast<int>(plain->legal.size()));
+  const Layout outside = WithKnob(plain->legal.front(), k, 8);
+  EXPECT_NE(search::CheckLegal(with_query, outside).message().find("test_chunks 8"), std::string::npos);
+
+  // --fix by its alias: a TOML line that the space takes in place of its own list.
+  Result<std::string> declared = KnobDeclarations("", {"tch=4"});
+  ASSERT_TRUE(declared.ok()) << declared.status().message();
+  EXPECT_EQ(*declared, "test_chunks = [4]\n");
+  Result<Problem> problem = LoadProblem("tiny", "local-cpu", "default", *declared);
+  ASSERT_TRUE(problem.ok()) << problem.status().message();
+  EXPECT_EQ(problem->space.Of(k).codes, std::vector<int>{4});
+}
+
+TEST(KnobTable, ATestOnlyRowReachesJsonTablesAndCommandPlaceholders) {
+  const ScopedKnobRow added(TestKnobRow());
+  const Knob k = added.knob();
+  store::TrialRecord trial;
+  trial.layout = WithKnob(SmallLayout(), k, 4);
+  const nlohmann::json j = TrialJson(trial);
+  EXPECT_EQ(j["test_chunks"], 4);
+  EXPECT_EQ(j["layout"], std::string(kTodaysKey) + "-tch4");
+  const std::string table = TrialTable({&trial}, false).Render();
+  EXPECT_NE(table.find("tch"), std::string::npos) << table;
+
+  runner::TrialContext context;
+  context.world = 8;
+  Result<std::string> command = runner::ExpandCommand("train --chunks {test_chunks} --c {tch} {tch!=1?--chunked}",
+                                                      trial.layout, context);
+  ASSERT_TRUE(command.ok()) << command.status().message();
+  EXPECT_EQ(*command, "train --chunks 4 --c 4 --chunked");
+}
+
+// schemas/trial.schema.json states every knob of the table, with the JSON type its kind gives.
+TEST(KnobTable, TheTrialSchemaListsEveryKnobAsItsRowSays) {
+  std::ifstream in(std::string(TUNEPAR_SOURCE_DIR) + "/schemas/trial.schema.json");
+  const nlohmann::json schema = nlohmann::json::parse(in);
+  const nlohmann::json& properties = schema["properties"];
+  const nlohmann::json& required = schema["required"];
+  for (const LayoutField& f : LayoutFields()) {
+    const std::string name(f.name);
+    ASSERT_TRUE(properties.contains(name)) << name;
+    EXPECT_NE(std::find(required.begin(), required.end(), name), required.end()) << name;
+    std::string type = "integer";
+    if (f.knob >= 0 && RowOf(static_cast<Knob>(f.knob)).kind == KnobKind::kSwitch) type = "boolean";
+    if (f.knob >= 0 && RowOf(static_cast<Knob>(f.knob)).kind == KnobKind::kChoice) {
+      type = "string";
+      const std::vector<std::string_view>& choices = RowOf(static_cast<Knob>(f.knob)).choices;
+      EXPECT_EQ(properties[name]["enum"], nlohmann::json(std::vector<std::string>(choices.begin(), choices.end())))
+          << name;
+    }
+    EXPECT_EQ(properties[name]["type"], type) << name;
+  }
+}
+
+// The rules are one table: each is decided at a knob, and CanonicalLayout moves a layout that
+// breaks a twin rule to the knob's neutral value (and nothing else).
+TEST(KnobTable, TwinRulesMoveTheirKnobToNeutral) {
+  Layout l = SmallLayout();
+  l.dp = 1;
+  l.zero = 1;
+  EXPECT_EQ(CanonicalLayout(l).zero, 0);
+  l.tp = 1;
+  l.seq_parallel = true;
+  EXPECT_FALSE(CanonicalLayout(l).seq_parallel);
+  l.pp = 1;
+  l.virtual_stages = 2;
+  EXPECT_EQ(CanonicalLayout(l).virtual_stages, 1);
+  l.precision = Precision::kFp32;
+  l.flash_attention = true;
+  EXPECT_FALSE(CanonicalLayout(l).flash_attention);
+  EXPECT_EQ(CanonicalLayout(SmallLayout()), SmallLayout());
+}
+
+}  // namespace
+}  // namespace tunepar
