@@ -1,6 +1,8 @@
 #include "base/rank_order.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -12,16 +14,33 @@ std::string_view ToString(GridDim d) {
     case GridDim::kCp: return "cp";
     case GridDim::kDp: return "dp";
     case GridDim::kPp: return "pp";
+    case GridDim::kDpShard: return "dp_shard";
+    case GridDim::kDpReplicate: return "dp_replicate";
+    case GridDim::kEtp: return "etp";
+    case GridDim::kEp: return "ep";
+    case GridDim::kEdp: return "edp";
   }
   return "?";
 }
 
 namespace {
 
-Result<std::array<GridDim, kNumGridDims>> ParseOrder(std::string_view order) {
-  const Status bad = InvalidArgument(
-      fmt::format("rank order '{}': expected each of tp, cp, dp, pp once, innermost first, e.g. tp-cp-dp-pp", order));
-  std::array<GridDim, kNumGridDims> dims{};
+using OrderDims = std::array<GridDim, kNumGridDims>;
+constexpr OrderDims kDenseDims{GridDim::kTp, GridDim::kCp, GridDim::kDp, GridDim::kPp};
+constexpr OrderDims kExpertDims{GridDim::kEtp, GridDim::kEp, GridDim::kEdp, GridDim::kPp};
+
+std::string Names(const OrderDims& dims, std::string_view separator = "-") {
+  std::string out;
+  for (GridDim d : dims) out += (out.empty() ? "" : std::string(separator)) + std::string(ToString(d));
+  return out;
+}
+
+// `order` names each of `names` once, innermost first.
+Result<OrderDims> ParseOrder(std::string_view order, const OrderDims& names) {
+  const Status bad =
+      InvalidArgument(fmt::format("rank order '{}': expected each of {} once, innermost first, e.g. {}",
+                                  order, Names(names, ", "), Names(names)));
+  OrderDims dims{};
   std::array<bool, kNumGridDims> seen{};
   int count = 0;
   size_t at = 0;
@@ -29,11 +48,11 @@ Result<std::array<GridDim, kNumGridDims>> ParseOrder(std::string_view order) {
     const size_t dash = std::min(order.find('-', at), order.size());
     const std::string_view name = order.substr(at, dash - at);
     int found = -1;
-    for (int d = 0; d < kNumGridDims; ++d)
-      if (ToString(static_cast<GridDim>(d)) == name) found = d;
+    for (int i = 0; i < kNumGridDims; ++i)
+      if (ToString(names[i]) == name) found = i;
     if (found < 0 || seen[found] || count == kNumGridDims) return bad;
     seen[found] = true;
-    dims[count++] = static_cast<GridDim>(found);
+    dims[count++] = names[found];
     at = dash + 1;
   }
   if (count != kNumGridDims) return bad;
@@ -43,19 +62,73 @@ Result<std::array<GridDim, kNumGridDims>> ParseOrder(std::string_view order) {
 }  // namespace
 
 Result<RankOrder> RankOrder::Create(std::array<int, kNumGridDims> sizes, std::string_view order) {
-  Result<std::array<GridDim, kNumGridDims>> dims = ParseOrder(order);
-  if (!dims.ok()) return dims.status();
+  GridSizes grid;
+  grid.tp = sizes[static_cast<int>(GridDim::kTp)];
+  grid.cp = sizes[static_cast<int>(GridDim::kCp)];
+  grid.dp = sizes[static_cast<int>(GridDim::kDp)];
+  grid.pp = sizes[static_cast<int>(GridDim::kPp)];
+  grid.order = std::string(order);
+  return CreateGrids(grid);
+}
+
+Result<RankOrder> RankOrder::CreateGrids(const GridSizes& g) {
+  const std::initializer_list<std::pair<const char*, int>> named{
+      {"tp", g.tp}, {"cp", g.cp}, {"dp", g.dp}, {"pp", g.pp}, {"dp_replicate", g.dp_replicate}, {"ep", g.ep}};
+  for (auto [name, size] : named)
+    if (size < 1) return InvalidArgument(fmt::format("rank order: {} size {} is not positive", name, size));
+  if (g.etp < 0)
+    return InvalidArgument(fmt::format("rank order: etp size {} is negative (0 means the dense tp)", g.etp));
+  if (g.dp % g.dp_replicate != 0)
+    return InvalidArgument(
+        fmt::format("rank order: dp {} is not a multiple of dp_replicate {} (hybrid sharding splits dp into "
+                    "shard x replicate)",
+                    g.dp, g.dp_replicate));
+  const int etp = g.etp == 0 ? g.tp : g.etp;
+  // Megatron-Core: expert_data_parallel_size = world_size // (etp ep pp); per stage, the expert
+  // tp ep ranks are carved from the stage's tp cp dp ranks.
+  if ((g.tp * g.cp * g.dp) % (etp * g.ep) != 0)
+    return InvalidArgument(fmt::format(
+        "rank order: etp {} x ep {} = {} does not divide the {} ranks of a stage (tp {} x cp {} x dp {})",
+        etp, g.ep, etp * g.ep, g.tp * g.cp * g.dp, g.tp, g.cp, g.dp));
+  Result<OrderDims> dense = ParseOrder(g.order, kDenseDims);
+  if (!dense.ok()) return dense.status();
+  Result<OrderDims> expert = ParseOrder(g.expert_order, kExpertDims);
+  if (!expert.ok()) return expert.status();
+
   RankOrder r;
-  r.sizes_ = sizes;
-  r.order_ = *dims;
+  r.order_ = *dense;
+  r.expert_order_ = *expert;
+  auto set = [&r](GridDim d, int size, int stride) {
+    r.sizes_[static_cast<int>(d)] = size;
+    r.strides_[static_cast<int>(d)] = stride;
+  };
+  const int shard = g.dp / g.dp_replicate, edp = g.tp * g.cp * g.dp / (etp * g.ep);
+  const std::array<int, kNumAllGridDims> sizes{g.tp, g.cp, g.dp, g.pp, shard, g.dp_replicate, etp, g.ep, edp};
   int stride = 1;
   for (GridDim d : r.order_) {
-    if (sizes[static_cast<int>(d)] < 1)
-      return InvalidArgument(fmt::format("rank order: {} size {} is not positive", ToString(d), sizes[static_cast<int>(d)]));
-    r.strides_[static_cast<int>(d)] = stride;
+    set(d, sizes[static_cast<int>(d)], stride);
     stride *= sizes[static_cast<int>(d)];
   }
   r.world_ = stride;
+  // dp_rank = shard_rank + shard replicate_rank: shard groups contiguous within dp.
+  const int dp_stride = r.Stride(GridDim::kDp);
+  set(GridDim::kDpShard, shard, dp_stride);
+  set(GridDim::kDpReplicate, g.dp_replicate, dp_stride * shard);
+
+  stride = 1;
+  for (GridDim d : r.expert_order_) {
+    if (d == GridDim::kPp) {
+      // Megatron-Core asserts the decoder and expert generators give the same "pp" groups.
+      if (g.pp > 1 && stride != r.Stride(GridDim::kPp))
+        return InvalidArgument(
+            fmt::format("rank order: dense order '{}' puts pipeline stages {} ranks apart, expert order '{}' "
+                        "{}; the two grids must share their pipeline groups",
+                        r.Order(), r.Stride(GridDim::kPp), Names(r.expert_order_), stride));
+    } else {
+      set(d, sizes[static_cast<int>(d)], stride);
+    }
+    stride *= sizes[static_cast<int>(d)];
+  }
   return r;
 }
 
@@ -69,10 +142,41 @@ std::vector<int> RankOrder::Group(int rank, GridDim d) const {
   return group;
 }
 
+std::vector<int> RankOrder::Group(int rank, std::initializer_list<GridDim> dims) const {
+  // Closed under every dimension in turn, so that dimensions of the two grids may be mixed.
+  std::vector<int> members{rank};
+  std::vector<bool> member(world_, false);
+  member[rank] = true;
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (GridDim d : dims) {
+      for (int c = 0; c < Size(d); ++c) {
+        const int other = WithCoordinate(members[i], d, c);
+        if (!member[other]) {
+          member[other] = true;
+          members.push_back(other);
+        }
+      }
+    }
+  }
+  std::sort(members.begin(), members.end());
+  return members;
+}
+
+GroupPlacement RankOrder::Placement(int rank, std::initializer_list<GridDim> dims, int gpus_per_node) const {
+  std::map<int, int> per_node;
+  for (int member : Group(rank, dims)) ++per_node[member / std::max(1, gpus_per_node)];
+  GroupPlacement p;
+  p.nodes = static_cast<int>(per_node.size());
+  for (const auto& [node, members] : per_node) p.members_per_node = std::max(p.members_per_node, members);
+  return p;
+}
+
 std::string RankOrder::Order() const {
-  std::string out;
-  for (GridDim d : order_) out += (out.empty() ? "" : "-") + std::string(ToString(d));
-  return out;
+  return Names(order_);
+}
+
+std::string RankOrder::ExpertOrder() const {
+  return Names(expert_order_);
 }
 
 }  // namespace tunepar
