@@ -26,7 +26,7 @@ struct StudyRecord {
   // The search settings the proposals depend on (also in backend_settings, which the id hashes).
   int64_t seed = 0;
   std::string acquisition = "logei";  // "logei" or "ucb"
-  std::string pinned_knobs;           // knob values the backend cannot run, e.g. "sp0 vpp1 fa0" (PinnedKnobs)
+  std::string pinned_knobs;           // knob values the backend cannot run (PinnedKnobs: key fragments)
 
   bool operator==(const StudyRecord&) const = default;
 };

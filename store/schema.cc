@@ -194,6 +194,42 @@ UPDATE trials SET checksum = tunepar_row_checksum(
   WHERE checksum_matched = 1;
 ALTER TABLE trials DROP COLUMN checksum_matched;
 )sql",
+    // 5 -> 6: every knob of a trial's layout in one JSON object by name, with its value as
+    // base/knobs.h prints it ({"tp":"4", ..., "seq_parallel":"on", ...}), so a knob added later
+    // needs no migration: it lands there and in `layout_key`, which readers take the layout from
+    // (the field columns above stay, written, for what reads them with sqlite3). Filled for the
+    // rows before from their field columns; the checksums are recomputed with the longer column
+    // list where the old one matched (a damaged row stays damaged).
+    R"sql(
+ALTER TABLE trials ADD COLUMN knobs TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trials ADD COLUMN checksum_matched INTEGER NOT NULL DEFAULT 0;
+UPDATE trials SET checksum_matched = (checksum = tunepar_row_checksum(
+  study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, precision,
+  zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, step_time_s,
+  tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s,
+  predicted_tokens_per_s, predicted_memory_bytes, details, sliced, metric_kind, metric_value,
+  ranks_per_node, message, log_path, backend, hosts, tunepar_version, git_revision, host, pid,
+  process_group, started_at, finished_at, heartbeat_at, lease_expires_at, role, rerun_of));
+UPDATE trials SET knobs = json_object(
+  'tp', CAST(tp AS TEXT),
+  'pp', CAST(pp AS TEXT),
+  'micro_batch', CAST(micro_batch AS TEXT),
+  'precision', precision,
+  'zero', CAST(zero AS TEXT),
+  'recompute', recompute,
+  'seq_parallel', CASE WHEN seq_parallel = 0 THEN 'off' ELSE 'on' END,
+  'virtual_stages', CAST(virtual_stages AS TEXT),
+  'flash_attention', CASE WHEN flash_attention = 0 THEN 'off' ELSE 'on' END);
+UPDATE trials SET checksum = tunepar_row_checksum(
+  study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, precision,
+  zero, recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, step_time_s,
+  tokens_per_s, tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s,
+  predicted_tokens_per_s, predicted_memory_bytes, details, sliced, metric_kind, metric_value,
+  ranks_per_node, message, log_path, backend, hosts, tunepar_version, git_revision, host, pid,
+  process_group, started_at, finished_at, heartbeat_at, lease_expires_at, role, rerun_of, knobs)
+  WHERE checksum_matched = 1;
+ALTER TABLE trials DROP COLUMN checksum_matched;
+)sql",
 };
 
 }  // namespace
@@ -228,10 +264,18 @@ Status MigrateTo(Database& db, int64_t target) {
   return Status::Ok();
 }
 
+// An empty shard of `version`, in memory.
+Result<Database> EmptyShardOf(int64_t version) {
+  Result<Database> db = Database::Open(":memory:", SQLITE_OPEN_READWRITE, "schema");
+  if (!db.ok()) return db;
+  TUNEPAR_RETURN_IF_ERROR(MigrateTo(*db, version));
+  return db;
+}
+
 std::set<std::string> ObjectsOf(int64_t version) {
   std::set<std::string> objects;
-  Result<Database> db = Database::Open(":memory:", SQLITE_OPEN_READWRITE, "schema");
-  if (!db.ok() || !MigrateTo(*db, version).ok()) return objects;  // unreachable: the migrations are ours
+  Result<Database> db = EmptyShardOf(version);
+  if (!db.ok()) return objects;  // unreachable: the migrations are ours
   Result<Statement> st = db->Prepare("SELECT type, name FROM sqlite_master");
   if (!st.ok()) return objects;
   for (Result<bool> row = st->Step(); row.ok() && *row; row = st->Step()) objects.insert(st->Text(0) + " " + st->Text(1));
@@ -252,6 +296,18 @@ const std::set<std::string>& SchemaObjects(int64_t version) {
   }();
   static const std::set<std::string> kNone;
   return version >= 1 && version <= kSchemaVersion ? kObjects[version] : kNone;
+}
+
+std::vector<DeclaredColumn> DeclaredColumns(int64_t version, std::string_view table) {
+  std::vector<DeclaredColumn> columns;
+  Result<Database> db = EmptyShardOf(version);
+  if (!db.ok()) return columns;  // unreachable: the migrations are ours
+  Result<Statement> st = db->Prepare("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid");
+  if (!st.ok()) return columns;
+  st->Bind(1, table);
+  for (Result<bool> row = st->Step(); row.ok() && *row; row = st->Step())
+    columns.push_back({st->Text(0), st->Text(1)});
+  return columns;
 }
 
 }  // namespace tunepar::store

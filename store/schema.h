@@ -4,13 +4,15 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "store/sqlite.h"
 
 namespace tunepar::store {
 
-inline constexpr int64_t kSchemaVersion = 5;
+inline constexpr int64_t kSchemaVersion = 6;
 // The first schema whose study and trial rows carry checksums (row_checksum.h).
 inline constexpr int64_t kFirstChecksummedVersion = 3;
 // PRAGMA application_id of a tunepar shard ("tune"): tells our files from other SQLite files.
@@ -23,6 +25,15 @@ Status Migrate(Database& db);
 // What a shard of `version` (1..kSchemaVersion) holds in sqlite_master: its tables and indexes
 // as "table NAME" / "index NAME", made by running the migrations up to `version` in memory.
 const std::set<std::string>& SchemaObjects(int64_t version);
+
+// A column as the migrations declare it: its name and declared type ("INTEGER", "TEXT", "REAL").
+struct DeclaredColumn {
+  std::string name;
+  std::string type;
+};
+// The columns of `table` in a shard of `version`, in the table's order (empty for a table the
+// shard does not have), made by running the migrations up to `version` in memory.
+std::vector<DeclaredColumn> DeclaredColumns(int64_t version, std::string_view table);
 
 // kSchemaTooNew unless `version` <= kSchemaVersion.
 Status CheckVersionReadable(const Database& db, int64_t version);

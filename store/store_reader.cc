@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "store/rows.h"
 #include "store/schema.h"
@@ -138,21 +138,6 @@ std::optional<ShardCache::Stamp> StampOf(const std::string& path) {
   return ShardCache::Stamp{st.st_dev, st.st_ino, st.st_size, st.st_mtim};
 }
 
-// What a whole-node shard of the old layout holds of studies that the node has since given
-// files of their own is superseded by those files: left out.
-void DropSuperseded(const std::string& store_dir, const ShardFile& file, std::vector<StudyRecord>& studies,
-                    std::vector<TrialRecord>& trials) {
-  std::set<std::string> superseded;
-  std::error_code ec;
-  for (const StudyRecord& s : studies)
-    if (fs::exists(SnapshotPath(store_dir, file.node, s.id), ec)) superseded.insert(s.id);
-  for (const TrialRecord& t : trials)
-    if (fs::exists(SnapshotPath(store_dir, file.node, t.study_id), ec)) superseded.insert(t.study_id);
-  if (superseded.empty()) return;
-  std::erase_if(studies, [&](const StudyRecord& s) { return superseded.count(s.id) != 0; });
-  std::erase_if(trials, [&](const TrialRecord& t) { return superseded.count(t.study_id) != 0; });
-}
-
 // A read checks in full the structure of what it reads in full: a study's own files when it
 // reads trials; only the identity for a listing of studies or a whole-node shard of the old
 // layout, whose rows are checked one by one as they are read.
@@ -164,26 +149,70 @@ CheckDepth DepthFor(const ShardFile& file, const ReadOptions& options) {
 struct ShardContents {
   std::vector<StudyRecord> studies;
   std::vector<TrialRecord> trials;
-  std::vector<TrialRecord> damaged;  // trial rows whose checksum fails, left out of `trials`
+  std::vector<DamagedTrial> damaged;  // trial rows left out of `trials` (rows.h)
 };
 
-// The warning for the trial rows of `path` left out for a bad checksum, each named as it reads
-// (the first kNamed): "skipping shard <path>'s damaged row only: <path>: bad checksum in trial 3
-// of study 0123abcd (node n0): the row changed after it was written; its other 41 trials are read".
-std::string DamagedRowsWarning(const std::string& path, const std::vector<TrialRecord>& damaged,
+// What a whole-node shard of the old layout holds of studies that the node has since given
+// files of their own is superseded by those files: left out.
+void DropSuperseded(const std::string& store_dir, const ShardFile& file, ShardContents& contents) {
+  std::map<std::string, bool> superseded;  // by study id
+  auto is_superseded = [&](const std::string& study_id) {
+    auto [known, added] = superseded.try_emplace(study_id, false);
+    std::error_code ec;
+    if (added) known->second = fs::exists(SnapshotPath(store_dir, file.node, study_id), ec);
+    return known->second;
+  };
+  std::erase_if(contents.studies, [&](const StudyRecord& s) { return is_superseded(s.id); });
+  std::erase_if(contents.trials, [&](const TrialRecord& t) { return is_superseded(t.study_id); });
+  std::erase_if(contents.damaged, [&](const DamagedTrial& d) { return is_superseded(d.trial.study_id); });
+}
+
+// How many damaged rows a warning names, of each kind.
+constexpr size_t kNamedRows = 10;
+
+// "trial 3 of study 0123abcd (node n0), trial 5 of ..." for the first kNamedRows of `rows`.
+std::string NameRows(const std::vector<const TrialRecord*>& rows) {
+  std::string names;
+  for (size_t i = 0; i < rows.size() && i < kNamedRows; ++i)
+    names += fmt::format("{}trial {} of study {} (node {})", i == 0 ? "" : ", ", rows[i]->number,
+                         rows[i]->study_id, rows[i]->node_id);
+  if (rows.size() > kNamedRows) names += fmt::format(" and {} other trials", rows.size() - kNamedRows);
+  return names;
+}
+
+// The warning for the trial rows of `path` left out, each named as it reads: "skipping shard
+// <path>'s damaged row only: <path>: bad checksum in trial 3 of study 0123abcd (node n0): the row
+// changed after it was written; its other 41 trials are read". A row whose checksum holds but a
+// value does not read (a layout key from a newer tunepar) is named with that value.
+std::string DamagedRowsWarning(const std::string& path, const std::vector<DamagedTrial>& damaged,
                                size_t read) {
-  constexpr size_t kNamed = 10;
-  std::string rows;
-  for (size_t i = 0; i < damaged.size() && i < kNamed; ++i)
-    rows += fmt::format("{}trial {} of study {} (node {})", i == 0 ? "" : ", ", damaged[i].number,
-                        damaged[i].study_id, damaged[i].node_id);
-  if (damaged.size() > kNamed) rows += fmt::format(" and {} other trials", damaged.size() - kNamed);
-  const bool one = damaged.size() == 1;
-  return fmt::format(
-      "skipping shard {}'s {} only: {}: bad checksum in {}: the row{} changed after {} written; its other {} {} "
-      "read",
-      path, one ? "damaged row" : fmt::format("{} damaged rows", damaged.size()), path, rows, one ? "" : "s",
-      one ? "it was" : "they were", read == 1 ? "1 trial" : fmt::format("{} trials", read), read == 1 ? "is" : "are");
+  std::vector<const TrialRecord*> changed;
+  std::vector<const DamagedTrial*> unreadable;
+  for (const DamagedTrial& d : damaged) {
+    if (d.unreadable.empty()) {
+      changed.push_back(&d.trial);
+    } else {
+      unreadable.push_back(&d);
+    }
+  }
+  std::vector<std::string> clauses;
+  if (!changed.empty()) {
+    const bool one = changed.size() == 1;
+    clauses.push_back(fmt::format("{}: bad checksum in {}: the row{} changed after {} written", path,
+                                  NameRows(changed), one ? "" : "s", one ? "it was" : "they were"));
+  }
+  for (size_t i = 0; i < unreadable.size() && i < kNamedRows; ++i) {
+    const TrialRecord& t = unreadable[i]->trial;
+    clauses.push_back(fmt::format("{}: trial {} of study {} (node {}) has an unreadable {}", path, t.number,
+                                  t.study_id, t.node_id, unreadable[i]->unreadable));
+  }
+  if (unreadable.size() > kNamedRows)
+    clauses.push_back(
+        fmt::format("and {} other trials with an unreadable value", unreadable.size() - kNamedRows));
+  return fmt::format("skipping shard {}'s {} only: {}; its other {} {} read", path,
+                     damaged.size() == 1 ? "damaged row" : fmt::format("{} damaged rows", damaged.size()),
+                     fmt::join(clauses, "; "), read == 1 ? "1 trial" : fmt::format("{} trials", read),
+                     read == 1 ? "is" : "are");
 }
 
 // The value of `key` in the shard's meta table ("" when it has none).
@@ -226,18 +255,14 @@ Result<ShardContents> ReadShardFile(const std::string& store_dir, const ShardFil
   if (!studies.ok()) return studies.status();
   // A changed trial row hides that row alone (its checksum names it); a changed study row, the
   // whole shard (its trials would belong to nothing sound).
-  std::vector<TrialRecord> damaged;
+  std::vector<DamagedTrial> damaged;
   Result<std::vector<TrialRecord>> trials =
       options.study_id == "-" ? Result<std::vector<TrialRecord>>(std::vector<TrialRecord>{})
                               : SelectTrials(*db, options.study_id, &damaged);
   if (!trials.ok()) return trials.status();
   TUNEPAR_RETURN_IF_ERROR(CheckPlacement(*db, file, *studies, *trials));
   ShardContents contents{std::move(*studies), std::move(*trials), std::move(damaged)};
-  if (file.whole_node) {
-    DropSuperseded(store_dir, file, contents.studies, contents.trials);
-    std::vector<StudyRecord> none;
-    DropSuperseded(store_dir, file, none, contents.damaged);
-  }
+  if (file.whole_node) DropSuperseded(store_dir, file, contents);
   return contents;
 }
 

@@ -165,11 +165,12 @@ TEST(Forget, ANodeForgetsOnlyItsOwnRows) {
 
 // ---- Item 12: the trial role, a typed field: stored, exported, and derived for old rows.
 
-// A shard as schema 4 wrote it: the role and rerun_of columns gone, the checksums of the
-// shorter column list, the roles only in the messages' words.
+// A shard as schema 4 wrote it: the role, rerun_of and knobs (schema 6) columns gone, the
+// checksums of the shorter column list, the roles only in the messages' words.
 void MakeSchema4(const std::string& path) {
   Result<store::Database> db = store::Database::Open(path, SQLITE_OPEN_READWRITE, path);
   ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(db->Exec("ALTER TABLE trials DROP COLUMN knobs").ok());
   ASSERT_TRUE(db->Exec("ALTER TABLE trials DROP COLUMN role").ok());
   ASSERT_TRUE(db->Exec("ALTER TABLE trials DROP COLUMN rerun_of").ok());
   ASSERT_TRUE(db->Exec(R"sql(UPDATE trials SET checksum = tunepar_row_checksum(

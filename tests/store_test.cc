@@ -1,11 +1,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/knobs.h"
 #include "store/rows.h"
 #include "store/schema.h"
 #include "store/shard_writer.h"
@@ -603,6 +606,346 @@ TEST(Store, SchemaOneShardIsReadWithItsJsonFactsTyped) {
   EXPECT_EQ(slices, 2);
   EXPECT_EQ(running, 1);
   EXPECT_EQ(testing::ReadFile(shard), before);
+}
+
+// ---- Schema 6 (issue 30 item 1): a trial's knobs in one column, its layout read from its key.
+
+// The trial columns of schema 5, in the order its checksums cover them; schema 6 appends knobs.
+constexpr char kSchema5TrialColumns[] =
+    "study_id, node_id, number, layout_key, tp, pp, dp, micro_batch, num_micro_batches, precision, zero, "
+    "recompute, seq_parallel, virtual_stages, flash_attention, status, attempt, step_time_s, tokens_per_s, "
+    "tflops_per_gpu, peak_memory_bytes, objective, predicted_step_time_s, predicted_tokens_per_s, "
+    "predicted_memory_bytes, details, sliced, metric_kind, metric_value, ranks_per_node, message, log_path, "
+    "backend, hosts, tunepar_version, git_revision, host, pid, process_group, started_at, finished_at, "
+    "heartbeat_at, lease_expires_at, role, rerun_of";
+
+void Sql(const std::string& path, const std::string& sql) {
+  Result<Database> db = Database::Open(path, SQLITE_OPEN_READWRITE, path);
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  const Status s = db->Exec(sql);
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// The first column of what `sql` selects from `db`, as text, row by row.
+std::vector<std::string> Query(Database& db, const std::string& sql) {
+  std::vector<std::string> rows;
+  Result<Statement> st = db.Prepare(sql);
+  EXPECT_TRUE(st.ok()) << st.status().message();
+  if (!st.ok()) return rows;
+  for (Result<bool> row = st->Step(); row.ok() && *row; row = st->Step()) rows.push_back(st->Text(0));
+  return rows;
+}
+
+std::vector<std::string> Query(const std::string& path, const std::string& sql) {
+  Result<Database> db = Database::Open(path, SQLITE_OPEN_READONLY, path);
+  EXPECT_TRUE(db.ok()) << db.status().message();
+  return db.ok() ? Query(*db, sql) : std::vector<std::string>{};
+}
+
+// `path` as schema 5 wrote it: no knobs column, the checksums of schema 5's column list.
+void MakeSchema5(const std::string& path) {
+  Sql(path, "ALTER TABLE trials DROP COLUMN knobs");
+  Sql(path, fmt::format("UPDATE trials SET checksum = tunepar_row_checksum({})", kSchema5TrialColumns));
+  Sql(path, "PRAGMA user_version = 5");
+}
+
+// Trials 1-4 whose layouts set every knob apart from its default somewhere.
+std::vector<TrialRecord> KnobTrials() {
+  const std::vector<Layout> layouts = {
+      {.tp = 4,
+       .pp = 2,
+       .dp = 8,
+       .micro_batch = 1,
+       .num_micro_batches = 8,
+       .precision = Precision::kBf16,
+       .zero = 1,
+       .recompute = Recompute::kFull,
+       .seq_parallel = true,
+       .virtual_stages = 2,
+       .flash_attention = true},
+      {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 2, .num_micro_batches = 4, .precision = Precision::kFp32},
+      {.tp = 2,
+       .pp = 4,
+       .dp = 8,
+       .micro_batch = 4,
+       .num_micro_batches = 2,
+       .precision = Precision::kFp16,
+       .recompute = Recompute::kSelective,
+       .seq_parallel = true},
+      {.tp = 8, .pp = 1, .dp = 8, .micro_batch = 1, .num_micro_batches = 1, .flash_attention = true},
+  };
+  std::vector<TrialRecord> trials;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    trials.push_back(Trial(Study().id, "n0", static_cast<int64_t>(i) + 1));
+    trials.back().layout = layouts[i];
+  }
+  return trials;
+}
+
+// What schema 6's migration writes into `knobs` for KnobTrials() (fixed: the migration is released).
+const std::vector<std::string> kMigratedKnobs = {
+    R"({"tp":"4","pp":"2","micro_batch":"1","precision":"bf16","zero":"1","recompute":"full",)"
+    R"("seq_parallel":"on","virtual_stages":"2","flash_attention":"on"})",
+    R"({"tp":"1","pp":"1","micro_batch":"2","precision":"fp32","zero":"0","recompute":"none",)"
+    R"("seq_parallel":"off","virtual_stages":"1","flash_attention":"off"})",
+    R"({"tp":"2","pp":"4","micro_batch":"4","precision":"fp16","zero":"0","recompute":"selective",)"
+    R"("seq_parallel":"on","virtual_stages":"1","flash_attention":"off"})",
+    R"({"tp":"8","pp":"1","micro_batch":"1","precision":"bf16","zero":"0","recompute":"none",)"
+    R"("seq_parallel":"off","virtual_stages":"1","flash_attention":"on"})",
+};
+
+// Writes `trials` and the study through node n0's writer and publishes them.
+void WriteAndPublish(const std::string& store, const std::vector<TrialRecord>& trials) {
+  auto w = OpenWriter(store, "n0");
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->PutStudy(Study()).ok());
+  ASSERT_TRUE(w->PutTrials(trials).ok());
+  ASSERT_TRUE(w->Publish().ok());
+}
+
+// Every knob of the list, by name, holds the value knobs.h prints for `layout`, and nothing else.
+void ExpectKnobsOf(Database& db, int64_t number, const Layout& layout) {
+  const std::string where = fmt::format(" WHERE number = {}", number);
+  for (Knob knob : kKnobs) {
+    EXPECT_EQ(
+        Query(db, fmt::format("SELECT json_extract(knobs, '$.{}') FROM trials{}", KnobName(knob), where)),
+        std::vector<std::string>{KnobValue(knob, layout)})
+        << KnobName(knob) << " of trial " << number;
+  }
+  EXPECT_EQ(Query(db, "SELECT COUNT(*) FROM trials, json_each(trials.knobs)" + where),
+            std::vector<std::string>{std::to_string(kKnobs.size())});
+}
+
+TEST(StoreKnobs, ATrialsFieldColumnsHoldWhatSchema5WroteAndItsKnobsEveryKnob) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const std::vector<TrialRecord> trials = KnobTrials();
+  WriteAndPublish(store, trials);
+  const std::string published = SnapshotPath(store, "n0", Study().id);
+  // What tunepars up to schema 5 read the layout from, in its types (precision and recompute as
+  // words, switches as 0 / 1).
+  EXPECT_EQ(Query(published,
+                  "SELECT json_array(tp, pp, dp, micro_batch, num_micro_batches, precision, zero, recompute, "
+                  "seq_parallel, virtual_stages, flash_attention) FROM trials ORDER BY number"),
+            (std::vector<std::string>{
+                R"([4,2,8,1,8,"bf16",1,"full",1,2,1])", R"([1,1,64,2,4,"fp32",0,"none",0,1,0])",
+                R"([2,4,8,4,2,"fp16",0,"selective",1,1,0])", R"([8,1,8,1,1,"bf16",0,"none",0,1,1])"}));
+  Result<Database> db = Database::Open(published, SQLITE_OPEN_READONLY, published);
+  ASSERT_TRUE(db.ok());
+  for (const TrialRecord& t : trials) ExpectKnobsOf(*db, t.number, t.layout);
+  // The key stays what lookups are indexed by.
+  EXPECT_EQ(Query(*db, "SELECT sql FROM sqlite_master WHERE name = 'trials_by_layout'"),
+            std::vector<std::string>{"CREATE INDEX trials_by_layout ON trials (study_id, layout_key)"});
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->trials, trials);
+}
+
+// A shard published at schema 5 is read through a migrated copy: every checksum that matched
+// matches, the layouts read as they were written, and a row damaged before stays damaged.
+TEST(StoreKnobs, ASchema5ShardReadsTheSameLayoutsAndItsDamageStaysVisible) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const std::vector<TrialRecord> trials = KnobTrials();
+  WriteAndPublish(store, trials);
+  const std::string published = SnapshotPath(store, "n0", Study().id);
+  MakeSchema5(published);
+  Sql(published, "UPDATE trials SET step_time_s = 99 WHERE number = 4");
+  const std::string before = testing::ReadFile(published);
+
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->trials, std::vector<TrialRecord>(trials.begin(), trials.begin() + 3));
+  EXPECT_EQ(view->damaged_rows, (std::map<std::string, int64_t>{{published, 1}}));
+  ASSERT_EQ(view->warnings.size(), 1u);
+  EXPECT_NE(view->warnings[0].find("bad checksum in trial 4 of study " + Study().id + " (node n0)"),
+            std::string::npos)
+      << view->warnings[0];
+  EXPECT_EQ(testing::ReadFile(published), before);  // read, not written
+
+  Result<Database> migrated = OpenShardForReading(published);
+  ASSERT_TRUE(migrated.ok()) << migrated.status().message();
+  EXPECT_EQ(Query(*migrated, "SELECT knobs FROM trials ORDER BY number"), kMigratedKnobs);
+  Result<std::string> bad = FindBadChecksums(*migrated);
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  EXPECT_EQ(*bad, "bad checksum in trial 4 of study " + Study().id +
+                      " (node n0): the row changed after it was written");
+}
+
+// A node resuming on its schema 5 shards checks them (at schema 5), migrates its live shard in
+// place and goes on; what it publishes is schema 6 with every checksum sound.
+TEST(StoreKnobs, ANodesSchema5ShardsAreCheckedMigratedInPlaceAndWrittenOn) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  std::vector<TrialRecord> trials = KnobTrials();
+  const TrialRecord fourth = trials.back();
+  trials.pop_back();
+  WriteAndPublish(store, trials);
+  const std::string published = SnapshotPath(store, "n0", Study().id);
+  const std::string work = WorkPath(store, "n0", Study().id, "");
+  MakeSchema5(work);
+  MakeSchema5(published);
+  {
+    auto w = OpenWriter(store, "n0");
+    ASSERT_NE(w, nullptr);
+    Result<std::vector<TrialRecord>> read = w->Trials(Study().id);
+    ASSERT_TRUE(read.ok()) << read.status().message();
+    EXPECT_EQ(*read, trials);
+    ASSERT_TRUE(w->PutTrials({fourth}).ok());
+    ASSERT_TRUE(w->Publish().ok());
+  }
+  trials.push_back(fourth);
+  for (const std::string& path : {work, published}) {
+    Result<Database> db = Database::Open(path, SQLITE_OPEN_READONLY, path);
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ(*db->PragmaInt("user_version"), kSchemaVersion) << path;
+    Result<std::string> bad = FindBadChecksums(*db);
+    ASSERT_TRUE(bad.ok()) << bad.status().message();
+    EXPECT_EQ(*bad, "") << path;
+    EXPECT_EQ(Query(*db, "SELECT knobs FROM trials WHERE number < 4 ORDER BY number"),
+              std::vector<std::string>(kMigratedKnobs.begin(), kMigratedKnobs.begin() + 3))
+        << path;
+    ExpectKnobsOf(*db, 4, fourth.layout);
+  }
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_TRUE(view->warnings.empty()) << view->warnings.front();
+  EXPECT_EQ(view->trials, trials);
+}
+
+// The checksum covers the knobs and the key: either changed behind the store's back (the key to
+// one that still parses) hides its row, named.
+TEST(StoreKnobs, AKnobsOrLayoutKeyChangedBehindTheStoresBackFailsItsChecksum) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const std::vector<TrialRecord> trials = KnobTrials();
+  WriteAndPublish(store, trials);
+  const std::string published = SnapshotPath(store, "n0", Study().id);
+  Sql(published, R"(UPDATE trials SET knobs = replace(knobs, '"zero":"1"', '"zero":"0"') WHERE number = 1)");
+  Sql(published, "UPDATE trials SET layout_key = replace(layout_key, '-mbs2-', '-mbs12-') WHERE number = 2");
+  ASSERT_EQ(Query(published, "SELECT json_extract(knobs, '$.zero') FROM trials WHERE number = 1"),
+            std::vector<std::string>{"0"});
+  const std::vector<std::string> key = Query(published, "SELECT layout_key FROM trials WHERE number = 2");
+  ASSERT_EQ(key.size(), 1u);
+  ASSERT_NE(key[0].find("-mbs12-"), std::string::npos) << key[0];
+  ASSERT_TRUE(ParseLayoutKey(key[0]).ok()) << key[0];
+
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->trials, std::vector<TrialRecord>(trials.begin() + 2, trials.end()));
+  EXPECT_EQ(view->damaged_rows, (std::map<std::string, int64_t>{{published, 2}}));
+  ASSERT_EQ(view->warnings.size(), 1u);
+  EXPECT_NE(
+      view->warnings[0].find(fmt::format("bad checksum in trial 1 of study {0} (node n0), trial 2 of study "
+                                         "{0} (node n0): the rows changed",
+                                         Study().id)),
+      std::string::npos)
+      << view->warnings[0];
+  Result<Database> db = Database::Open(published, SQLITE_OPEN_READONLY, published);
+  ASSERT_TRUE(db.ok());
+  Result<std::string> bad = FindBadChecksums(*db);
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  EXPECT_EQ(*bad, "bad checksum in trial 1 of study " + Study().id +
+                      " (node n0) and 1 other row: the row changed after it was written");
+}
+
+// A key this tunepar cannot parse under a sound checksum (a newer tunepar's knob, say) leaves
+// its row out, named with the key, the way a row with a bad checksum is; a writer's read of it
+// fails, naming it.
+TEST(StoreKnobs, ALayoutKeyThatDoesNotParseIsADamagedRowNamedWithItsKey) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  const std::vector<TrialRecord> trials = KnobTrials();
+  WriteAndPublish(store, trials);
+  const std::string published = SnapshotPath(store, "n0", Study().id);
+  const std::string work = WorkPath(store, "n0", Study().id, "");
+  for (const std::string& path : {work, published}) {
+    Sql(path, "UPDATE trials SET layout_key = layout_key || '-cp2' WHERE number = 2");
+    Sql(path,
+        fmt::format("UPDATE trials SET checksum = tunepar_row_checksum({}, knobs)", kSchema5TrialColumns));
+  }
+  const std::vector<std::string> key = Query(published, "SELECT layout_key FROM trials WHERE number = 2");
+  ASSERT_EQ(key.size(), 1u);
+  ASSERT_FALSE(ParseLayoutKey(key[0]).ok()) << key[0];
+  {
+    Result<Database> db = Database::Open(published, SQLITE_OPEN_READONLY, published);
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ(*FindBadChecksums(*db), "");  // the checksum holds: only the key does not read
+  }
+
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->trials, (std::vector<TrialRecord>{trials[0], trials[2], trials[3]}));
+  EXPECT_EQ(view->damaged_rows, (std::map<std::string, int64_t>{{published, 1}}));
+  ASSERT_EQ(view->warnings.size(), 1u);
+  EXPECT_NE(view->warnings[0].find(
+                fmt::format("{}: trial 2 of study {} (node n0) has an unreadable layout_key '{}'", published,
+                            Study().id, key[0])),
+            std::string::npos)
+      << view->warnings[0];
+  EXPECT_NE(view->warnings[0].find("its other 3 trials are read"), std::string::npos) << view->warnings[0];
+  EXPECT_EQ(view->warnings[0].find("bad checksum"), std::string::npos) << view->warnings[0];
+
+  auto w = OpenWriter(store, "n0");
+  ASSERT_NE(w, nullptr);
+  Result<std::vector<TrialRecord>> read = w->Trials(Study().id);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("trial 2 of study " + Study().id +
+                                         " (node n0) has an unreadable layout_key '" + key[0] + "'"),
+            std::string::npos)
+      << read.status().message();
+}
+
+// The schema 1 shard (tests/data/v1-store/n0.sql), written by a tunepar that read layouts from
+// their field columns: every layout read from its key is the one its columns held, and the
+// migration's knobs say the same.
+TEST(StoreKnobs, TheSchemaOneShardsLayoutsFromTheirKeysAreThoseOfTheirFieldColumns) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  fs::create_directories(ShardsDir(store));
+  const std::string shard = LegacySnapshotPath(store, "n0");
+  ASSERT_EQ(std::system(
+                ("sqlite3 " + shard + " < " + std::string(TUNEPAR_SOURCE_DIR) + "/tests/data/v1-store/n0.sql")
+                    .c_str()),
+            0);
+  const std::vector<std::string> columns =
+      Query(shard,
+            "SELECT json_array(study_id, number, tp, pp, dp, micro_batch, num_micro_batches, precision, "
+            "zero, recompute, "
+            "seq_parallel, virtual_stages, flash_attention) FROM trials ORDER BY node_id, number, study_id");
+  Result<StoreView> view = ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  ASSERT_TRUE(view->warnings.empty()) << view->warnings.front();
+  ASSERT_EQ(view->trials.size(), columns.size());
+  ASSERT_GE(columns.size(), 6u);
+  std::vector<std::string> read;
+  for (const TrialRecord& t : view->trials) {
+    const Layout& l = t.layout;
+    read.push_back(fmt::format(R"(["{}",{},{},{},{},{},{},"{}",{},"{}",{},{},{}])", t.study_id, t.number,
+                               l.tp, l.pp, l.dp, l.micro_batch, l.num_micro_batches, ToString(l.precision),
+                               l.zero, ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
+                               l.flash_attention ? 1 : 0));
+  }
+  std::sort(read.begin(), read.end());
+  std::vector<std::string> expected = columns;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(read, expected);
+
+  Result<Database> migrated = OpenShardForReading(shard);
+  ASSERT_TRUE(migrated.ok()) << migrated.status().message();
+  for (const TrialRecord& t : view->trials) {
+    const std::vector<std::string> knobs =
+        Query(*migrated, fmt::format("SELECT key || '=' || value FROM trials, json_each(trials.knobs) WHERE "
+                                     "study_id = '{}' AND number = {}",
+                                     t.study_id, t.number));
+    EXPECT_EQ(knobs.size(), 9u);  // the knobs of schema 6's release
+    for (const std::string& knob : knobs) {
+      const size_t equals = knob.find('=');
+      Result<Knob> parsed = ParseKnobName(knob.substr(0, equals));
+      ASSERT_TRUE(parsed.ok()) << knob;
+      EXPECT_EQ(knob.substr(equals + 1), KnobValue(*parsed, t.layout)) << "trial " << t.number;
+    }
+  }
 }
 
 }  // namespace
