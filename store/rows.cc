@@ -100,7 +100,7 @@ std::vector<Column<T>> LayoutFieldColumns() {
       columns.push_back(WrittenOnly<T>(
           declared.name, [](Statement& st, int i, const T& r) { st.Bind(i, r.layout.num_micro_batches); }));
     }
-    for (Knob knob : kKnobs) {
+    for (Knob knob : Knobs()) {
       if (KnobName(knob) != declared.name) continue;
       const bool text = declared.type == "TEXT";
       columns.push_back(WrittenOnly<T>(declared.name, [knob, text](Statement& st, int i, const T& r) {
@@ -140,7 +140,7 @@ Column<T> KnobsColumn() {
       "knobs",
       [](Statement& st, int i, const T& r) {
         std::string json;
-        for (Knob knob : kKnobs)
+        for (Knob knob : Knobs())
           json += fmt::format("{}{}:{}", json.empty() ? "{" : ",", JsonString(KnobName(knob)),
                               JsonString(KnobValue(knob, r.layout)));
         st.Bind(i, json.empty() ? std::string("{}") : json + "}");

@@ -10,6 +10,8 @@
 #include "base/layout_rules.h"
 #include "runner/command_template.h"
 #include "search/space.h"
+#include "store/shard_writer.h"
+#include "store/store_reader.h"
 #include "tests/test_support.h"
 #include "tuner/problem.h"
 #include "tuner/trial_output.h"
@@ -129,6 +131,45 @@ TEST(KnobTable, ATestOnlyRowReachesJsonTablesAndCommandPlaceholders) {
                                                       trial.layout, context);
   ASSERT_TRUE(command.ok()) << command.status().message();
   EXPECT_EQ(*command, "train --chunks 4 --c 4 --chunked");
+}
+
+TEST(KnobTable, ATestOnlyRowIsStoredAndReadBackWithNoColumnOfItsOwn) {
+  const ScopedKnobRow added(TestKnobRow());
+  const Knob k = added.knob();
+  testing::TempDir dir;
+  const std::string store = dir / "store";
+  store::StudyRecord study;
+  study.id = "00112233aabbccdd";
+  study.name = "knob-table";
+  study.world = 8;
+  study.model_name = "tiny";
+  study.hardware_name = "local-cpu";
+  study.space_name = "t";
+  study.backend = "model";
+  study.created_at = "2026-11-28T00:00:00Z";
+  study.created_by = "n0";
+  Result<std::unique_ptr<store::ShardWriter>> writer = store::ShardWriter::Open({store, "n0", study.id, ""});
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  ASSERT_TRUE((*writer)->PutStudy(study).ok());
+  std::vector<store::TrialRecord> trials(2);
+  for (int i = 0; i < 2; ++i) {
+    trials[i].study_id = study.id;
+    trials[i].node_id = "n0";
+    trials[i].number = i + 1;
+    trials[i].layout = WithKnob(SmallLayout(), k, i == 0 ? 1 : 4);
+    trials[i].status = TrialStatus::kOk;
+    trials[i].step_time_s = 1.0 + i;
+    trials[i].started_at = trials[i].finished_at = "2026-11-28T00:00:01Z";
+  }
+  ASSERT_TRUE((*writer)->PutTrials(trials).ok());
+  ASSERT_TRUE((*writer)->Publish().ok());
+  Result<store::StoreView> view = store::ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  ASSERT_EQ(view->trials.size(), 2u);
+  EXPECT_TRUE(view->warnings.empty());
+  EXPECT_EQ(view->trials[0].layout, SmallLayout());
+  EXPECT_EQ(KnobCode(k, view->trials[1].layout), 4);
+  EXPECT_EQ(view->trials[1].layout, trials[1].layout);
 }
 
 // schemas/trial.schema.json states every knob of the table, with the JSON type its kind gives.
