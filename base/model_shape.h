@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -35,9 +36,22 @@ struct ModelShape {
   double TokensPerStep() const { return static_cast<double>(global_batch) * seq_len; }
 };
 
-// Parses and validates a model TOML (keys: name, description, layers, hidden, heads, seq_len,
-// vocab, global_batch, ffn_hidden, tied_embeddings); without `name` the model is named after
-// `file_stem` (a user's own file).
+// The shape table: one row per field of a model file beyond its name and description, in file
+// order. Model files, measured-run CSV files, command placeholders and `tunepar knobs` iterate it,
+// so a field (kv heads, experts, ...) is added as one row plus its physics.
+struct ShapeRow {
+  std::string_view name;    // the TOML key, CSV column and placeholder: "heads"
+  std::string_view symbol;  // in formulas: "a"
+  bool required = true;     // a model file must give it
+  bool is_switch = false;   // true / false in files (1 / 0 in CSV and placeholders); else a positive integer
+  std::string_view help;
+  int (*get)(const ModelShape&) = nullptr;
+  void (*set)(ModelShape&, int) = nullptr;
+};
+const std::vector<ShapeRow>& ShapeRows();
+
+// Parses and validates a model TOML (keys: name, description and the shape table's fields);
+// without `name` the model is named after `file_stem` (a user's own file).
 Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view source,
                                    std::string_view file_stem = {});
 

@@ -35,14 +35,11 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
       {"deepspeed_config", DeepSpeedConfigPath(c.trial_dir)},
       {"seed", std::to_string(c.seed)},
       {"model", c.model != nullptr ? c.model->name : ""},
-      {"layers", c.model != nullptr ? std::to_string(c.model->layers) : "0"},
-      {"hidden", c.model != nullptr ? std::to_string(c.model->hidden) : "0"},
-      {"heads", c.model != nullptr ? std::to_string(c.model->heads) : "0"},
-      {"seq_len", c.model != nullptr ? std::to_string(c.model->seq_len) : "0"},
-      {"vocab", c.model != nullptr ? std::to_string(c.model->vocab) : "0"},
-      {"ffn_hidden", c.model != nullptr ? std::to_string(c.model->ffn_hidden) : "0"},
       {"layers_per_virtual_stage",
        c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.ModelChunks())) : "0"}};
+  // Every field of the model's shape table ({global_batch} is the layout's, above).
+  for (const ShapeRow& row : ShapeRows())
+    texts.emplace(std::string(row.name), c.model != nullptr ? std::to_string(row.get(*c.model)) : "0");
   // Every knob of the table, by its name and each alias.
   for (Knob k : Knobs()) {
     const std::string text = KnobPlaceholderText(k, KnobCode(k, l));

@@ -5,7 +5,8 @@
 // lists them: {tp} {mbs} {micro_batch} {precision} {recompute} ...; switches give 1 or 0, choices
 // their name); {dp} {gbs} {global_batch} {num_micro_batches} {nmb} {world} {nodes}
 // {gpus_per_node} {layout} {trial} {trial_dir} {seed}
-// {model} {layers} {hidden} {heads} {seq_len} {vocab} {ffn_hidden} {layers_per_virtual_stage};
+// {model}, every field of the model's shape table (base/model_shape.h: {layers} {hidden} {heads}
+// {seq_len} {vocab} {ffn_hidden} ...), {layers_per_virtual_stage};
 // {local_batch} (sequences per data-parallel rank per step: micro_batch x num_micro_batches);
 // {deepspeed_config}: the path of a DeepSpeed config written into the trial's directory from the
 // layout before the command runs (DeepSpeedConfig), so that its batch sizes, ZeRO stage and

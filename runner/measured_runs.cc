@@ -137,6 +137,26 @@ Status ParseKnobs(const Row& r, Layout* l) {
   return Status::Ok();
 }
 
+// The model's shape, one column per field of the shape table: the required ones must be there,
+// the others may be left out or empty (ffn_hidden then 4h, embeddings tied).
+Status ParseShape(const Row& r, ModelShape* m) {
+  for (const ShapeRow& row : ShapeRows()) {
+    const std::string name(row.name);
+    if (!row.required && r.Text(name).empty()) continue;
+    int value = 0;
+    if (row.is_switch) {
+      bool on = false;
+      TUNEPAR_RETURN_IF_ERROR(r.Flag(name, &on));
+      value = on ? 1 : 0;
+    } else {
+      TUNEPAR_RETURN_IF_ERROR(r.Int(name, &value));
+    }
+    row.set(*m, value);
+  }
+  if (m->ffn_hidden == 0) m->ffn_hidden = DefaultMlpWidth(m->hidden);
+  return Status::Ok();
+}
+
 Status ParseRow(const Row& r, MeasuredRun* run) {
   ModelShape& m = run->model;
   Layout& l = run->layout;
@@ -144,13 +164,7 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   run->source = r.Text("source");
   m.name = run->label;
   int gpus = 0;
-  TUNEPAR_RETURN_IF_ERROR(r.Int("layers", &m.layers));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("hidden", &m.hidden));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("heads", &m.heads));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("seq_len", &m.seq_len));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("vocab", &m.vocab));
-  TUNEPAR_RETURN_IF_ERROR(r.Int("global_batch", &m.global_batch));
-  m.ffn_hidden = DefaultMlpWidth(m.hidden);
+  TUNEPAR_RETURN_IF_ERROR(ParseShape(r, &m));
   if (m.hidden % m.heads != 0) return r.Error("heads", "must divide hidden");
   TUNEPAR_RETURN_IF_ERROR(r.Int("gpus", &gpus));
   TUNEPAR_RETURN_IF_ERROR(ParseKnobs(r, &l));
@@ -192,7 +206,10 @@ Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, st
     std::vector<std::string> cells = SplitCsvLine(line);
     if (columns.empty()) {
       for (size_t i = 0; i < cells.size(); ++i) columns[cells[i]] = i;
-      std::vector<std::string> required = {"layers", "hidden", "heads", "seq_len", "vocab", "global_batch", "gpus"};
+      std::vector<std::string> required = {"gpus"};
+      for (const ShapeRow& row : ShapeRows()) {
+        if (row.required) required.emplace_back(row.name);
+      }
       for (Knob k : Knobs()) {
         if (NeutralKnobCode(k) < 0) required.emplace_back(KnobName(k));
       }

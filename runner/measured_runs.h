@@ -31,8 +31,9 @@ struct MeasuredRun {
 };
 
 // Parses CSV with a header row and these columns (order free; '#' lines are comments):
-//   label, layers, hidden, heads, seq_len, vocab, global_batch, gpus, source, one column per
-//   knob by its name (base/knobs.h; a knob with a neutral value may be left out or empty),
+//   label, gpus, source, one column per field of the model's shape table (base/model_shape.h;
+//   ffn_hidden and tied_embeddings may be left out), one column per knob by its name
+//   (base/knobs.h; a knob with a neutral value may be left out or empty),
 //   optionally ranks_per_node (empty or 0: one rank per GPU), and either step_time_s, or tflops_per_gpu with tflops_formula:
 //     "recompute-counted": 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) FLOPs per step (Narayanan
 //                          et al. 2021 eq. 3, what Megatron's Table 1 and Megatron-DeepSpeed print)

@@ -3,6 +3,7 @@
 // the JSON output, the command placeholders and the store, with nothing else written for it.
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,8 @@
 #include "store/shard_writer.h"
 #include "store/store_reader.h"
 #include "tests/test_support.h"
+#include "runner/measured_runs.h"
+#include "tuner/calibration_sweep.h"
 #include "tuner/problem.h"
 #include "tuner/trial_output.h"
 
@@ -192,6 +195,34 @@ TEST(KnobTable, TheTrialSchemaListsEveryKnobAsItsRowSays) {
     }
     EXPECT_EQ(properties[name]["type"], type) << name;
   }
+}
+
+// The shape table: a model file's fields, and a measured run written by calibrate's sweep and read
+// back with every field (a model whose MLP is not 4h and whose LM head is its own matrix too).
+TEST(ShapeTable, EveryFieldRoundTripsThroughAMeasuredRunsFile) {
+  runner::MeasuredRun run;
+  run.label = "r1";
+  run.source = "test";
+  run.model = testing::PresetModel("tiny");
+  run.model.ffn_hidden = 3 * run.model.hidden;
+  run.model.tied_embeddings = false;
+  run.layout = WithKnob(SmallLayout(), Knob::kSeqParallel, 1);
+  run.layout.num_micro_batches = run.model.global_batch / (run.layout.micro_batch * run.layout.dp);
+  run.step_time_s = 1.25;
+  Result<std::vector<runner::MeasuredRun>> read = runner::ParseMeasuredRuns(MeasuredRunsCsv({run}), "sweep.csv");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->size(), 1u);
+  for (const ShapeRow& row : ShapeRows()) EXPECT_EQ(row.get((*read)[0].model), row.get(run.model)) << row.name;
+  EXPECT_EQ((*read)[0].layout, run.layout);
+  EXPECT_DOUBLE_EQ((*read)[0].step_time_s, 1.25);
+  // Every field is a key of the model file, read by its row.
+  std::string text = "name = \"t\"\n";
+  for (const ShapeRow& row : ShapeRows())
+    text += fmt::format("{} = {}\n", row.name, row.is_switch ? (row.get(run.model) ? "true" : "false")
+                                                                : std::to_string(row.get(run.model)));
+  Result<ModelShape> parsed = ParseModelShape(text, "t.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  for (const ShapeRow& row : ShapeRows()) EXPECT_EQ(row.get(*parsed), row.get(run.model)) << row.name;
 }
 
 // The rules are one table: each is decided at a knob, and CanonicalLayout moves a layout that

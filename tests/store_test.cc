@@ -706,14 +706,14 @@ void WriteAndPublish(const std::string& store, const std::vector<TrialRecord>& t
 // Every knob of the list, by name, holds the value knobs.h prints for `layout`, and nothing else.
 void ExpectKnobsOf(Database& db, int64_t number, const Layout& layout) {
   const std::string where = fmt::format(" WHERE number = {}", number);
-  for (Knob knob : kKnobs) {
+  for (Knob knob : Knobs()) {
     EXPECT_EQ(
         Query(db, fmt::format("SELECT json_extract(knobs, '$.{}') FROM trials{}", KnobName(knob), where)),
         std::vector<std::string>{KnobValue(knob, layout)})
         << KnobName(knob) << " of trial " << number;
   }
   EXPECT_EQ(Query(db, "SELECT COUNT(*) FROM trials, json_each(trials.knobs)" + where),
-            std::vector<std::string>{std::to_string(kKnobs.size())});
+            std::vector<std::string>{std::to_string(NumKnobs())});
 }
 
 TEST(StoreKnobs, ATrialsFieldColumnsHoldWhatSchema5WroteAndItsKnobsEveryKnob) {

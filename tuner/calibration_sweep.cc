@@ -83,17 +83,19 @@ std::vector<Layout> SpreadLayouts(const std::vector<Layout>& legal, int count) {
 }  // namespace
 
 std::string MeasuredRunsCsv(const std::vector<runner::MeasuredRun>& runs) {
-  std::vector<std::string> knob_columns;
+  std::vector<std::string> shape_columns, knob_columns;
+  for (const ShapeRow& row : ShapeRows()) shape_columns.emplace_back(row.name);
   for (Knob k : Knobs()) knob_columns.emplace_back(KnobName(k));
-  std::string s = fmt::format("label,layers,hidden,heads,seq_len,vocab,global_batch,gpus,{},ranks_per_node,source,step_time_s\n",
+  std::string s = fmt::format("label,{},gpus,{},ranks_per_node,source,step_time_s\n", fmt::join(shape_columns, ","),
                               fmt::join(knob_columns, ","));
   for (const runner::MeasuredRun& r : runs) {
     const Layout& l = r.layout;
+    std::vector<int> shape;
+    for (const ShapeRow& row : ShapeRows()) shape.push_back(row.get(r.model));
     std::vector<std::string> knobs;
     for (Knob k : Knobs()) knobs.push_back(KnobPlaceholderText(k, KnobCode(k, l)));
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.6g}\n", r.label, r.model.layers, r.model.hidden,
-                     r.model.heads, r.model.seq_len, r.model.vocab, r.model.global_batch, l.World(),
-                     fmt::join(knobs, ","), r.ranks_per_node, r.source, r.step_time_s);
+    s += fmt::format("{},{},{},{},{},{},{:.6g}\n", r.label, fmt::join(shape, ","), l.World(), fmt::join(knobs, ","),
+                     r.ranks_per_node, r.source, r.step_time_s);
   }
   return s;
 }

@@ -1,10 +1,12 @@
-// `tunepar knobs`: the knob table (base/knobs.h), one row per knob, with the rules that involve it.
+// `tunepar knobs`: the knob table (base/knobs.h), one row per knob, with the rules that involve it,
+// and the model's shape table (base/model_shape.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "base/knobs.h"
 #include "base/layout_rules.h"
+#include "base/model_shape.h"
 #include "tuner/commands.h"
 #include "tuner/text_table.h"
 
@@ -75,10 +77,31 @@ nlohmann::json KnobJson(Knob knob) {
           {"help", row.help}};
 }
 
+nlohmann::json ShapeJson(const ShapeRow& row) {
+  return {{"name", row.name},
+          {"symbol", row.symbol},
+          {"required", row.required},
+          {"kind", row.is_switch ? "switch" : "positive integer"},
+          {"help", row.help}};
+}
+
+TextTable ShapeTable() {
+  TextTable t;
+  for (const char* column : {"shape field", "symbol", "kind", "in a model file", "meaning"})
+    t.AddColumn(column, TextTable::Align::kLeft);
+  for (const ShapeRow& row : ShapeRows()) {
+    t.AddRow({std::string(row.name), row.symbol.empty() ? "-" : std::string(row.symbol),
+              row.is_switch ? "switch" : "positive integer", row.required ? "required" : "optional",
+              std::string(row.help)});
+  }
+  return t;
+}
+
 Status RunKnobs(const GlobalOptions& global) {
   if (global.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (Knob k : Knobs()) out.push_back(KnobJson(k));
+    nlohmann::json out = {{"knobs", nlohmann::json::array()}, {"shape_fields", nlohmann::json::array()}};
+    for (Knob k : Knobs()) out["knobs"].push_back(KnobJson(k));
+    for (const ShapeRow& row : ShapeRows()) out["shape_fields"].push_back(ShapeJson(row));
     fmt::print("{}\n", out.dump(2));
     return Status::Ok();
   }
@@ -94,18 +117,26 @@ Status RunKnobs(const GlobalOptions& global) {
               SpaceDefault(k), rules.empty() ? "-" : fmt::format("{}", fmt::join(rules, ", "))});
   }
   fmt::print("{}", t.Render());
+  Layout example;
+  example.tp = 4;
+  example.pp = 2;
+  example.micro_batch = 1;
+  example.num_micro_batches = 8;
   fmt::print(
       "\nEach knob is a list under [knobs] in a space file (by its name), a --fix KNOB=VALUE (name or alias), a\n"
       "{{NAME}} placeholder of a command template (name or alias; switches give 1/0), a predict option and a\n"
-      "column of show, export and the store. Layout keys carry every knob (e.g. tp4-pp2-dp1-mbs1-nmb8-bf16-zero0-\n"
-      "rcnone-sp0-vpp1-fa0); a knob added later appears in a key only away from its neutral value.\n");
+      "column of show, export and the store. Layout keys carry every knob (e.g. {}); a knob\n"
+      "added later appears in a key only away from its neutral value.\n",
+      LayoutKey(example));
+  fmt::print("\nThe model's shape (keys of a model file, columns of a measured-runs CSV, command placeholders):\n{}",
+             ShapeTable().Render());
   return Status::Ok();
 }
 
 }  // namespace
 
 void AddKnobsCommand(CLI::App& app, const GlobalOptions& global, Status* result) {
-  CLI::App* cmd = app.add_subcommand("knobs", "List the layout knobs: names, values, neutral values and rules");
+  CLI::App* cmd = app.add_subcommand("knobs", "List the layout knobs (names, values, neutral values, rules) and the model shape fields");
   cmd->callback([&global, result] { *result = RunKnobs(global); });
 }
 

@@ -62,7 +62,6 @@ int main(int argc, char** argv) {
 
   Status result;
   AddConfigsCommand(app, global, &result);
-  AddKnobsCommand(app, global, &result);
   AddSpaceCommand(app, global, &result);
   AddSearchCommand(app, global, &result);
   AddPredictCommand(app, global, &result);
@@ -71,6 +70,7 @@ int main(int argc, char** argv) {
   AddForgetCommand(app, global, &result);
   AddReportCommand(app, global, &result);
   AddLaunchScriptCommand(app, global, &result);
+  AddKnobsCommand(app, global, &result);
 
   if (const int handled = HandleHelpAndUnknownSubcommand(app, argc, argv); handled >= 0) return handled;
   try {
