@@ -1,7 +1,8 @@
 // Stored studies keep their ids (issue 30 item 3). A store written by tunepar at cd78308
 // (tests/data/fixture-store, made by its make-fixture.sh) reads with list and show, and
 // `search --study NAME` resumes each of its studies under its id; the id rule for inputs added
-// later (LateInputs) keeps those ids while the new inputs are neutral.
+// later (LateInputs) keeps those ids while the new inputs are neutral; and `--study NAME` of a
+// study made when a preset said something else resumes from the inputs stored with it.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,8 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CliRun;
+using testing::PresetText;
 using testing::RunTunepar;
 using testing::TempDir;
+using testing::WriteFile;
 
 // `text` with the first `from` replaced by `to` (a test failure when there is none).
 std::string Edit(std::string text, const std::string& from, const std::string& to) {
@@ -169,6 +172,100 @@ TEST(FixtureStore, SearchStudyNameResumesEveryStudyUnderItsId) {
     EXPECT_EQ(testing::StudyId(store, s.name), s.id);
   }
   EXPECT_EQ(StoredStudies(store).size(), Studies().size());
+}
+
+// `--study NAME` of a study made when the model preset said something else (here: a model named
+// tiny with 2 layers, as a preset could have been) resumes it with the model stored with it,
+// under its id, and says so; its trials go on.
+TEST(ChangedPreset, StudyNameResumesWithTheStoredModelAndSaysWhich) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::string old_tiny = dir / "tiny.toml";
+  WriteFile(old_tiny, Edit(PresetText("models", "tiny"), "layers = 4", "layers = 2"));
+  const std::string search = " search --backend command --world 8 --hardware dgx-a100 --command 'echo tps: $(( "
+                             "{mbs} * 100 + {pp} * 10 + {tp} ))' --metric-regex 'tps: ([0-9]+)' --metric higher "
+                             "--confirm 0 --fix precision=fp32 --study was-tiny --node-id n0";
+  const CliRun made = RunTunepar("--store " + store + search + " --model " + old_tiny + " --budget 3");
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const std::string id = testing::StudyId(store, "was-tiny");
+  // The first line names the model (its parameters) and counts the legal layouts.
+  auto first_line = [](const std::string& out) { return out.substr(0, out.find('\n')); };
+  const CliRun preset = RunTunepar("--store " + dir / "other" + search + " --model tiny --budget 1");
+  ASSERT_EQ(preset.exit_code, 0) << preset.out << preset.err;
+  ASSERT_NE(first_line(preset.out), first_line(made.out));  // the preset says something else
+
+  const CliRun resumed = RunTunepar("--store " + store + search + " --model tiny --budget 5");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.err.find("study was-tiny: model preset 'tiny' changed since the study was made; resuming with the "
+                             "model stored with the study"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_EQ(first_line(resumed.out), first_line(made.out));
+  EXPECT_NE(resumed.out.find("study was-tiny (resumed; 3 finished trials so far)"), std::string::npos) << resumed.out;
+  EXPECT_EQ(testing::StudyId(store, "was-tiny"), id);
+  EXPECT_EQ(testing::Trials(store, "was-tiny").size(), 5u);
+  for (const testing::Trial& t : testing::Trials(store, "was-tiny"))  // 2 layers: at most 2 stages
+    EXPECT_EQ(t.layout.find("-pp4-"), std::string::npos) << t.layout;
+  EXPECT_EQ(StoredStudies(store).size(), 1u);
+}
+
+// A study of the core resumed from its stored model runs its trials with that model.
+TEST(ChangedPreset, ACoreStudyResumedFromItsStoredModelRunsThatModel) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::string old_tiny = dir / "tiny.toml";
+  WriteFile(old_tiny, Edit(PresetText("models", "tiny"), "layers = 4", "layers = 2"));
+  const std::string search = " search --backend local --world 2 --hardware local-cpu --steps 1 --warmup 0 "
+                             "--max-ranks 2 --study was-tiny --node-id n0 --core " + std::string(TUNEPAR_CORE);
+  const CliRun made = RunTunepar("--store " + store + search + " --model " + old_tiny + " --budget 1");
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const CliRun resumed = RunTunepar("--store " + store + search + " --model tiny --budget 2");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.err.find("study was-tiny: model preset 'tiny' changed since the study was made"), std::string::npos)
+      << resumed.err;
+  ASSERT_EQ(testing::Trials(store, "was-tiny").size(), 2u);
+  const std::string model = testing::ReadFile(store + "/trials/was-tiny/n0-2/model.toml");
+  EXPECT_NE(model.find("layers = 2\n"), std::string::npos) << model;
+}
+
+// The space preset with --fix: the same --fix resumes with the stored space (saying so); another
+// --fix is another study's inputs (refused as before); a search without --study starts a new
+// study and names the old one.
+TEST(ChangedPreset, ASpacePresetChangedUnderTheSameFixResumesAndAnotherFixIsRefused) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const std::string old_default = dir / "default.toml";
+  WriteFile(old_default, Edit(PresetText("spaces", "default"),
+                                                        "micro_batch = [1, 2, 4, 8, 16]", "micro_batch = [1, 2]"));
+  const std::string search = " search --backend model --world 8 --model tiny --hardware dgx-a100 --fix precision=bf16 "
+                             "--fix recompute=none --node-id n0";
+  const CliRun made = RunTunepar("--store " + store + search + " --space " + old_default + " --study was-default");
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const std::string id = testing::StudyId(store, "was-default");
+
+  const CliRun resumed = RunTunepar("--store " + store + search + " --space default --study was-default");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.err.find("study was-default: space preset 'default' changed since the study was made; resuming "
+                             "with the space stored with the study"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.out.find("evaluated 0 layouts now"), std::string::npos) << resumed.out;
+  EXPECT_EQ(testing::StudyId(store, "was-default"), id);
+
+  const CliRun other_fix = RunTunepar("--store " + store + Edit(search, "bf16", "fp16") +
+                                      " --space default --study was-default");
+  EXPECT_EQ(other_fix.exit_code, 2) << other_fix.out << other_fix.err;
+  EXPECT_NE(other_fix.err.find("study 'was-default' already exists with a different"), std::string::npos)
+      << other_fix.err;
+
+  const CliRun fresh = RunTunepar("--store " + store + search + " --space default");
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.out << fresh.err;
+  EXPECT_NE(fresh.err.find("these inputs were searched as study 'was-default' (id " + id +
+                           ") before space preset 'default' changed: a new study"),
+            std::string::npos)
+      << fresh.err;
+  EXPECT_EQ(StoredStudies(store).size(), 2u);
+  EXPECT_EQ(testing::StudyId(store, "was-default"), id);
 }
 
 }  // namespace
