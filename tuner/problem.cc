@@ -34,9 +34,6 @@ std::string Flatten(const std::string& lines) {
 
 }  // namespace
 
-namespace {
-
-// The space's text with the declared knobs' lists in place of its own.
 Result<ConfigText> WithDeclaredKnobs(ConfigText space, const std::string& knobs) {
   if (knobs.empty()) return space;
   Result<toml::table> declared = ParseToml(knobs, "the declared knobs");
@@ -53,8 +50,6 @@ Result<ConfigText> WithDeclaredKnobs(ConfigText space, const std::string& knobs)
   space.origin += " with the declared knobs (" + Flatten(knobs) + ")";
   return space;
 }
-
-}  // namespace
 
 Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space,
                             const std::string& knobs) {

@@ -27,6 +27,10 @@ struct Problem {
 Result<Problem> LoadProblem(const std::string& model, const std::string& hardware, const std::string& space,
                             const std::string& knobs = "");
 
+// The space's text with the declared knobs' lists (TOML lines, as for LoadProblem) in place of
+// its own.
+Result<ConfigText> WithDeclaredKnobs(ConfigText space, const std::string& knobs);
+
 // --fix KNOB=VALUE[,VALUE...] (repeatable) as TOML lines for LoadProblem, after `declared` (a
 // command config's [knobs]); a later declaration of a knob replaces an earlier one.
 Result<std::string> KnobDeclarations(const std::string& declared, const std::vector<std::string>& fixes);

@@ -232,6 +232,11 @@ Status RunSearch(const GlobalOptions& global, SearchOptions o) {
   if (!session.ok()) return session.status();
   if (!global.json) fmt::print("{}", chosen);
   if (backend == nullptr) return RunExhaustiveSearch(global, *session, o.top);
+  // The core runs the study's own model and hardware: a study resumed from the inputs stored with
+  // it (a preset changed since) measures what it was made to measure.
+  if (const auto* core = dynamic_cast<const runner::CoreBackend*>(backend.get()); core != nullptr && session->resumed)
+    backend = std::make_unique<runner::CoreBackend>(core->options(), session->context.problem.model,
+                                                    session->context.problem.hardware);
   if (o.command.reclassify) {
     if (Result<int> changed = ReclassifyFailedTrials(global, *session, *command_backend); !changed.ok())
       return changed.status();

@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "base/crash_point.h"
 #include "base/names.h"
+#include "base/presets.h"
 #include "store/store_layout.h"
 #include "store/store_reader.h"
 
@@ -81,6 +85,46 @@ Status CheckNewStudyNames(const Problem& problem, const std::string& study_name,
                    from_flag ? StatusCode::kInvalidArgument : StatusCode::kConfig);
 }
 
+// The presets of a stored study's model, hardware and space that say something else now than
+// when it was made, when nothing else these inputs say differs from the study's: "model preset
+// 'tiny'", ... Empty when they are another study's inputs: a config given as a file, or named
+// otherwise, that differs; --fix values the stored space does not hold; another world, objective,
+// backend or settings.
+std::vector<std::string> ChangedPresets(const store::StudyRecord& stored, const SessionRequest& r,
+                                        const store::StudyRecord& made) {
+  const std::optional<std::vector<StudyInput>> differ = ConfigsThatDiffer(stored, made);
+  if (!differ) return {};
+  std::vector<std::string> changed;
+  for (StudyInput input : *differ) {
+    const auto [kind, argument, stored_name, made_name] =
+        input == StudyInput::kModel      ? std::tuple("models", &r.model, &stored.model_name, &made.model_name)
+        : input == StudyInput::kHardware ? std::tuple("hardware", &r.hardware, &stored.hardware_name, &made.hardware_name)
+                                         : std::tuple("spaces", &r.space, &stored.space_name, &made.space_name);
+    const std::vector<std::string> presets = PresetNames(kind);
+    if (std::find(presets.begin(), presets.end(), *argument) == presets.end() || *stored_name != *made_name) return {};
+    if (input == StudyInput::kSpace) {  // the --fix values must be the stored space's own
+      Result<ConfigText> declared = WithDeclaredKnobs({stored.space_name, "study space", stored.space_toml}, r.knobs);
+      if (!declared.ok() || CanonicalToml(declared->text, input) != CanonicalToml(stored.space_toml, input)) return {};
+    }
+    const std::string noun = input == StudyInput::kModel ? "model" : input == StudyInput::kHardware ? "hardware" : "space";
+    changed.push_back(fmt::format("{} preset '{}'", noun, OneLine(*argument)));
+  }
+  return changed;
+}
+
+// "a", "a and b", "a, b and c": the presets ChangedPresets names, in a sentence.
+std::string JoinedPresets(const std::vector<std::string>& changed) {
+  if (changed.size() <= 1) return changed.empty() ? "" : changed.front();
+  return fmt::format("{} and {}", fmt::join(changed.begin(), changed.end() - 1, ", "), changed.back());
+}
+
+// The configs those presets are of: "model and space".
+std::string ConfigNouns(const std::vector<std::string>& changed) {
+  std::vector<std::string> nouns;
+  for (const std::string& c : changed) nouns.push_back(c.substr(0, c.find(' ')));
+  return JoinedPresets(nouns);
+}
+
 // The stored study these inputs are (resumed), or the new one to store; `resumed` says which.
 Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const SessionRequest& r, Proposed p,
                                        const std::vector<store::StudyRecord>& studies,
@@ -110,6 +154,18 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
     return *existing;
   }
   const store::StudyRecord* clash = FindByName(studies, name);
+  // --study NAME of a study made when a preset it names said something else: resumed from the
+  // inputs stored with it, under its id.
+  if (clash != nullptr && !r.study.empty() && !r.new_study) {
+    const std::vector<std::string> changed =
+        ChangedPresets(*clash, r, MakeStudyRecord(p.problem, p.settings, id, name, node_id));
+    if (!changed.empty()) {
+      spdlog::warn("study {}: {} changed since the study was made; resuming with the {} stored with the study",
+                   OneLine(clash->name), JoinedPresets(changed), ConfigNouns(changed));
+      *resumed = true;
+      return *clash;
+    }
+  }
   if (clash != nullptr && (!r.study.empty() || r.new_study)) {
     return InvalidArgument(fmt::format(
         "study '{}' already exists with a different model, hardware, space, world or search settings; choose "
@@ -129,6 +185,15 @@ Result<store::StudyRecord> ChooseStudy(const GlobalOptions& global, const Sessio
                  "fixes {}: a new study, '{}'. The old study keeps its trials and its id (tunepar show {}).",
                  OneLine(old->name), old->id, old->backend, old->pinned_knobs.empty() ? "no knob" : old->pinned_knobs,
                  made.pinned_knobs.empty() ? "none" : made.pinned_knobs, OneLine(made.name), OneLine(old->name));
+    return made;
+  }
+  for (const store::StudyRecord& old : studies) {
+    const std::vector<std::string> changed = ChangedPresets(old, r, made);
+    if (changed.empty()) continue;
+    spdlog::warn("these inputs were searched as study '{}' (id {}) before {} changed: a new study, '{}'. The old "
+                 "study keeps its trials and its id (--study {} resumes it with the inputs stored with it).",
+                 OneLine(old.name), old.id, JoinedPresets(changed), OneLine(made.name), OneLine(old.name));
+    break;
   }
   return made;
 }
