@@ -18,6 +18,7 @@
 #include "base/no_follow.h"
 #include "base/provenance.h"
 #include "runner/core/core_log.h"
+#include "runner/core/result_format.h"
 #include "runner/launch_environment.h"
 #include "runner/log_text.h"
 #include "runner/process_trial.h"
@@ -65,27 +66,14 @@ const std::regex kLaunchFailure(
     "An ORTE daemon has unexpectedly failed)",
     std::regex::icase);
 
-
-
-// result.json read by type: a key that is missing or holds another type reads as nothing, never
-// an exception (--core may run another binary, or one that was killed mid-write).
-const nlohmann::json* FieldIn(const nlohmann::json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  const auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-std::optional<double> NumberIn(const nlohmann::json& j, const char* key) {
-  const nlohmann::json* v = FieldIn(j, key);
-  return v != nullptr && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
-}
-std::optional<std::string> TextIn(const nlohmann::json& j, const char* key) {
-  const nlohmann::json* v = FieldIn(j, key);
-  return v != nullptr && v->is_string() ? std::optional<std::string>(v->get<std::string>()) : std::nullopt;
-}
-const nlohmann::json& ObjectIn(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json kNone = nlohmann::json::object();
-  const nlohmann::json* v = FieldIn(j, key);
-  return v != nullptr && v->is_object() ? *v : kNone;
+// The core's result.json, read through its format (core/result_format.h). NotFound: there is
+// none; InvalidArgument: it cannot be read, the message says why (to follow "result.json").
+Result<core::CoreResult> ReadCoreResult(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("does not exist");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return core::ParseCoreResult(text.str());
 }
 
 class CoreTrial : public ProcessTrial {
@@ -112,12 +100,17 @@ class CoreTrial : public ProcessTrial {
       details_["slice"] = {{"measured_layout", LayoutKey(plan_.measured)}, {"measured_world", plan_.measured.World()}};
       sliced_ = true;  // whatever the outcome: it is the slice's
     }
-    std::ifstream in(context_.trial_dir + "/result.json");
-    const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
+    const Result<core::CoreResult> written = ReadCoreResult(context_.trial_dir + "/result.json");
     // The core's own last word, not a teardown stage it reached after it.
     const std::string last = Shorten(LastLine(process().log_path, core::kTeardownMarker));
-    if (const std::optional<std::string> status = TextIn(core, "status")) {
-      if (std::optional<TrialResult> result = FromCoreResult(core, *status, exit)) return result;
+    if (written.ok()) {
+      if (std::optional<TrialResult> result = FromCoreResult(*written, exit)) return result;
+    } else if (written.status().code() != StatusCode::kNotFound) {
+      // Another build of the core, or a damaged file: the exit code decides, the message says why.
+      const std::string damaged = "tunepar-core's result.json " + written.status().message() +
+                                  ": another build of the core, or a damaged result";
+      details_["result_error"] = damaged;
+      if (!exit.signaled && exit.code == 0) return Finish(TrialStatus::kCrash, damaged);
     }
     if (!exit.signaled && exit.code == 2) return Finish(TrialStatus::kInvalid, "tunepar-core rejected the trial: " + last);
     if (!exit.signaled && exit.code == 3) return Finish(TrialStatus::kOom, last);
@@ -130,36 +123,38 @@ class CoreTrial : public ProcessTrial {
   }
 
   // The outcome the core's result.json states (nullopt: it states none that decides).
-  std::optional<TrialResult> FromCoreResult(const nlohmann::json& core, const std::string& status,
-                                            const ExitInfo& exit) {
-    details_["core"] = {{"status", status}};
-    if (const auto comm = TextIn(core, "comm")) details_["comm"] = *comm;  // as the core chose it for the placement
-    for (const char* part : {"memory", "phases", "startup"})  // startup: process start to first step
-      if (!ObjectIn(core, part).empty()) details_[part] = ObjectIn(core, part);
-    if (const nlohmann::json* placement = FieldIn(core, "placement"); placement != nullptr && placement->is_array())
-      ReadPlacement(*placement);
-    const auto said = [&](const char* otherwise) { return TextIn(core, "error").value_or(otherwise); };
-    if (status == "oom") {
-      metrics_.peak_memory_bytes = NumberIn(ObjectIn(core, "memory"), "peak_bytes");
-      return Finish(TrialStatus::kOom, said("out of memory"));
+  std::optional<TrialResult> FromCoreResult(const core::CoreResult& result, const ExitInfo& exit) {
+    details_["core"] = {{"status", std::string(core::ToString(result.status))}, {"version", result.version}};
+    if (!result.comm.empty()) details_["comm"] = result.comm;  // as the core chose it for the placement
+    if (result.memory) details_["memory"] = core::ToJson(*result.memory);
+    if (!result.phases.empty()) details_["phases"] = core::ToJson(result.phases);
+    if (result.startup) details_["startup"] = core::ToJson(*result.startup);  // process start to first step
+    if (!result.placement.empty()) ReadPlacement(result.placement);
+    const auto said = [&](const char* otherwise) {
+      return result.error.empty() ? std::string(otherwise) : result.error;
+    };
+    switch (result.status) {
+      case core::CoreStatus::kOom:
+        if (result.memory) metrics_.peak_memory_bytes = result.memory->peak_bytes;
+        return Finish(TrialStatus::kOom, said("out of memory"));
+      case core::CoreStatus::kNoDevice: return Finish(TrialStatus::kInvalid, said("no device"));
+      // The core's own verdicts with its one line: a device, library or NCCL call failed; a
+      // layout this machine cannot run (e.g. more ranks per node than devices with --comm nccl).
+      case core::CoreStatus::kCrash: return Finish(TrialStatus::kCrash, said("a device call failed"));
+      case core::CoreStatus::kInvalid:
+        return Finish(TrialStatus::kInvalid, said("tunepar-core rejected the trial"));
+      case core::CoreStatus::kDiverged: return Finish(TrialStatus::kCrash, "the loss diverged (non-finite)");
+      case core::CoreStatus::kOk:
+        if (exit.code == 0 && !exit.signaled) return Measured(result);
+        return std::nullopt;
     }
-    if (status == "no_device") return Finish(TrialStatus::kInvalid, said("no device"));
-    // The core's own verdicts with its one line: a device, library or NCCL call failed; a
-    // layout this machine cannot run (e.g. more ranks per node than devices with --comm nccl).
-    if (status == "crash") return Finish(TrialStatus::kCrash, said("a device call failed"));
-    if (status == "invalid") return Finish(TrialStatus::kInvalid, said("tunepar-core rejected the trial"));
-    if (status == "diverged") return Finish(TrialStatus::kCrash, "the loss diverged (non-finite)");
-    if (status == "ok" && exit.code == 0 && !exit.signaled) return Measured(core);
     return std::nullopt;
   }
 
   // The core writes result.json once, at its end (whole: it parses): the trial's outcome is
   // decided from there on, whatever its teardown does.
   bool ResultWritten() const override {
-    std::ifstream in(context_.trial_dir + "/result.json");
-    if (!in) return false;
-    const nlohmann::json core = nlohmann::json::parse(in, nullptr, false);
-    return TextIn(core, "status").has_value();
+    return ReadCoreResult(context_.trial_dir + "/result.json").status().code() != StatusCode::kNotFound;
   }
 
   // A core that never wrote its result: the last stage its log shows, so a hang says where.
@@ -181,33 +176,21 @@ class CoreTrial : public ProcessTrial {
     return failure && !core_ran;
   }
 
-  void ReadPlacement(const nlohmann::json& placement) {
+  void ReadPlacement(const std::vector<core::RankPlacement>& placement) {
     std::vector<std::string> hosts;
-    for (const nlohmann::json& p : placement) {
-      if (!p.is_object()) continue;
-      const std::string host = TextIn(p, "host").value_or("");
-      if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
-      if (backend_.options().launcher == Launcher::kSlurm && placement_error_.empty()) {
-        placement_error_ = CheckPlacement(backend_.hardware(), static_cast<int>(NumberIn(p, "rank").value_or(-1)),
-                                          static_cast<int>(NumberIn(p, "local_rank").value_or(-1)),
-                                          TextIn(p, "cpus").value_or(""));
-      }
+    for (const core::RankPlacement& p : placement) {
+      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
+      if (backend_.options().launcher == Launcher::kSlurm && placement_error_.empty())
+        placement_error_ = CheckPlacement(backend_.hardware(), p.rank, p.local_rank, p.cpus);
     }
-    details_["placement"] = placement;
+    details_["placement"] = core::ToJson(placement);
     hosts_ = fmt::format("{}", fmt::join(hosts, ","));
   }
 
-  std::optional<TrialResult> Measured(const nlohmann::json& core) {
+  std::optional<TrialResult> Measured(const core::CoreResult& result) {
     if (!placement_error_.empty()) return Finish(TrialStatus::kInvalid, "placement: " + placement_error_);
-    const std::optional<double> measured = NumberIn(core, "step_time_s");
-    if (!measured) {
-      return Finish(TrialStatus::kCrash,
-                    "tunepar-core's result.json says ok but holds no step time (step_time_s): another build of the "
-                    "core, or a damaged result");
-    }
-    double step = *measured;
-    std::string message = fmt::format("measured {:.0f} steps after {:.0f} warm-up", NumberIn(core, "steps").value_or(0),
-                                      NumberIn(core, "warmup").value_or(0));
+    double step = result.step_time_s.value_or(0);  // an ok result holds one (FromJson)
+    std::string message = fmt::format("measured {} steps after {} warm-up", result.steps, result.warmup);
     if (plan_.sliced) {
       const double added = backend_.SliceCorrection(layout_, plan_.measured);
       details_["slice"]["measured_step_time_s"] = step;
@@ -220,8 +203,8 @@ class CoreTrial : public ProcessTrial {
     }
     if (!(step > 0) || !std::isfinite(step)) return Finish(TrialStatus::kInvalid, "no step time measured");
     MeasuredStepTime(backend_.model(), step, layout_.World());
-    message += DevicesUnlikeTheProfile(core);
-    metrics_.peak_memory_bytes = NumberIn(ObjectIn(core, "memory"), "peak_bytes");
+    message += DevicesUnlikeTheProfile(result);
+    if (result.memory) metrics_.peak_memory_bytes = result.memory->peak_bytes;
     objective_ = step;
     return Finish(TrialStatus::kOk, message);
   }
@@ -229,11 +212,11 @@ class CoreTrial : public ProcessTrial {
   // A GPU node that shows another number of devices than the hardware profile says: said on the
   // trial (its ranks shared devices the profile counts as separate, or left some idle), and kept
   // in its details. Nothing for the CPU build, whose one "device" is the host.
-  std::string DevicesUnlikeTheProfile(const nlohmann::json& core) {
-    const std::optional<double> shown = NumberIn(core, "devices_per_node");
+  std::string DevicesUnlikeTheProfile(const core::CoreResult& result) {
+    const std::optional<int> shown = result.devices_per_node;
     if (backend_.options().build == core::CoreBuild::kCpu || !shown || *shown == backend_.hardware().gpus_per_node)
       return "";
-    const int devices = static_cast<int>(*shown);
+    const int devices = *shown;
     details_["devices"] = {{"node_shows", devices}, {"profile_says", backend_.hardware().gpus_per_node}};
     return fmt::format("; the node shows {} device(s), hardware profile {} says {} per node", devices,
                        backend_.hardware().name, backend_.hardware().gpus_per_node);

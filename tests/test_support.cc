@@ -128,7 +128,7 @@ std::vector<Trial> Trials(const std::string& store, const std::string& study) {
   for (const auto& r : j["trials"]) {
     Trial t{
         r["number"].get<int64_t>(), r["layout"], r["status"], r["attempt"].get<int>(), r.value("message", ""),
-        r.value("backend", ""),     nullptr};
+        r.value("backend", ""),     nullptr, r.value("role", "")};
     if (r.contains("details") && r["details"].is_string()) {
       t.details = nlohmann::json::parse(r["details"].get<std::string>(), nullptr, false);
     } else if (r.contains("details")) {

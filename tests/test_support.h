@@ -76,6 +76,7 @@ struct Trial {
   int attempt;
   std::string message, backend;
   nlohmann::json details;
+  std::string role;  // base/trial_role.h: "first", "confirmation", ...
 };
 std::string OnlyStudy(const std::string& store);  // the store's one study ("" if not exactly one)
 std::vector<Trial> Trials(const std::string& store, const std::string& study);

@@ -259,7 +259,7 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
   if (!id.rerun_of.empty()) {
     r.role = TrialRole::kRerun;
     r.rerun_of = id.rerun_of;
-    r.message = fmt::format("{} {} (its tuner is gone: heartbeat silent for the lease)", kRerunOf, id.rerun_of);
+    r.message = WithRoleMark(r, "");
   }
   const bool measured_before = std::any_of(session_.trials.begin(), session_.trials.end(), [&](const store::TrialRecord& t) {
     return t.status == TrialStatus::kOk && t.layout == id.layout;
@@ -267,7 +267,7 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
   if (id.enqueued) r.message = kEnqueued;
   if (id.attempt == 1 && measured_before && r.role == TrialRole::kFirst) {
     r.role = TrialRole::kConfirmation;
-    r.message = std::string(kConfirmation) + " the leaders are within noise";
+    r.message = WithRoleMark(r, "the leaders are within noise");
   }
   r.log_path = dir + "/output.log";
   r.started_at = r.heartbeat_at = UtcNow();
@@ -305,8 +305,7 @@ Result<std::vector<ActiveTrial>> BayesianSearch::StartBatch(
 Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialResult& result) {
   store::TrialRecord r = WithResult(a.record, result);
   if (a.enqueued) r.message = std::string(kEnqueued) + (r.message.empty() ? "" : "; " + r.message);
-  if (a.record.role == TrialRole::kConfirmation) r.message = std::string(kConfirmation) + " " + r.message;
-  if (a.record.role == TrialRole::kRerun) r.message = a.record.message + (r.message.empty() ? "" : "; " + r.message);
+  r.message = WithRoleMark(a.record, r.message);
   // A node that judged this tuner gone has taken the measurement over: it is that node's now.
   // With the claims gone, no one took it over: the result stands.
   Result<bool> held = ClaimsIntact({&a}) ? ClaimStillHeld(a) : Result<bool>(false);

@@ -26,18 +26,10 @@ std::optional<runner::ExitInfo> RecordedExit(const store::TrialRecord& t) {
   return runner::ParseExitText(details["exit"].get<std::string>());
 }
 
-// The new message with what the search put before the old one kept: a confirmation's mark, or
-// the re-run of another node's trial it names (for people: readers go by the trial's role).
-std::string KeepingMarks(const store::TrialRecord& t, const std::string& message) {
-  if (t.role == TrialRole::kConfirmation) return std::string(kConfirmation) + " " + message;
-  if (t.role == TrialRole::kRerun) return t.message.substr(0, t.message.find("; ")) + "; " + message;
-  return message;
-}
-
 // The trial with its new outcome; its earlier outcomes kept in its details.
 store::TrialRecord Reclassified(const store::TrialRecord& t, const runner::TrialResult& result) {
   store::TrialRecord r = WithResult(t, result);
-  r.message = KeepingMarks(t, result.message);
+  r.message = WithRoleMark(t, result.message);  // a confirmation's or re-run's mark kept
   if (t.role == TrialRole::kFirst) r.role = TrialRole::kReclassified;  // a confirmation or re-run stays one
   r.started_at = t.started_at;  // when it ran, not when it was read again
   r.finished_at = r.heartbeat_at = r.lease_expires_at = t.finished_at;
@@ -75,7 +67,7 @@ Result<int> ReclassifyFailedTrials(const GlobalOptions& global, StudySession& se
     const std::optional<runner::TrialResult> result = backend.Reclassify(t.log_path, *exit, trial);
     if (!result) continue;
     ++read;
-    if (result->status == t.status && KeepingMarks(t, result->message) == t.message) continue;
+    if (result->status == t.status && WithRoleMark(t, result->message) == t.message) continue;
     changed.push_back(Reclassified(t, *result));
     if (!global.json) {
       fmt::print("trial {}/{} {}: {} -> {}: {}\n", t.node_id, t.number, LayoutKey(t.layout), ToString(t.status),

@@ -66,6 +66,16 @@ std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& tria
   return history;
 }
 
+std::string WithRoleMark(const store::TrialRecord& t, const std::string& message) {
+  if (t.role == TrialRole::kConfirmation) return "confirmation: " + message;
+  if (t.role == TrialRole::kRerun) {
+    const std::string mark = fmt::format(
+        "re-run of a trial of node {} (its tuner is gone: heartbeat silent for the lease)", t.rerun_of);
+    return message.empty() ? mark : mark + "; " + message;
+  }
+  return message;
+}
+
 void SettleTakenOverTrials(std::vector<store::TrialRecord>& trials) {
   for (const store::TrialRecord& rerun : trials) {
     if (rerun.role != TrialRole::kRerun) continue;

@@ -41,13 +41,13 @@ std::optional<double> ObjectiveOf(const store::TrialRecord& trial);
 
 // The finished trials (and, as tried but unmeasured, those still running) as the proposer's
 // history, in the order given.
-// How a confirmation trial's message begins (a layout measured again before naming the best),
-// and that of a trial re-run for another node (its tuner is gone): words for people; what a
-// trial is, readers take from its role (base/trial_role.h), never from its message.
-inline constexpr std::string_view kConfirmation = "confirmation:";
-inline constexpr std::string_view kRerunOf = "re-run of a trial of node";
-
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials);
+
+// `message` as the trial's role begins it, for people: "confirmation: ..." (a layout measured
+// again before naming the best), "re-run of a trial of node X (...); ..." (another node's trial,
+// its tuner gone; X is rerun_of); unchanged for the other roles. Made from the role and rerun_of,
+// never read back: what a trial is, readers take from its role (base/trial_role.h).
+std::string WithRoleMark(const store::TrialRecord& trial, const std::string& message);
 
 // A trial whose tuner is gone stays `running` in its node's shard: no other node writes there.
 // When another node re-ran it (a row of that node with the same layout, role kRerun, naming

@@ -50,34 +50,33 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-nlohmann::json Describe(const CoreOptions& o, int world) {
+// What runs: the part of the result every status carries.
+CoreResult Describe(const CoreOptions& o, int world) {
   const ModelShape& m = o.model;
-  const Layout& l = o.layout;
-  const int64_t gb = l.GlobalBatch();
-  return {{"tool", "tunepar-core"},
-          {"model",
-           {{"name", m.name},
-            {"source", o.model_origin},
-            {"layers", m.layers},
-            {"hidden", m.hidden},
-            {"heads", m.heads},
-            {"seq_len", m.seq_len},
-            {"vocab", m.vocab},
-            {"ffn_hidden", m.MlpWidth()},
-            {"tied_embeddings", m.tied_embeddings},
-            {"parameters", m.Parameters()}}},
-          {"layout", LayoutKey(l)},
-          {"comm", std::string(ToString(o.comm))},
-          {"world", world},
-          {"global_batch", gb},
-          {"tokens_per_step", gb * m.seq_len}};
+  CoreResult r;
+  r.model = {{"name", m.name},
+             {"source", o.model_origin},
+             {"layers", m.layers},
+             {"hidden", m.hidden},
+             {"heads", m.heads},
+             {"seq_len", m.seq_len},
+             {"vocab", m.vocab},
+             {"ffn_hidden", m.MlpWidth()},
+             {"tied_embeddings", m.tied_embeddings},
+             {"parameters", m.Parameters()}};
+  r.layout = LayoutKey(o.layout);
+  r.comm = std::string(ToString(o.comm));
+  r.world = world;
+  r.global_batch = o.layout.GlobalBatch();
+  r.tokens_per_step = r.global_batch * m.seq_len;
+  return r;
 }
 
 // What the measured steps gave, on this rank (step times are the slowest rank's).
 struct Measurements {
   std::vector<double> losses, step_times, norms, scales;
   int skipped = 0;
-  std::string status = "ok";
+  CoreStatus status = CoreStatus::kOk;  // or kDiverged
   std::array<double, kNumPhases> phase_sum{};
 };
 
@@ -135,7 +134,7 @@ std::string BindNearDevice(const CoreOptions& o, const ProcessGrid& grid, int de
 }
 
 // Binds this rank to its device, threads and way of waiting; where it runs, gathered on rank 0.
-nlohmann::json SetUpRank(const CoreOptions& o, const ProcessGrid& grid, int devices) {
+std::vector<RankPlacement> SetUpRank(const CoreOptions& o, const ProcessGrid& grid, int devices) {
   const int device_index = grid.local_rank % devices;
   const std::string device = UseDevice(device_index);
   device_bound = true;
@@ -180,7 +179,7 @@ void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, Tracki
 // Warm-up and measured steps (a dump of what repeats the run, reference_dump.h, and a gradient
 // check, when asked for).
 Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const TrainingOptions& t, TokenSource& data,
-                   TrackingAllocator& allocator, StartupMarks& marks, nlohmann::json& result) {
+                   TrackingAllocator& allocator, StartupMarks& marks, CoreResult& result) {
   Measurements m;
   Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
   if (!o.dump.empty()) {
@@ -194,7 +193,7 @@ Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const Training
                 StepBatches(data, o.warmup + o.steps, o.layout.GlobalBatch(), o.model.seq_len));
     }
   }
-  if (o.gradient_check > 0) result["gradient_check"] = CheckGradients(trainer, o.gradient_check, o.seed);
+  if (o.gradient_check > 0) result.gradient_check = CheckGradients(trainer, o.gradient_check, o.seed);
   marks.first_step = SecondsSinceProcessStart();
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     InjectFault(o, grid, step, allocator);
@@ -210,7 +209,7 @@ Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const Training
       for (int p = 0; p < kNumPhases; ++p) m.phase_sum[p] += s.phases.Get(static_cast<Phase>(p));
     }
     if (!std::isfinite(s.loss) && t.precision != 1) {
-      m.status = "diverged";
+      m.status = CoreStatus::kDiverged;
       break;
     }
   }
@@ -224,15 +223,15 @@ Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const Training
 // A rank ran out of its memory cap: it reports (other ranks may be waiting for it inside MPI)
 // and ends the job.
 int ReportOutOfMemory(const CoreOptions& o, const ProcessGrid& grid, const OutOfMemory& e,
-                      const TrackingAllocator& allocator, nlohmann::json& result) {
+                      const TrackingAllocator& allocator, CoreResult& result) {
   std::cerr << fmt::format("tunepar-core: rank {}: {}\n", grid.rank, e.what());
   if (ClaimResult(o.output)) {
-    result["status"] = "oom";
-    result["error"] = fmt::format("rank {}: {}", grid.rank, e.what());
-    result["memory"] = MemoryOf(allocator);
-    result["memory"]["rank"] = grid.rank;
-    result["memory"]["category"] = std::string(ToString(e.category()));
-    result["versions"] = Versions();
+    result.status = CoreStatus::kOom;
+    result.error = fmt::format("rank {}: {}", grid.rank, e.what());
+    result.memory = MemoryOf(allocator);
+    result.memory->oom_rank = grid.rank;
+    result.memory->oom_category = std::string(ToString(e.category()));
+    result.versions = Versions();
     (void)WriteResult(o.output, result);
   }
   std::cerr.flush();
@@ -242,12 +241,12 @@ int ReportOutOfMemory(const CoreOptions& o, const ProcessGrid& grid, const OutOf
 
 // A device runtime, library or NCCL call failed on this rank: the trial ends as a crash, reported
 // by the first rank to fail (the others may be waiting for it inside a collective).
-int ReportCrash(const CoreOptions& o, const ProcessGrid& grid, const DeviceError& e, nlohmann::json& result) {
+int ReportCrash(const CoreOptions& o, const ProcessGrid& grid, const DeviceError& e, CoreResult& result) {
   std::cerr << fmt::format("tunepar-core: rank {}: {}\n", grid.rank, e.what());
   if (ClaimResult(o.output)) {
-    result["status"] = "crash";
-    result["error"] = fmt::format("rank {}: {}", grid.rank, e.what());
-    result["versions"] = Versions();
+    result.status = CoreStatus::kCrash;
+    result.error = fmt::format("rank {}: {}", grid.rank, e.what());
+    result.versions = Versions();
     (void)WriteResult(o.output, result);
   }
   std::cerr.flush();
@@ -258,7 +257,7 @@ int ReportCrash(const CoreOptions& o, const ProcessGrid& grid, const DeviceError
 // NCCL refuses two ranks on one device: with more ranks on a node than it has devices, --comm
 // nccl is bad input (status invalid), on every rank. (On the CPU the "device" is the host, which
 // every rank shares: the tests' NCCL stand-in, comm_nccl_over_mpi.cc, moves host memory.)
-int CheckNcclPlacement(const CoreOptions& o, const ProcessGrid& grid, int devices, nlohmann::json& result) {
+int CheckNcclPlacement(const CoreOptions& o, const ProcessGrid& grid, int devices, CoreResult& result) {
   if (o.comm != CommMode::kNccl || BackendName() == "cpu") return kExitOk;
   int mine[2] = {grid.local_size > devices ? grid.local_size : 0, grid.rank}, crowded[2];
   MPI_Allreduce(mine, crowded, 1, MPI_2INT, MPI_MAXLOC, grid.world);
@@ -266,67 +265,65 @@ int CheckNcclPlacement(const CoreOptions& o, const ProcessGrid& grid, int device
   int their_devices = devices;
   MPI_Bcast(&their_devices, 1, MPI_INT, crowded[1], grid.world);
   if (grid.rank == 0) {
-    result["status"] = "invalid";
-    result["error"] = fmt::format(
+    result.status = CoreStatus::kInvalid;
+    result.error = fmt::format(
         "--comm nccl: rank {}'s node runs {} ranks on {} device(s), and NCCL refuses two ranks on one device "
         "(use --comm mpi-staged)",
         crowded[1], crowded[0], their_devices);
-    std::cerr << "tunepar-core: " << result["error"].get<std::string>() << "\n";
+    std::cerr << "tunepar-core: " << result.error << "\n";
     if (!o.smoke) (void)WriteResult(o.output, result);
   }
   return kExitUsage;
 }
 
 // Phases: each rank's mean per measured step, then the maximum and mean over ranks (rank 0).
-nlohmann::json GatherPhases(const ProcessGrid& grid, const Measurements& m) {
+std::map<std::string, PhaseSummary> GatherPhases(const ProcessGrid& grid, const Measurements& m) {
   const int measured = static_cast<int>(m.step_times.size());
   std::array<double, kNumPhases> mine{}, max{}, sum{};
   for (int p = 0; p < kNumPhases; ++p) mine[p] = measured > 0 ? m.phase_sum[p] / measured : 0;
   MPI_Reduce(mine.data(), max.data(), kNumPhases, MPI_DOUBLE, MPI_MAX, 0, grid.world);
   MPI_Reduce(mine.data(), sum.data(), kNumPhases, MPI_DOUBLE, MPI_SUM, 0, grid.world);
-  nlohmann::json phases;
-  for (int p = 0; p < kNumPhases; ++p) {
-    phases[std::string(ToString(static_cast<Phase>(p)))] = {{"max", max[p]}, {"mean", sum[p] / grid.world_size}};
-  }
+  std::map<std::string, PhaseSummary> phases;
+  for (int p = 0; p < kNumPhases; ++p)
+    phases[std::string(ToString(static_cast<Phase>(p)))] = {max[p], sum[p] / grid.world_size};
   return phases;
 }
 
 // Rank 0's result: the median step time over the measured steps, throughput, losses, phases,
 // memory and placement.
 void Summarise(const CoreOptions& o, const ProcessGrid& grid, const TokenSource& data, const Measurements& m,
-               nlohmann::json& result) {
+               CoreResult& result) {
   const double step_time = m.step_times.empty() ? 0 : Median(m.step_times);
   ModelShape shape = o.model;
-  shape.global_batch = result["global_batch"].get<int>();
-  result["status"] = m.status;
-  result["steps"] = static_cast<int>(m.step_times.size());
-  result["warmup"] = o.warmup;
-  result["step_time_s"] = step_time;
-  result["step_times_s"] = m.step_times;
-  result["tokens_per_s"] = step_time > 0 ? result["tokens_per_step"].get<double>() / step_time : 0.0;
-  result["model_flops_per_step"] = ModelFlopsPerStep(shape);
-  result["tflops_per_gpu"] = step_time > 0 ? ModelTflopsPerGpu(shape, step_time, grid.world_size) : 0.0;
-  result["loss"] = m.losses;
-  result["loss_floor"] = data.EntropyRate();
-  result["grad_norm"] = m.norms;
+  shape.global_batch = static_cast<int>(result.global_batch);
+  result.status = m.status;
+  result.steps = static_cast<int>(m.step_times.size());
+  result.warmup = o.warmup;
+  result.step_time_s = step_time;
+  result.step_times_s = m.step_times;
+  result.tokens_per_s = step_time > 0 ? static_cast<double>(result.tokens_per_step) / step_time : 0.0;
+  result.model_flops_per_step = ModelFlopsPerStep(shape);
+  result.tflops_per_gpu = step_time > 0 ? ModelTflopsPerGpu(shape, step_time, grid.world_size) : 0.0;
+  result.loss = m.losses;
+  result.loss_floor = data.EntropyRate();
+  result.grad_norm = m.norms;
   if (TrainingOptionsOf(o).precision == 1) {
-    result["loss_scale"] = m.scales;
-    result["skipped_steps"] = m.skipped;
+    result.loss_scale = m.scales;
+    result.skipped_steps = m.skipped;
   }
-  result["mpi_wait"] = std::string(ToString(CurrentWaitMode()));
-  result["versions"] = Versions();
-  result["data"] = o.data.empty() ? "synthetic" : o.data;
+  result.mpi_wait = std::string(ToString(CurrentWaitMode()));
+  result.versions = Versions();
+  result.data = o.data.empty() ? "synthetic" : o.data;
 }
 
-void PrintSummaryLine(const CoreOptions& o, const ProcessGrid& grid, const nlohmann::json& result) {
-  const std::vector<double> losses = result["loss"].get<std::vector<double>>();
+void PrintSummaryLine(const CoreOptions& o, const ProcessGrid& grid, const CoreResult& result) {
+  const std::vector<double>& losses = result.loss;
   std::cerr << fmt::format(
       "tunepar-core: {} {} on {} rank(s): {:.4f} s/step, {:.0f} tokens/s, {:.3f} TFLOP/s/GPU, loss {:.3f} -> {:.3f}, "
       "peak {:.1f} MB/rank\n",
-      o.model.name, LayoutKey(o.layout), grid.world_size, result["step_time_s"].get<double>(),
-      result["tokens_per_s"].get<double>(), result["tflops_per_gpu"].get<double>(),
-      losses.empty() ? 0.0 : losses.front(), losses.empty() ? 0.0 : losses.back(),
-      result["memory"]["peak_bytes"].get<double>() / 1e6);
+      o.model.name, LayoutKey(o.layout), grid.world_size, result.step_time_s.value_or(0), result.tokens_per_s,
+      result.tflops_per_gpu, losses.empty() ? 0.0 : losses.front(), losses.empty() ? 0.0 : losses.back(),
+      result.memory ? result.memory->peak_bytes / 1e6 : 0.0);
 }
 
 int RunSmoke(const CoreOptions& o, const ProcessGrid& grid, int devices) {
@@ -344,8 +341,8 @@ int RanksOnMyDevice(const ProcessGrid& grid, int devices) {
 
 // The trial on this rank's device: bind it, set up the comm layer, train, report.
 int RunOnDevice(const CoreOptions& o, const ProcessGrid& grid, int devices, TrackingAllocator& allocator,
-                StartupMarks marks, nlohmann::json& result) {
-  const nlohmann::json placement = SetUpRank(o, grid, devices);
+                StartupMarks marks, CoreResult& result) {
+  const std::vector<RankPlacement> placement = SetUpRank(o, grid, devices);
   SetUpComm(o.comm, grid, grid.pp > 1);
   marks.device_ready = SecondsSinceProcessStart();
   const TrainingOptions t = TrainingOptionsOf(o);
@@ -364,21 +361,21 @@ int RunOnDevice(const CoreOptions& o, const ProcessGrid& grid, int devices, Trac
   } catch (const OutOfMemory& e) {
     return ReportOutOfMemory(o, grid, e, allocator, result);
   }
-  const nlohmann::json phases = GatherPhases(grid, m);
-  nlohmann::json memory = GatherMemory(grid, allocator);
-  const nlohmann::json startup = GatherStartup(marks, grid.world, grid.rank);
-  if (grid.rank != 0) return m.status == "ok" ? kExitOk : kExitDiverged;
+  const std::map<std::string, PhaseSummary> phases = GatherPhases(grid, m);
+  const MemoryPeaks memory = GatherMemory(grid, allocator);
+  const StartupTimes startup = GatherStartup(marks, grid.world, grid.rank);
+  if (grid.rank != 0) return m.status == CoreStatus::kOk ? kExitOk : kExitDiverged;
   Summarise(o, grid, data, m, result);
-  result["phases"] = phases;
-  result["memory"] = memory;
-  result["placement"] = placement;
-  result["startup"] = startup;
+  result.phases = phases;
+  result.memory = memory;
+  result.placement = placement;
+  result.startup = startup;
   if (!o.quiet) PrintSummaryLine(o, grid, result);
   if (Status written = WriteResult(o.output, result); !written.ok()) {
     std::cerr << "tunepar-core: " << written.message() << "\n";
     return kExitOutput;
   }
-  return m.status == "ok" ? kExitOk : kExitDiverged;
+  return m.status == CoreStatus::kOk ? kExitOk : kExitDiverged;
 }
 
 // --comm not given and a node with more ranks than devices: mpi-staged instead of NCCL (which
@@ -399,14 +396,14 @@ CoreOptions WithPlacedComm(CoreOptions o, const ProcessGrid& grid, int devices) 
 int Run(const CoreOptions& given, const ProcessGrid& grid, const StartupMarks& marks) {
   const int devices = DeviceCount();
   const CoreOptions o = WithPlacedComm(given, grid, devices);  // every rank: a collective
-  nlohmann::json result = Describe(o, grid.world_size);
-  result["devices_per_node"] = devices;  // as rank 0's node shows them (the runner holds them against the profile)
+  CoreResult result = Describe(o, grid.world_size);
+  result.devices_per_node = devices;  // as rank 0's node shows them (the runner holds them against the profile)
   if (grid.rank == 0 && !o.output.empty()) std::filesystem::remove(o.output + ".lock");
   if (devices == 0) {
     if (grid.rank == 0) {
-      result["status"] = "no_device";
-      result["error"] = fmt::format("no {} device visible to this process", BackendName());
-      std::cerr << "tunepar-core: " << result["error"].get<std::string>() << "\n";
+      result.status = CoreStatus::kNoDevice;
+      result.error = fmt::format("no {} device visible to this process", BackendName());
+      std::cerr << "tunepar-core: " << result.error << "\n";
       if (!o.smoke) (void)WriteResult(o.output, result);
     }
     return kExitNoDevice;

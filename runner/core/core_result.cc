@@ -42,17 +42,24 @@ int AffinityCount() {
   return CPU_COUNT(&set);
 }
 
-nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads,
-                               const std::string& cpu_binding) {
-  nlohmann::json mine = {
-      {"rank", grid.rank},       {"host", HostName()},      {"local_rank", grid.local_rank},
-      {"cpus", AffinityList()},  {"cpu_binding", cpu_binding}, {"device", device},  {"threads", threads},
-      {"tp_rank", grid.tp_rank}, {"pp_rank", grid.pp_rank}, {"dp_rank", grid.dp_rank}};
+std::vector<RankPlacement> GatherPlacement(const ProcessGrid& grid, const std::string& device, int threads,
+                                           const std::string& cpu_binding) {
+  RankPlacement mine;
+  mine.rank = grid.rank;
+  mine.host = HostName();
+  mine.local_rank = grid.local_rank;
+  mine.cpus = AffinityList();
+  mine.cpu_binding = cpu_binding;
+  mine.device = device;
+  mine.threads = threads;
+  mine.tp_rank = grid.tp_rank;
+  mine.pp_rank = grid.pp_rank;
+  mine.dp_rank = grid.dp_rank;
   // Under Slurm: the job step that ran this rank.
   const char* job = std::getenv("SLURM_JOB_ID");
   const char* step = std::getenv("SLURM_STEP_ID");
-  if (job != nullptr && step != nullptr) mine["slurm_step"] = std::string(job) + "." + step;
-  const std::string text = mine.dump();
+  if (job != nullptr && step != nullptr) mine.slurm_step = std::string(job) + "." + step;
+  const std::string text = ToJson(mine).dump();
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(grid.world_size), offsets(grid.world_size);
   MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, grid.world);
@@ -64,64 +71,66 @@ nlohmann::json GatherPlacement(const ProcessGrid& grid, const std::string& devic
   std::string all(grid.rank == 0 ? static_cast<size_t>(total) : 0, '\0');
   MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
               grid.world);
-  if (grid.rank != 0) return nullptr;
-  nlohmann::json out = nlohmann::json::array();
-  for (int r = 0; r < grid.world_size; ++r)
-    out.push_back(nlohmann::json::parse(all.substr(offsets[r], lengths[r])));
+  std::vector<RankPlacement> out;
+  if (grid.rank != 0) return out;
+  for (int r = 0; r < grid.world_size; ++r) {
+    // Written by this same binary a moment ago: it reads back.
+    Result<RankPlacement> placement =
+        PlacementFromJson(nlohmann::json::parse(all.substr(offsets[r], lengths[r]), nullptr, false));
+    if (placement.ok()) out.push_back(*placement);
+  }
   return out;
 }
 
-nlohmann::json MemoryOf(const TrackingAllocator& a) {
-  nlohmann::json by_category;
-  for (int c = 0; c < kNumMemoryCategories; ++c) {
-    by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = a.peak_by_category()[c];
-  }
-  nlohmann::json memory = {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
-          {"peak_bytes", a.peak()},
-          {"held_peak_bytes", a.held_peak()},
-          {"peak_by_category", by_category}};
-  if (!a.why_cap().empty()) memory["cap_why"] = a.why_cap();  // the device's share bounds the cap
-  return memory;
+MemoryPeaks MemoryOf(const TrackingAllocator& a) {
+  MemoryPeaks m;
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    m.peak_by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = a.peak_by_category()[c];
+  if (a.cap() > 0) m.cap_bytes = a.cap();
+  m.peak_bytes = a.peak();
+  m.held_peak_bytes = a.held_peak();
+  m.cap_why = a.why_cap();  // the device's share bounds the cap
+  return m;
 }
 
-nlohmann::json GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a) {
+MemoryPeaks GatherMemory(const ProcessGrid& grid, const TrackingAllocator& a) {
   std::vector<double> local(kNumMemoryCategories + 2), max(kNumMemoryCategories + 2);
   for (int c = 0; c < kNumMemoryCategories; ++c) local[c] = a.peak_by_category()[c];
   local[kNumMemoryCategories] = a.peak();
   local[kNumMemoryCategories + 1] = a.held_peak();
   MPI_Reduce(local.data(), max.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0, grid.world);
-  nlohmann::json by_category;
+  MemoryPeaks m;
   for (int c = 0; c < kNumMemoryCategories; ++c)
-    by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = max[c];
-  nlohmann::json memory = {{"cap_bytes", a.cap() > 0 ? nlohmann::json(a.cap()) : nlohmann::json(nullptr)},
-          {"peak_bytes", max[kNumMemoryCategories]},
-          {"held_peak_bytes", max[kNumMemoryCategories + 1]},
-          {"peak_by_category", by_category}};
-  if (!a.why_cap().empty()) memory["cap_why"] = a.why_cap();  // the device's share bounds the cap
-  return memory;
+    m.peak_by_category[std::string(ToString(static_cast<MemoryCategory>(c)))] = max[c];
+  if (a.cap() > 0) m.cap_bytes = a.cap();
+  m.peak_bytes = max[kNumMemoryCategories];
+  m.held_peak_bytes = max[kNumMemoryCategories + 1];
+  m.cap_why = a.why_cap();  // the device's share bounds the cap
+  return m;
 }
 
-nlohmann::json Versions() {
-  nlohmann::json versions = {{"tunepar", std::string(Version())},
-                              {"git", std::string(GitRevision())},
-                              {"mpi", MpiLibrary()},
-                              {"backend", BackendName()},
-                              {"backend_version", BackendVersion()},
-                              {"compiler", __VERSION__},
-                              {"arithmetic", sizeof(real) == 8 ? "fp64" : "fp32"}};
+std::map<std::string, std::string> Versions() {
+  std::map<std::string, std::string> versions = {{"tunepar", std::string(Version())},
+                                                 {"git", std::string(GitRevision())},
+                                                 {"mpi", MpiLibrary()},
+                                                 {"backend", std::string(BackendName())},
+                                                 {"backend_version", BackendVersion()},
+                                                 {"compiler", __VERSION__},
+                                                 {"arithmetic", sizeof(real) == 8 ? "fp64" : "fp32"}};
   if (const std::string nccl = NcclVersion(); !nccl.empty()) versions["nccl"] = nccl;
   return versions;
 }
 
-Status WriteResult(const std::string& path, const nlohmann::json& result) {
+Status WriteResult(const std::string& path, const CoreResult& result) {
+  const nlohmann::json j = ToJson(result);
   if (path.empty()) {
-    std::cout << result.dump(2) << std::endl;
+    std::cout << j.dump(2) << std::endl;
     return Status::Ok();
   }
   const std::string temporary = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(temporary);
-    out << result.dump(2) << "\n";
+    out << j.dump(2) << "\n";
     if (!out) return InvalidArgument("cannot write the result to " + path);
   }
   std::error_code error;

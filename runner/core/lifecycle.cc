@@ -52,16 +52,20 @@ double SecondsSinceProcessStart() {
   return started_before_first + std::chrono::duration<double>(Clock::now() - first).count();
 }
 
-nlohmann::json GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank) {
+StartupTimes GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank) {
   // Durations of each stage on this rank, then the slowest rank's of each.
   std::array<double, 5> stages = {mine.main, mine.mpi_ready - mine.main, mine.device_ready - mine.mpi_ready,
                                   mine.first_step - mine.device_ready, mine.first_step};
   std::array<double, 5> slowest{};
   MPI_Reduce(stages.data(), slowest.data(), static_cast<int>(stages.size()), MPI_DOUBLE, MPI_MAX, 0, world);
-  if (rank != 0) return nullptr;
-  return {{"total_s", slowest[4]},          {"process_to_main_s", slowest[0]}, {"mpi_init_s", slowest[1]},
-          {"device_and_comm_s", slowest[2]}, {"model_setup_s", slowest[3]},
-          {"note", "each stage: its slowest rank; total_s: the slowest rank's process start to first step"}};
+  if (rank != 0) return {};
+  StartupTimes t;
+  t.total_s = slowest[4];
+  t.process_to_main_s = slowest[0];
+  t.mpi_init_s = slowest[1];
+  t.device_and_comm_s = slowest[2];
+  t.model_setup_s = slowest[3];
+  return t;
 }
 
 namespace {

@@ -8,9 +8,8 @@
 
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "runner/core/core_log.h"
+#include "runner/core/result_format.h"
 
 namespace tunepar::core {
 
@@ -27,8 +26,8 @@ struct StartupMarks {
 };
 
 // Rank 0's summary of every rank's marks: each stage's slowest rank, and the slowest rank's
-// whole start-up ("total_s", process start to the first step). A collective.
-nlohmann::json GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank);
+// whole start-up (process start to the first step). A collective; other ranks get zeros.
+StartupTimes GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank);
 
 // The teardown's stages. Each is said on stderr, one flushed line ("tunepar-core: rank 0:
 // teardown +0.003 s: MPI finalized; exiting", seconds since the run ended) when `say_each` (the
