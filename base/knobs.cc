@@ -178,6 +178,13 @@ std::string KnobPlaceholderText(Knob knob, int code) {
   return std::to_string(code);
 }
 
+std::string KnobTomlItem(Knob knob, int code) {
+  const KnobKind kind = RowOf(knob).kind;
+  if (kind == KnobKind::kChoice) return fmt::format("\"{}\"", KnobValueText(knob, code));
+  if (kind == KnobKind::kSwitch) return code != 0 ? "true" : "false";
+  return std::to_string(code);
+}
+
 Result<std::pair<Knob, int>> ParseKnobFragment(std::string_view fragment) {
   // The longest prefix that fits wins ("vpp2" is virtual_stages, not a "pp" fragment).
   std::optional<std::pair<Knob, int>> best;

@@ -126,6 +126,8 @@ std::string KnobFragment(Knob knob, int code);
 // The value as a command placeholder or a CSV cell holds it: switches 1 / 0, choices by name,
 // sizes as numbers.
 std::string KnobPlaceholderText(Knob knob, int code);
+// The value as a space file writes it: 4, "bf16", "full", true.
+std::string KnobTomlItem(Knob knob, int code);
 // The inverse of KnobFragment: which knob and value a fragment names.
 Result<std::pair<Knob, int>> ParseKnobFragment(std::string_view fragment);
 // A value as a user writes it ("4", "bf16", "full", "on"/"off"/"true"/"false"/"1"/"0").

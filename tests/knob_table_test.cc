@@ -17,6 +17,7 @@
 #include "runner/measured_runs.h"
 #include "tuner/calibration_sweep.h"
 #include "tuner/problem.h"
+#include "tuner/study_identity.h"
 #include "tuner/trial_output.h"
 
 namespace tunepar {
@@ -173,6 +174,33 @@ TEST(KnobTable, ATestOnlyRowIsStoredAndReadBackWithNoColumnOfItsOwn) {
   EXPECT_EQ(view->trials[0].layout, SmallLayout());
   EXPECT_EQ(KnobCode(k, view->trials[1].layout), 4);
   EXPECT_EQ(view->trials[1].layout, trials[1].layout);
+}
+
+// A study's id: a knob added after issue 30 enters it only away from its neutral value, in the
+// space's lists and in the pinned knobs (which the backend settings hold) alike, so every stored
+// study keeps its id.
+TEST(KnobTable, ATestOnlyRowAtItsNeutralValueKeepsEveryStudyId) {
+  store::StudyRecord study;
+  study.world = 8;
+  study.model_toml = testing::PresetText("models", "tiny");
+  study.hardware_toml = testing::PresetText("hardware", "local-cpu");
+  study.space_toml = "name = \"t\"\n[knobs]\nmicro_batch = [1, 2]\n";
+  study.objective = "max_tokens_per_s";
+  study.backend = "local";
+  study.backend_settings = R"({"core":{"knobs":"sp0 vpp1"}})";
+  const std::string before = StudyId(study);
+  const ScopedKnobRow added(TestKnobRow());
+  EXPECT_EQ(StudyId(study), before);
+  store::StudyRecord neutral = study;
+  neutral.space_toml += "test_chunks = [1]\n";
+  neutral.backend_settings = R"({"core":{"knobs":"sp0 vpp1 tch1"}})";
+  EXPECT_EQ(StudyId(neutral), before);
+  store::StudyRecord searched = study;
+  searched.space_toml += "test_chunks = [1, 4]\n";
+  EXPECT_NE(StudyId(searched), before);
+  store::StudyRecord pinned = study;
+  pinned.backend_settings = R"({"core":{"knobs":"sp0 vpp1 tch4"}})";
+  EXPECT_NE(StudyId(pinned), before);
 }
 
 // schemas/trial.schema.json states every knob of the table, with the JSON type its kind gives.

@@ -13,14 +13,6 @@ namespace tunepar {
 
 namespace {
 
-// A knob value as a space file writes it: 4, "bf16", "full", true.
-std::string TomlItem(Knob knob, int code) {
-  const KnobKind kind = RowOf(knob).kind;
-  if (kind == KnobKind::kChoice) return fmt::format("\"{}\"", KnobValueText(knob, code));
-  if (kind == KnobKind::kSwitch) return code != 0 ? "true" : "false";
-  return std::to_string(code);
-}
-
 // "tp = [1]; precision = [\"fp32\"]" from TOML lines, for a one-line origin.
 std::string Flatten(const std::string& lines) {
   std::string out;
@@ -77,7 +69,7 @@ Result<std::string> KnobDeclarations(const std::string& declared, const std::vec
     for (std::string value; std::getline(values, value, ',');) {
       Result<int> code = ParseKnobValue(*knob, value);
       if (!code.ok()) return code.status().WithContext("--fix " + fix);
-      items.push_back(TomlItem(*knob, *code));
+      items.push_back(KnobTomlItem(*knob, *code));
     }
     lines += fmt::format("{} = [{}]\n", KnobName(*knob), fmt::join(items, ", "));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "base/knobs.h"
 #include "base/provenance.h"
 
 namespace tunepar {
@@ -59,9 +61,27 @@ void CanonicalLaunch(toml::table& profile) {
 }  // namespace
 
 std::span<const LateInput> LateInputs() {
-  // A row per input added since issue 30, e.g. {StudyInput::kSpace, "knobs.cp", "[1]"} and
-  // {StudyInput::kPinnedKnobs, "cp", "1"} for a context-parallel knob; none yet.
-  return {};
+  // Per knob added to the table after issue 30 (KnobRow::in_every_key false): its list in the
+  // space at [neutral], and it pinned at its neutral value. Built again when the table grows.
+  static std::vector<LateInput> rows;
+  static std::deque<std::string> texts;  // what the rows' string_views point at
+  static int built_for = -1;
+  if (built_for != NumKnobs()) {
+    rows.clear();
+    for (Knob k : Knobs()) {
+      const KnobRow& row = RowOf(k);
+      if (row.in_every_key || row.neutral < 0) continue;
+      const std::string& space_key = texts.emplace_back(fmt::format("knobs.{}", row.name));
+      const std::string& space_neutral = texts.emplace_back(fmt::format("[{}]", KnobTomlItem(k, row.neutral)));
+      const std::string& pinned_neutral = texts.emplace_back(std::to_string(row.neutral));
+      rows.push_back({StudyInput::kSpace, space_key, space_neutral});
+      rows.push_back({StudyInput::kPinnedKnobs, row.key_prefix, row.kind == KnobKind::kChoice
+                                                                    ? std::string_view(row.choices[row.neutral])
+                                                                    : std::string_view(pinned_neutral)});
+    }
+    built_for = NumKnobs();
+  }
+  return rows;
 }
 
 namespace {

@@ -52,7 +52,8 @@ struct LateInput {
   std::string_view neutral;
 };
 
-// Every input added since issue 30, one row each (none yet: today's ids hash what they always did).
+// Every input added since issue 30, one row each: today, the knobs the table gains after it
+// (base/knobs.h, KnobRow::in_every_key false), none yet, so today's ids hash what they always did.
 std::span<const LateInput> LateInputs();
 
 // TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number
