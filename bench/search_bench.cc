@@ -43,9 +43,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench/measured_truth.h"
 #include "bench/truth.h"
+#include "base/knobs.h"
 #include "runner/performance_model.h"
 #include "search/proposer.h"
 #include "search/space.h"
@@ -128,14 +130,14 @@ class SearchRecord {
 
 void WriteTruth(const fs::path& path, const std::vector<Layout>& legal, const Truth& t) {
   std::ofstream out(path);
-  out << "index,tp,pp,dp,micro_batch,num_micro_batches,precision,zero,recompute,seq_parallel,virtual_stages,"
-         "flash_attention,true_step_s,true_memory_bytes,fits,noise_sd\n";
+  std::vector<std::string> columns;
+  for (const LayoutField& f : LayoutFields()) columns.emplace_back(f.name);
+  out << fmt::format("index,{},true_step_s,true_memory_bytes,fits,noise_sd\n", fmt::join(columns, ","));
   for (size_t i = 0; i < legal.size(); ++i) {
-    const Layout& l = legal[i];
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{},{:.6g}\n", i, l.tp, l.pp, l.dp,
-                       l.micro_batch, l.num_micro_batches, ToString(l.precision), l.zero,
-                       ToString(l.recompute), l.seq_parallel ? 1 : 0, l.virtual_stages,
-                       l.flash_attention ? 1 : 0, t.step[i], t.memory[i], t.fits[i] ? 1 : 0, t.noise_sd);
+    std::vector<std::string> cells;
+    for (const LayoutField& f : LayoutFields()) cells.push_back(LayoutFieldCell(f, legal[i]));
+    out << fmt::format("{},{},{:.9g},{:.9g},{},{:.6g}\n", i, fmt::join(cells, ","), t.step[i], t.memory[i],
+                       t.fits[i] ? 1 : 0, t.noise_sd);
   }
 }
 

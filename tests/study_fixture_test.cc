@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/knobs.h"
 #include "store/store_reader.h"
 #include "tests/test_support.h"
 #include "tuner/study_identity.h"
@@ -98,6 +99,37 @@ TEST(FixtureStore, ListAndShowReadEveryStudy) {
     EXPECT_EQ(j["study_id"], s.id);
     EXPECT_EQ(j["trial_count"], s.trials) << s.name;
   }
+}
+
+// A build whose knob table gains a knob (a test-only row here) reads the fixture as it was: every
+// stored layout keeps its key (claim files and the indexed layout_key are named by it), the new
+// knob reads as neutral, and every study keeps its id under the rule the table now gives.
+TEST(FixtureStore, ATestOnlyKnobRowLeavesEveryKeyAndIdAsStored) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  RebuildFixture(store);
+  KnobRow row;
+  row.name = "test_cp";
+  row.key_prefix = "tcp";
+  row.column = "tcp";
+  row.kind = KnobKind::kSize;
+  row.neutral = 1;
+  row.space_default = {false, {1}};
+  row.visit_rank = 100;
+  const ScopedKnobRow added(row);
+  Result<store::StoreView> view = store::ReadStore(store);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  ASSERT_FALSE(view->trials.empty());
+  EXPECT_TRUE(view->warnings.empty());
+  for (const store::TrialRecord& t : view->trials) {
+    EXPECT_EQ(KnobCode(added.knob(), t.layout), 1);
+    const std::string key = LayoutKey(t.layout);
+    EXPECT_EQ(key.find("tcp"), std::string::npos) << key;
+    Result<Layout> parsed = ParseLayoutKey(key);
+    ASSERT_TRUE(parsed.ok()) << key;
+    EXPECT_EQ(*parsed, t.layout) << key;
+  }
+  for (const store::StudyRecord& s : view->studies) EXPECT_EQ(StudyId(s), s.id) << s.name;
 }
 
 // Today's rule gives every stored study the id it was stored under, and so does the rule with a
