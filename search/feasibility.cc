@@ -140,4 +140,13 @@ MemoryComponents FeasibilityModel::Multipliers() const {
   return m;
 }
 
+MemoryComponents FeasibilityModel::MultiplierLogSd() const {
+  MemoryComponents sd{};
+  for (int c = 0; c < kMemoryComponents; ++c) {
+    const double v = covariance_(0, 0) + covariance_(c + 1, c + 1) + 2 * covariance_(0, c + 1);
+    sd[c] = std::sqrt(std::max(v, 0.0));
+  }
+  return sd;
+}
+
 }  // namespace tunepar::search

@@ -56,6 +56,8 @@ class FeasibilityModel {
   double ExpectedPeak(const MemoryComponents& predicted) const;
   // exp(g + t_c): the fitted correction of each component.
   MemoryComponents Multipliers() const;
+  // The posterior standard deviation of log(g + t_c): each multiplier's uncertainty (log).
+  MemoryComponents MultiplierLogSd() const;
 
  private:
   static constexpr int kParameters = kMemoryComponents + 1;  // g, then t_c

@@ -295,6 +295,10 @@ void Proposer::SetIncumbent(State* s) const {
   }
 }
 
+FeasibilityModel Proposer::Memory(const std::vector<Outcome>& history) const {
+  return FeasibilityModel::Fit(options_.device_memory_bytes, Gather(history).memory, options_.feasibility);
+}
+
 Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   const Evidence evidence = Gather(history);
   State s;

@@ -60,6 +60,9 @@ struct ProposerOptions {
   // Extra noise of a sliced outcome, as a standard deviation of log step time: the model's share
   // of the data-parallel communication may be off by about this much.
   double sliced_noise_sd = 0.1;
+  // Trials the search may spend on layouts the memory model calls unlikely to fit, when they
+  // promise enough to be worth the risk (a probe past the predicted limit; 0: never).
+  int max_probes = 4;
   uint64_t seed = 0;
   GpOptions gp;
   FeasibilityOptions feasibility;
@@ -75,6 +78,8 @@ struct Outcome {
   bool sliced = false;
   // The peak device memory it measured: exact for an ok trial, a lower bound for an OOM.
   std::optional<double> peak_memory_bytes;
+  // Proposed as a probe past the predicted memory limit (counts against max_probes).
+  bool probe = false;
 };
 
 struct Proposal {
@@ -84,6 +89,9 @@ struct Proposal {
   double uncertainty = 0;             // posterior standard deviation of log step time
   double feasibility = 1;             // probability that it fits in memory and runs
   double acquisition = 0;             // log EI + log feasibility, or log(feasibility exp(-LCB))
+  // A probe past the predicted memory limit: the memory model thinks it unlikely to fit, and it
+  // promises more than the best layout that is likely to (ProposerOptions::max_probes).
+  bool probe = false;
 };
 
 // The surrogate's view of every legal layout after some history (for reports and Shapley values).
@@ -136,6 +144,10 @@ class Proposer {
   // The fastest measured layout, with its uncertainty, and the confirmation trial to run when
   // probability_best < `confidence`.
   Standing Stand(const std::vector<Outcome>& history, double confidence) const;
+
+  // The memory model fitted to `history`'s peaks, OOMs and ok trials (its multipliers are what
+  // the trials taught about the performance model's memory).
+  FeasibilityModel Memory(const std::vector<Outcome>& history) const;
 
   // The surrogate fitted to `history`, evaluated on every legal layout.
   Surrogate Posterior(const std::vector<Outcome>& history) const;
