@@ -12,10 +12,12 @@ scratch=${1:-$(mktemp -d "${TMPDIR:-/tmp}/tunepar-mutations.XXXXXX")}
 
 # name | file | text | replacement
 mutations=(
-  "log EI replaced by the greedy posterior mean|search/proposer.cc|? LogExpectedImprovement(mean[i], sd[i], s.best) + log_p|? -mean[i] + log_p"
+  "log EI replaced by the greedy posterior mean|search/proposer.cc|? LogExpectedImprovement(mean, sd, s.best) + log_p|? -mean + log_p"
   "the sign of the UCB bonus flipped|search/acquisition.h|return mean - beta * sd;|return mean + beta * sd;"
   "no Kriging-believer update within a batch|search/proposer.cc|if (k + 1 < q) BelievePick(chosen, &s, &mean, &sd);|(void)0;"
   "no conditioning on crashed, hung or invalid layouts|search/proposer.cc|s->gp.AddObservation(x_.row(i), feature_[i], mz[0]);|(void)mz;"
+  "no probe past the predicted memory limit|search/proposer.cc|return spent < options_.max_probes && ran_out <= fitted;|return false;"
+  "probing goes on after probes ran out of memory|search/proposer.cc|return spent < options_.max_probes && ran_out <= fitted;|return spent < options_.max_probes;"
 )
 
 echo "== scratch copy in $scratch"

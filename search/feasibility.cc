@@ -123,11 +123,15 @@ FeasibilityModel FeasibilityModel::Fit(double device_memory_bytes, const std::ve
   return model;
 }
 
-double FeasibilityModel::ProbabilityFits(const MemoryComponents& predicted) const {
+MemoryMargin FeasibilityModel::Margin(const MemoryComponents& predicted) const {
   Vector d;
   const double log_m = LogPeak(theta_, predicted, &d);
-  const double variance = scatter_ * scatter_ + d.dot(covariance_ * d);
-  return NormalCdf((log_capacity_ - log_m) / std::sqrt(variance));
+  return {log_m - log_capacity_, std::sqrt(scatter_ * scatter_ + d.dot(covariance_ * d))};
+}
+
+double FeasibilityModel::ProbabilityFits(const MemoryComponents& predicted) const {
+  const MemoryMargin m = Margin(predicted);
+  return NormalCdf(-m.log_excess / m.sd);
 }
 
 double FeasibilityModel::ExpectedPeak(const MemoryComponents& predicted) const {

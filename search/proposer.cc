@@ -27,6 +27,9 @@ constexpr double kVouched = 0.99;
 constexpr double kCondemned = 0.01;
 // The probability of fitting and running a proposal needs (FeasibilityFloor).
 constexpr double kLikelyToRun = 0.5;
+// A probe past the predicted memory limit reaches no further than this many standard deviations
+// of the memory model's uncertainty (P(fits) >= 2.3%; ProbeCandidate).
+constexpr double kProbeReach = 2.0;
 // The noise of one measurement (log step time) assumed before any layout was measured twice:
 // run-to-run spread of a training step on a shared machine is a percent or two (the README's
 // tunepar-core runs repeat within 1-1.5%; published HPC step-time jitter is 1-3%), and a single
@@ -38,6 +41,9 @@ constexpr double kPriorNoiseSd = 0.02;
 struct Proposer::State {
   std::vector<char> tried;
   std::vector<double> feasibility;  // per legal layout: P(fits) x P(runs)
+  std::vector<double> runs;         // P(runs), given that it fits
+  std::vector<MemoryMargin> margin; // the memory model's expected excess over the device's memory
+  std::vector<char> condemned;      // needs no less in every component than a trial that ran out
   std::vector<int> observed;        // legal index of each ok measurement (repeats repeat)
   Eigen::VectorXd log_time;         // its log step time
   GaussianProcess gp;
@@ -107,19 +113,26 @@ bool Dominates(const MemoryComponents& a, const MemoryComponents& b) {
 
 // P(fits) of every legal layout: the memory model's, then the evidence of physics: an ok trial
 // vouches for every layout that needs no more in any component, an OOM condemns every layout
-// that needs no less in every component (OOMs win a conflict).
-std::vector<double> Proposer::MemoryFeasibility(const FeasibilityModel& memory, const Evidence& e) const {
+// that needs no less in every component (OOMs win a conflict). Keeps each layout's margin and
+// whether it is condemned in `state` (for probes).
+std::vector<double> Proposer::MemoryFeasibility(const FeasibilityModel& memory, const Evidence& e, State* s) const {
   std::vector<double> p(legal_.size(), 1.0);
+  s->margin.assign(legal_.size(), MemoryMargin{});
+  s->condemned.assign(legal_.size(), 0);
   if (options_.device_memory_bytes <= 0) return p;
   for (size_t i = 0; i < legal_.size(); ++i) {
-    p[i] = memory.ProbabilityFits(memory_[i]);
+    s->margin[i] = memory.Margin(memory_[i]);
+    p[i] = NormalCdf(-s->margin[i].log_excess / s->margin[i].sd);
     for (size_t j = 0; j < e.memory.size(); ++j) {
       const MemoryComponents& tried = e.memory[j].predicted;
       if (e.memory[j].fitted && Dominates(tried, memory_[i])) p[i] = std::max(p[i], kVouched);
     }
     for (size_t j = 0; j < e.memory.size(); ++j) {
       const MemoryComponents& tried = e.memory[j].predicted;
-      if (!e.memory[j].fitted && Dominates(memory_[i], tried)) p[i] = std::min(p[i], kCondemned);
+      if (!e.memory[j].fitted && Dominates(memory_[i], tried)) {
+        p[i] = std::min(p[i], kCondemned);
+        s->condemned[i] = 1;
+      }
     }
   }
   return p;
@@ -305,10 +318,10 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
   s.tried = evidence.tried;
   const FeasibilityModel memory =
       FeasibilityModel::Fit(options_.device_memory_bytes, evidence.memory, options_.feasibility);
-  const std::vector<double> fits = MemoryFeasibility(memory, evidence);
-  const std::vector<double> runs = RunProbability(history);
+  const std::vector<double> fits = MemoryFeasibility(memory, evidence, &s);
+  s.runs = RunProbability(history);
   s.feasibility.resize(legal_.size());
-  for (size_t i = 0; i < legal_.size(); ++i) s.feasibility[i] = fits[i] * runs[i];
+  for (size_t i = 0; i < legal_.size(); ++i) s.feasibility[i] = fits[i] * s.runs[i];
   FitGp(evidence, &s);
   ConditionOnFailures(history, &s);
   SetIncumbent(&s);
@@ -378,24 +391,79 @@ double Proposer::FeasibilityFloor(const State& s, const std::vector<Outcome>& hi
   return std::min(kLikelyToRun, 0.8 * max_feasibility);
 }
 
-// The untried layout with the best acquisition (log EI, or minus the lower confidence bound,
-// plus log feasibility) among those at or above the floor; -1 when none is left.
+// A layout's acquisition: log EI (or minus the lower confidence bound) plus log feasibility.
+double Proposer::Acquisition(const State& s, double mean, double sd, double feasibility) const {
+  const double log_p = std::log(std::max(feasibility, 1e-300));
+  return options_.acquisition == AcquisitionKind::kLogExpectedImprovement
+             ? LogExpectedImprovement(mean, sd, s.best) + log_p
+             : -LowerConfidenceBound(mean, sd, options_.ucb_beta) + log_p;
+}
+
+// The untried layout with the best acquisition among those at or above the floor; -1 when none
+// is left.
 int Proposer::BestAcquisition(const State& s, const std::vector<double>& mean, const std::vector<double>& sd,
                               double min_feasibility, double* score) const {
   int chosen = -1;
   double chosen_score = -kInf;
   for (size_t i = 0; i < legal_.size(); ++i) {
     if (s.tried[i] || s.feasibility[i] < min_feasibility) continue;
-    const double log_p = std::log(std::max(s.feasibility[i], 1e-300));
-    const double value = options_.acquisition == AcquisitionKind::kLogExpectedImprovement
-                             ? LogExpectedImprovement(mean[i], sd[i], s.best) + log_p
-                             : -LowerConfidenceBound(mean[i], sd[i], options_.ucb_beta) + log_p;
+    const double value = Acquisition(s, mean[i], sd[i], s.feasibility[i]);
     if (value > chosen_score || chosen < 0) {
       chosen = static_cast<int>(i);
       chosen_score = value;
     }
   }
   *score = chosen_score;
+  return chosen;
+}
+
+// Whether the search may still probe past the predicted memory limit: probes left of
+// max_probes (pending ones count), and the probes so far fitted at least as often as they ran
+// out of memory. So a model that is right or low about memory costs at most one OOM probe more
+// than the probes that fitted, and one that is high keeps probing while probing pays.
+bool Proposer::ProbesLeft(const std::vector<Outcome>& history) const {
+  if (options_.device_memory_bytes <= 0) return false;
+  int spent = 0, fitted = 0, ran_out = 0;
+  for (const Outcome& o : history) {
+    if (!o.probe) continue;
+    ++spent;
+    fitted += o.status == TrialStatus::kOk ? 1 : 0;
+    ran_out += o.status == TrialStatus::kOom ? 1 : 0;
+  }
+  return spent < options_.max_probes && ran_out <= fitted;
+}
+
+// The probe past the predicted memory limit worth its risk, or -1. Candidates: the untried
+// layouts the memory model calls unlikely to fit (below the floor), not condemned by an OOM,
+// likely to run otherwise, whose expected excess over the device's memory is within kProbeReach
+// sds of the memory model's uncertainty, whose surrogate mean beats the best layout likely to
+// fit (measured or not), and whose acquisition (expected improvement times the probability of
+// fitting) beats the best layout's above the floor: they would win but for the floor. Of those,
+// the one with the smallest excess per gain: the most likely to fit for what it promises. Only
+// once a trial has run ok: the surrogate's gains mean nothing before.
+int Proposer::ProbeCandidate(const State& s, const std::vector<double>& mean, const std::vector<double>& sd,
+                             double min_feasibility) const {
+  if (s.observed.empty()) return -1;
+  double regular = -kInf;
+  if (BestAcquisition(s, mean, sd, min_feasibility, &regular) < 0) regular = -kInf;
+  double best_feasible = s.best;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    if (!s.tried[i] && s.feasibility[i] >= min_feasibility) best_feasible = std::min(best_feasible, mean[i]);
+  }
+  int chosen = -1;
+  double chosen_ratio = kInf;
+  for (size_t i = 0; i < legal_.size(); ++i) {
+    if (s.tried[i] || s.condemned[i] || s.feasibility[i] >= min_feasibility || s.runs[i] < kLikelyToRun) continue;
+    const double gain = best_feasible - mean[i];
+    const MemoryMargin& m = s.margin[i];
+    if (gain <= 0 || m.log_excess > kProbeReach * m.sd) continue;
+    if (Acquisition(s, mean[i], sd[i], s.feasibility[i]) <= regular) continue;
+    const double ratio = std::max(m.log_excess, 0.0) / gain;
+    if (ratio < chosen_ratio) {
+      chosen = static_cast<int>(i);
+      chosen_ratio = ratio;
+    }
+  }
   return chosen;
 }
 
@@ -502,7 +570,15 @@ std::vector<Proposal> Proposer::Propose(const std::vector<Outcome>& history, int
   }
   const double min_feasibility = FeasibilityFloor(s, history);
   std::vector<Proposal> out;
-  for (int k = 0; k < q; ++k) {
+  const int probe = q > 0 && ProbesLeft(history) ? ProbeCandidate(s, mean, sd, min_feasibility) : -1;
+  if (probe >= 0) {
+    out.push_back(MakeProposal(static_cast<size_t>(probe), mean[probe], sd[probe], s.feasibility[probe],
+                               Acquisition(s, mean[probe], sd[probe], s.feasibility[probe])));
+    out.back().probe = true;
+    s.tried[probe] = 1;
+    if (q > 1) BelievePick(probe, &s, &mean, &sd);
+  }
+  for (int k = static_cast<int>(out.size()); k < q; ++k) {
     double score = 0;
     const int chosen = BestAcquisition(s, mean, sd, min_feasibility, &score);
     if (chosen < 0) break;

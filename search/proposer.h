@@ -12,8 +12,10 @@
 // which lowers the uncertainty around it and spreads the batch; hyper-parameters stay fixed
 // within a batch. With no measurement yet, the first picks are the model's best layouts that
 // are likely to fit, spread the same way. A sliced outcome (measured on part of the world, the
-// rest estimated by the model) counts with extra noise. Everything is deterministic for a seed
-// and history.
+// rest estimated by the model) counts with extra noise. A layout below the feasibility floor
+// that would win but for it may be proposed as a probe past the predicted memory limit (at most
+// max_probes, while probes fit at least as often as they run out: Proposer::ProbeCandidate).
+// Everything is deterministic for a seed and history.
 #pragma once
 
 #include <cstdint>
@@ -175,10 +177,14 @@ class Proposer {
   std::vector<Proposal> RandomDesign(const State& state, const std::vector<double>& mean, const std::vector<double>& sd,
                                      size_t history_size, int q) const;
   double FeasibilityFloor(const State& state, const std::vector<Outcome>& history) const;
+  double Acquisition(const State& state, double mean, double sd, double feasibility) const;
   int BestAcquisition(const State& state, const std::vector<double>& mean, const std::vector<double>& sd,
                       double min_feasibility, double* score) const;
   void BelievePick(int chosen, State* state, std::vector<double>* mean, std::vector<double>* sd) const;
-  std::vector<double> MemoryFeasibility(const FeasibilityModel& memory, const Evidence& evidence) const;
+  std::vector<double> MemoryFeasibility(const FeasibilityModel& memory, const Evidence& evidence, State* state) const;
+  bool ProbesLeft(const std::vector<Outcome>& history) const;
+  int ProbeCandidate(const State& state, const std::vector<double>& mean, const std::vector<double>& sd,
+                     double min_feasibility) const;
   std::vector<double> RunProbability(const std::vector<Outcome>& history) const;
   void Score(const State& state, std::vector<double>* mean, std::vector<double>* sd) const;
 
