@@ -117,7 +117,7 @@ TEST(Cli, ShardFromANewerTuneparIsSkippedByOthersAndRefusedByItsNode) {
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
   const std::string shard = testing::NodeShard(store_dir, "n0");
   ASSERT_FALSE(shard.empty());
-  ASSERT_EQ(std::system(("sqlite3 " + shard + " 'PRAGMA user_version = 7'").c_str()), 0);
+  ASSERT_EQ(std::system(("sqlite3 " + shard + " 'PRAGMA user_version = 99'").c_str()), 0);
   const auto before = testing::SnapshotFiles(store_dir);
   testing::CliRun list = RunTunepar(store + " list");
   EXPECT_EQ(list.exit_code, kExitDamaged) << list.err;
