@@ -535,7 +535,7 @@ TEST(CliMessages, ErrorsSayWhyAndPrintNothingElse) {
   const std::string store = "--store " + (dir / "s");
   const testing::CliRun search = RunTunepar(FakeTrainerSearch(dir / "s", 1));
   ASSERT_EQ(search.exit_code, 0) << search.err;
-  EXPECT_NE(search.out.find("budget 1 trial\n"), std::string::npos) << search.out;
+  EXPECT_NE(search.out.find("budget 1 trial;"), std::string::npos) << search.out;
   EXPECT_NE(search.out.find(": 1 trial ("), std::string::npos) << search.out;
   EXPECT_EQ(search.out.find("1 trials"), std::string::npos) << search.out;
   const std::string missing = dir / "no-such-dir/out.csv";
