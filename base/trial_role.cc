@@ -5,8 +5,8 @@
 namespace tunepar {
 
 namespace {
-constexpr TrialRole kAll[] = {TrialRole::kFirst, TrialRole::kConfirmation, TrialRole::kRerun, TrialRole::kReclassified,
-                              TrialRole::kForgotten};
+constexpr TrialRole kAll[] = {TrialRole::kFirst,        TrialRole::kConfirmation, TrialRole::kRerun,
+                              TrialRole::kReclassified, TrialRole::kForgotten,    TrialRole::kProbe};
 }
 
 std::string_view ToString(TrialRole role) {
@@ -16,6 +16,7 @@ std::string_view ToString(TrialRole role) {
     case TrialRole::kRerun: return "rerun";
     case TrialRole::kReclassified: return "reclassified";
     case TrialRole::kForgotten: return "forgotten";
+    case TrialRole::kProbe: return "probe";
   }
   return "?";
 }

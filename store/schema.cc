@@ -230,6 +230,71 @@ UPDATE trials SET checksum = tunepar_row_checksum(
   WHERE checksum_matched = 1;
 ALTER TABLE trials DROP COLUMN checksum_matched;
 )sql",
+    // 6 -> 7: the role `probe` (base/trial_role.h: a first measurement proposed past the predicted
+    // memory limit). SQLite cannot alter a CHECK, so the table is made again with the longer list
+    // (its columns as schema 6 had them, in its order: the ones that ALTER TABLE appended after
+    // lease_expires_at stay last) and every row copied as it was, value for value: the checksums,
+    // which cover the values and not the table's text, stay valid, and a damaged row stays
+    // damaged. MigrateTo runs a step with foreign keys off, as SQLite's recipe for remaking a
+    // table asks (the copy is the same rows, referring to the same studies).
+    R"sql(
+CREATE TABLE trials_v7 (
+  study_id          TEXT NOT NULL REFERENCES studies(study_id),
+  node_id           TEXT NOT NULL,
+  number            INTEGER NOT NULL,
+  layout_key        TEXT NOT NULL,
+  tp                INTEGER NOT NULL,
+  pp                INTEGER NOT NULL,
+  dp                INTEGER NOT NULL,
+  micro_batch       INTEGER NOT NULL,
+  num_micro_batches INTEGER NOT NULL,
+  precision         TEXT NOT NULL,
+  zero              INTEGER NOT NULL,
+  recompute         TEXT NOT NULL,
+  seq_parallel      INTEGER NOT NULL,
+  virtual_stages    INTEGER NOT NULL,
+  flash_attention   INTEGER NOT NULL,
+  status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'ok', 'oom', 'timeout',
+                                                    'crash', 'invalid', 'interrupted')),
+  attempt           INTEGER NOT NULL,
+  step_time_s            REAL,
+  tokens_per_s           REAL,
+  tflops_per_gpu         REAL,
+  peak_memory_bytes      REAL,
+  objective              REAL,
+  predicted_step_time_s  REAL,
+  predicted_tokens_per_s REAL,
+  predicted_memory_bytes REAL,
+  details           TEXT NOT NULL,
+  message           TEXT NOT NULL,
+  log_path          TEXT NOT NULL,
+  backend           TEXT NOT NULL,
+  hosts             TEXT NOT NULL,
+  tunepar_version   TEXT NOT NULL,
+  git_revision      TEXT NOT NULL,
+  host              TEXT NOT NULL,
+  pid               INTEGER NOT NULL,
+  started_at        TEXT NOT NULL,
+  finished_at       TEXT NOT NULL,
+  heartbeat_at      TEXT NOT NULL,
+  lease_expires_at  TEXT NOT NULL,
+  sliced            INTEGER NOT NULL DEFAULT 0,
+  metric_kind       TEXT NOT NULL DEFAULT '',
+  metric_value      REAL,
+  ranks_per_node    INTEGER,
+  process_group     INTEGER NOT NULL DEFAULT 0,
+  checksum          INTEGER NOT NULL DEFAULT 0,
+  role              TEXT NOT NULL DEFAULT 'first'
+    CHECK (role IN ('first', 'confirmation', 'rerun', 'reclassified', 'forgotten', 'probe')),
+  rerun_of          TEXT NOT NULL DEFAULT '',
+  knobs             TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (study_id, node_id, number)
+);
+INSERT INTO trials_v7 SELECT * FROM trials;
+DROP TABLE trials;
+ALTER TABLE trials_v7 RENAME TO trials;
+CREATE INDEX trials_by_layout ON trials (study_id, layout_key);
+)sql",
 };
 
 }  // namespace
@@ -246,11 +311,9 @@ Status CheckVersionReadable(const Database& db, int64_t version) {
 
 namespace {
 
-Status MigrateTo(Database& db, int64_t target) {
-  Result<int64_t> version = db.PragmaInt("user_version");
-  if (!version.ok()) return version.status();
-  TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(db, *version));
-  for (int64_t v = *version; v < target; ++v) {
+// The steps from `from` to `target`, each in a transaction of its own.
+Status RunSteps(Database& db, int64_t from, int64_t target) {
+  for (int64_t v = from; v < target; ++v) {
     TUNEPAR_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
     Status s = db.Exec(kMigrations[v]);
     if (s.ok() && v == 0) s = db.Exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
@@ -262,6 +325,24 @@ Status MigrateTo(Database& db, int64_t target) {
     TUNEPAR_RETURN_IF_ERROR(db.Exec("COMMIT"));
   }
   return Status::Ok();
+}
+
+Status MigrateTo(Database& db, int64_t target) {
+  Result<int64_t> version = db.PragmaInt("user_version");
+  if (!version.ok()) return version.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckVersionReadable(db, *version));
+  if (*version >= target) return Status::Ok();
+  // A step that makes a table again (6 -> 7) runs with foreign keys off, as SQLite's recipe for
+  // it asks; they are set back as they were (a writer turns them on before it migrates).
+  Result<int64_t> foreign_keys = db.PragmaInt("foreign_keys");
+  if (!foreign_keys.ok()) return foreign_keys.status();
+  if (*foreign_keys != 0) TUNEPAR_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys = OFF"));
+  Status migrated = RunSteps(db, *version, target);
+  if (*foreign_keys != 0) {
+    Status restored = db.Exec("PRAGMA foreign_keys = ON");
+    if (migrated.ok()) migrated = restored;
+  }
+  return migrated;
 }
 
 // An empty shard of `version`, in memory.
@@ -308,6 +389,16 @@ std::vector<DeclaredColumn> DeclaredColumns(int64_t version, std::string_view ta
   for (Result<bool> row = st->Step(); row.ok() && *row; row = st->Step())
     columns.push_back({st->Text(0), st->Text(1)});
   return columns;
+}
+
+std::string TableSql(int64_t version, std::string_view table) {
+  Result<Database> db = EmptyShardOf(version);
+  if (!db.ok()) return "";  // unreachable: the migrations are ours
+  Result<Statement> st = db->Prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1");
+  if (!st.ok()) return "";
+  st->Bind(1, table);
+  Result<bool> row = st->Step();
+  return row.ok() && *row ? st->Text(0) : "";
 }
 
 }  // namespace tunepar::store

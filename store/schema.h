@@ -12,7 +12,7 @@
 
 namespace tunepar::store {
 
-inline constexpr int64_t kSchemaVersion = 6;
+inline constexpr int64_t kSchemaVersion = 7;
 // The first schema whose study and trial rows carry checksums (row_checksum.h).
 inline constexpr int64_t kFirstChecksummedVersion = 3;
 // PRAGMA application_id of a tunepar shard ("tune"): tells our files from other SQLite files.
@@ -34,6 +34,11 @@ struct DeclaredColumn {
 // The columns of `table` in a shard of `version`, in the table's order (empty for a table the
 // shard does not have), made by running the migrations up to `version` in memory.
 std::vector<DeclaredColumn> DeclaredColumns(int64_t version, std::string_view table);
+
+// The CREATE statement of `table` in a shard of `version` as sqlite_master holds it ("" for a
+// table the shard does not have), made by running the migrations up to `version` in memory
+// (tests make a shard of an older schema with it).
+std::string TableSql(int64_t version, std::string_view table);
 
 // kSchemaTooNew unless `version` <= kSchemaVersion.
 Status CheckVersionReadable(const Database& db, int64_t version);

@@ -117,7 +117,7 @@ TEST(Cli, ShardFromANewerTuneparIsSkippedByOthersAndRefusedByItsNode) {
   ASSERT_EQ(RunTunepar(store + " search --world 64 --model gpt-22b --node-id n0").exit_code, 0);
   const std::string shard = testing::NodeShard(store_dir, "n0");
   ASSERT_FALSE(shard.empty());
-  ASSERT_EQ(std::system(("sqlite3 " + shard + " 'PRAGMA user_version = 7'").c_str()), 0);
+  ASSERT_EQ(std::system(("sqlite3 " + shard + " 'PRAGMA user_version = 99'").c_str()), 0);
   const auto before = testing::SnapshotFiles(store_dir);
   testing::CliRun list = RunTunepar(store + " list");
   EXPECT_EQ(list.exit_code, kExitDamaged) << list.err;
@@ -535,7 +535,7 @@ TEST(CliMessages, ErrorsSayWhyAndPrintNothingElse) {
   const std::string store = "--store " + (dir / "s");
   const testing::CliRun search = RunTunepar(FakeTrainerSearch(dir / "s", 1));
   ASSERT_EQ(search.exit_code, 0) << search.err;
-  EXPECT_NE(search.out.find("budget 1 trial\n"), std::string::npos) << search.out;
+  EXPECT_NE(search.out.find("budget 1 trial;"), std::string::npos) << search.out;
   EXPECT_NE(search.out.find(": 1 trial ("), std::string::npos) << search.out;
   EXPECT_EQ(search.out.find("1 trials"), std::string::npos) << search.out;
   const std::string missing = dir / "no-such-dir/out.csv";

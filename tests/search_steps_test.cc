@@ -151,5 +151,99 @@ TEST_F(SearchSteps, IdenticalFailuresStopTheRunAsAWrongSetup) {
   EXPECT_EQ(BayesianSearch(global_, *session_, backend_, Options(10, 1)).Run().code(), StatusCode::kTrialsFailed);
 }
 
+// A proposal marked as a probe (search::Proposal::probe; today's proposer makes none, so the
+// batch is marked here) is recorded with the role probe, its line says so, and the history
+// carries it back to the proposer; the next proposal, not a probe, is a first measurement.
+TEST_F(SearchSteps, AProbeIsRecordedAsOneSaidOnItsLineAndCountedInTheHistory) {
+  global_.json = false;
+  BayesianSearch search(global_, *session_, backend_, Options(3));
+  ASSERT_TRUE(search.JoinClaims().ok());
+  Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_EQ(next->trials.size(), 1u);
+  EXPECT_FALSE(next->trials[0].first.probe);
+  next->trials[0].first.probe = true;
+  Result<std::vector<ActiveTrial>> active = search.StartBatch(next->trials);
+  ASSERT_TRUE(active.ok());
+  ASSERT_EQ(session_->trials.size(), 1u);
+  EXPECT_EQ(session_->trials[0].role, TrialRole::kProbe);  // already while it runs
+  ::testing::internal::CaptureStdout();
+  ASSERT_TRUE(search.PollBatch(*active).ok());
+  const std::string line = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(line.find(" ok (probe: past the predicted memory limit) "), std::string::npos) << line;
+  ASSERT_TRUE(session_->Refresh().ok());  // as stored
+  ASSERT_EQ(session_->trials.size(), 1u);
+  EXPECT_EQ(session_->trials[0].role, TrialRole::kProbe);
+  EXPECT_EQ(session_->trials[0].status, TrialStatus::kOk);
+  Result<BayesianSearch::NextBatch> plain = search.ClaimNextBatch();
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->trials.size(), 1u);
+  active = search.StartBatch(plain->trials);
+  ASSERT_TRUE(active.ok());
+  ::testing::internal::CaptureStdout();
+  ASSERT_TRUE(search.PollBatch(*active).ok());
+  EXPECT_EQ(::testing::internal::GetCapturedStdout().find("probe"), std::string::npos);
+  const std::vector<search::Outcome> history = History(session_->trials);
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_TRUE(history[0].probe);
+  EXPECT_FALSE(history[1].probe);
+  EXPECT_EQ(session_->trials[1].role, TrialRole::kFirst);
+}
+
+// A probe that a stopped tuner left running is run again as its second attempt, still a probe.
+TEST_F(SearchSteps, AnInterruptedProbeRunsAgainAsTheProbe) {
+  store::TrialRecord r =
+      NewTrialRecord({session_->study().id, "n0", 1, 1, session_->context.space.legal[2]}, {}, 0);
+  r.status = TrialStatus::kRunning;
+  r.host = "elsewhere";
+  r.role = TrialRole::kProbe;
+  ASSERT_TRUE(session_->Record({r}).ok());
+  BayesianSearch search(global_, *session_, backend_, Options(4));
+  ASSERT_TRUE(search.JoinClaims().ok());
+  ASSERT_TRUE(search.RecoverInterrupted().ok());
+  EXPECT_EQ(session_->trials[0].role, TrialRole::kProbe);
+  Result<BayesianSearch::NextBatch> next = search.ClaimNextBatch();
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_EQ(next->trials.size(), 1u);
+  EXPECT_EQ(next->trials[0].first.attempt, 2);
+  EXPECT_TRUE(next->trials[0].first.probe);
+  Result<std::vector<ActiveTrial>> active = search.StartBatch(next->trials);
+  ASSERT_TRUE(active.ok());
+  ASSERT_TRUE(search.PollBatch(*active).ok());
+  ASSERT_EQ(session_->trials.size(), 1u);
+  EXPECT_EQ(session_->trials[0].attempt, 2);
+  EXPECT_EQ(session_->trials[0].role, TrialRole::kProbe);
+  EXPECT_TRUE(History(session_->trials)[0].probe);
+}
+
+// The history's probes: a trial with the role, and a re-run of another node's probe; not a
+// confirmation, a first measurement, or a re-run of a trial that was no probe.
+TEST(TrialHistory, ProbesAreTheProbeRoleAndReRunsOfAProbe) {
+  auto trial = [](const std::string& node, int64_t number, int mbs, TrialRole role,
+                  const std::string& rerun_of = "") {
+    store::TrialRecord t;
+    t.study_id = "s";
+    t.node_id = node;
+    t.number = number;
+    t.layout = {.tp = 1, .pp = 1, .dp = 2, .micro_batch = mbs, .num_micro_batches = 1};
+    t.status = TrialStatus::kOk;
+    t.step_time_s = 1.0;
+    t.role = role;
+    t.rerun_of = rerun_of;
+    return t;
+  };
+  const std::vector<store::TrialRecord> trials = {
+      trial("n0", 1, 1, TrialRole::kFirst),        trial("n0", 2, 2, TrialRole::kProbe),
+      trial("n0", 3, 1, TrialRole::kConfirmation), trial("n1", 1, 4, TrialRole::kProbe),
+      trial("n0", 4, 4, TrialRole::kRerun, "n1"),  trial("n0", 5, 1, TrialRole::kRerun, "n1"),
+  };
+  std::vector<bool> probes;
+  for (const search::Outcome& o : History(trials)) probes.push_back(o.probe);
+  EXPECT_EQ(probes, (std::vector<bool>{false, true, false, true, true, false}));
+  EXPECT_EQ(RoleMark(trials[1]), " (probe: past the predicted memory limit)");
+  EXPECT_EQ(RoleMark(trials[2]), " (again)");
+  EXPECT_EQ(RoleMark(trials[0]), "");
+}
+
 }  // namespace
 }  // namespace tunepar

@@ -78,6 +78,19 @@ std::string AcquisitionName(search::AcquisitionKind kind) {
   return kind == search::AcquisitionKind::kLogExpectedImprovement ? "log EI" : "UCB";
 }
 
+// The study's proposer options with this run's search policy (--max-probes).
+search::ProposerOptions WithPolicy(search::ProposerOptions study, const BayesianSearchOptions& run) {
+  study.max_probes = run.max_probes;
+  return study;
+}
+
+// The header's word on probes: how many the search may spend past the predicted memory limit.
+std::string ProbesText(int max_probes) {
+  if (max_probes == 0) return "no probes past the predicted memory limit (--max-probes 0)";
+  return fmt::format("at most {} past the predicted memory limit (--max-probes)",
+                     Counted(max_probes, "probe"));
+}
+
 }  // namespace
 
 int CountFinished(const std::vector<store::TrialRecord>& trials) {
@@ -92,7 +105,7 @@ BayesianSearch::BayesianSearch(const GlobalOptions& global, StudySession& sessio
       context_(session.context),
       backend_(backend),
       options_(options),
-      proposer_(context_.space.legal, context_.Prior(), context_.proposer_options),
+      proposer_(context_.space.legal, context_.Prior(), WithPolicy(context_.proposer_options, options)),
       claims_(global.store, session.study().id, session.presence->watch),
       progress_(stdout, options.budget, CountFinished(session.trials)),
       run_start_(SteadyClock::now()),
@@ -196,8 +209,10 @@ std::vector<TrialIdentity> BayesianSearch::ProposeNextBatch(const store::ClaimsV
   }
   if (!batch.empty()) return batch;
   if (std::optional<Layout> layout = ConfirmationDue(false)) return {again(*layout)};
-  for (const search::Proposal& p : proposer_.Propose(HistoryWithPending(claims), room))
+  for (const search::Proposal& p : proposer_.Propose(HistoryWithPending(claims), room)) {
     batch.push_back({session_.study().id, node, next_number++, 1, p.layout, 1, ""});
+    batch.back().probe = p.probe;
+  }
   if (batch.empty()) {
     if (std::optional<Layout> layout = ConfirmationDue(true)) batch.push_back(again(*layout));
   }
@@ -260,6 +275,8 @@ store::TrialRecord BayesianSearch::RunningRecord(const TrialIdentity& id, const 
     r.role = TrialRole::kRerun;
     r.rerun_of = id.rerun_of;
     r.message = WithRoleMark(r, "");
+  } else if (id.probe) {
+    r.role = TrialRole::kProbe;
   }
   const bool measured_before = std::any_of(session_.trials.begin(), session_.trials.end(), [&](const store::TrialRecord& t) {
     return t.status == TrialStatus::kOk && t.layout == id.layout;
@@ -333,9 +350,9 @@ Status BayesianSearch::RecordFinished(const ActiveTrial& a, const runner::TrialR
                                 ? fmt::format("{}/{}", CountFinished(session_.trials), options_.budget)
                                 : "not counted";
   progress_.Line(fmt::format(
-      "trial {:<17}  {:<54}  {:<8} {:>16}  (model {})  best {}{}", fmt::format("{}/{} ({})", r.node_id, r.number, place),
-      LayoutKey(r.layout),
-      std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + (a.record.role == TrialRole::kConfirmation ? " (again)" : ""),
+      "trial {:<17}  {:<54}  {:<8} {:>16}  (model {})  best {}{}",
+      fmt::format("{}/{} ({})", r.node_id, r.number, place), LayoutKey(r.layout),
+      std::string(ToString(r.status)) + (r.sliced ? " (sliced)" : "") + RoleMark(a.record),
       r.status == TrialStatus::kOk ? ThroughputText(r) : "-",
       a.predicted.fits ? fmt::format("{} tok/s", WithCommas(std::llround(a.predicted.tokens_per_s))) : "oom",
       best != nullptr ? ThroughputText(*best) : "-",
@@ -480,10 +497,12 @@ void BayesianSearch::PrintHeader(const std::vector<store::TrialRecord>& recovere
              nodes > 1 ? "s" : "",
              per_node > gpn ? fmt::format("; {} ranks per node share {} devices", per_node, gpn) : "",
              problem.space.name, WithCommas(static_cast<int64_t>(context_.space.legal.size())));
-  fmt::print("backend {}; Bayesian search (GP on the performance model's prior, {}), batch {}, budget {}{}\n",
-             backend_.Name(), AcquisitionName(context_.proposer_options.acquisition), options_.batch,
-             Counted(options_.budget, "trial"),
-             options_.time_budget_s > 0 ? fmt::format(", time budget {}", Clock(options_.time_budget_s)) : "");
+  fmt::print(
+      "backend {}; Bayesian search (GP on the performance model's prior, {}), batch {}, budget {}{}; {}\n",
+      backend_.Name(), AcquisitionName(context_.proposer_options.acquisition), options_.batch,
+      Counted(options_.budget, "trial"),
+      options_.time_budget_s > 0 ? fmt::format(", time budget {}", Clock(options_.time_budget_s)) : "",
+      ProbesText(options_.max_probes));
   fmt::print("study {} ({}; {} finished trials so far), node {}\n", session_.study().name,
              session_.resumed ? "resumed" : "new", CountFinished(session_.trials), session_.node_id());
   if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())

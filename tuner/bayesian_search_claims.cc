@@ -93,8 +93,11 @@ std::vector<TrialIdentity> BayesianSearch::Orphans(const store::ClaimsView& view
       return u.node_id == node && u.number == t.number && u.attempt > t.attempt;
     });
     // As before claims: a layout measured meanwhile (here or elsewhere) is not run again.
-    if (!rerun && Measurements(session_.trials, LayoutKey(t.layout)) == 0)
-      add({session_.study().id, node, t.number, t.attempt + 1, t.layout, 1, ""});
+    if (!rerun && Measurements(session_.trials, LayoutKey(t.layout)) == 0) {
+      TrialIdentity again{session_.study().id, node, t.number, t.attempt + 1, t.layout, 1, ""};
+      again.probe = t.role == TrialRole::kProbe;  // a probe run again is still the probe
+      add(std::move(again));
+    }
   }
   for (const store::ClaimFile& c : view.orphaned) {
     const auto [key, k] = store::SplitMeasurement(c.name);

@@ -1,7 +1,7 @@
 // `tunepar report` in named steps: a study's summary (counts, best layouts measured against
-// predicted, best so far, the model's error), which knobs matter (Shapley values of the
-// surrogate, or of the performance model), and the charts. Each step adds to a Report; the
-// command prints it as text or JSON.
+// predicted, best so far, the model's error, what the trials taught about memory), which knobs
+// matter (Shapley values of the surrogate, or of the performance model), and the charts. Each
+// step adds to a Report; the command prints it as text or JSON.
 #pragma once
 
 #include <filesystem>
@@ -49,6 +49,12 @@ struct Convergence {
 };
 Convergence ConvergenceOf(const StudyTrials& trials);
 void AddSummary(const StudyContext& context, const StudyTrials& trials, Report* report);
+
+// ---- What the trials taught about memory (report_memory.cc).
+// The memory model's fitted multiplier of each component of the performance model's memory, with
+// a 90% interval, and the ok, OOM and probe trials it learned from; nothing for a model-backend
+// study, a hardware profile without a device memory, or a study with no ok or OOM trial.
+void AddMemoryModel(const StudyContext& context, const StudyTrials& trials, Report* report);
 
 // ---- Which knobs matter (report_importance.cc).
 // What an explanation explains: f (log throughput, NaN where undefined) on the legal layouts,

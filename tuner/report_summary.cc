@@ -193,6 +193,7 @@ void AddSummary(const StudyContext& context, const StudyTrials& trials, Report* 
   AddBest(context, trials, report);
   AddBestSoFar(context, trials, report);
   AddModelError(trials, report);
+  AddMemoryModel(context, trials, report);
 }
 
 }  // namespace tunepar

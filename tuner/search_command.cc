@@ -55,6 +55,9 @@ Status CheckSearchOptions(const SearchOptions& o) {
     return InvalidArgument(fmt::format("--confirm must be a number of trials (0: none), got {}", o.bayes.confirmations));
   if (!(o.bayes.confidence > 0 && o.bayes.confidence < 1))
     return InvalidArgument(fmt::format("--confidence must be in (0, 1), got {}", o.bayes.confidence));
+  if (o.bayes.max_probes < 0)
+    return InvalidArgument(
+        fmt::format("--max-probes must be a number of trials (0: no probes), got {}", o.bayes.max_probes));
   if (o.early_stop_gain < 0 || o.early_stop_probability <= 0 || o.early_stop_probability >= 1)
     return InvalidArgument("--early-stop GAIN needs GAIN >= 0 and --early-stop-probability in (0, 1)");
   for (const std::string& key : o.enqueue)
@@ -169,7 +172,8 @@ void WarnIgnoredOptions(const CLI::App& cmd, const std::string& backend) {
   static const std::vector<std::string> kBayesian = {"--budget",     "--time-budget", "--batch",
                                                      "--seed",       "--acquisition", "--early-stop",
                                                      "--early-stop-probability",      "--confirm",
-                                                     "--confidence", "--lease",       "--enqueue"};
+                                                     "--confidence", "--lease",       "--enqueue",
+                                                     "--max-probes"};
   static const std::vector<std::string> kCommand = {"--command-config", "--command",     "--metric",
                                                     "--metric-regex",   "--metric-json", "--memory-regex",
                                                     "--memory-json",    "--oom-pattern", "--env",
@@ -330,6 +334,12 @@ void AddSearchCommand(CLI::App& app, const GlobalOptions& global, Status* result
                     "stop, measure a leading layout again while the best is not clearly the fastest (0: never)");
   bayes->add_option("--confidence", o->bayes.confidence,
                     "... until the best is this likely faster than every other measured layout")
+      ->capture_default_str();
+  bayes
+      ->add_option(
+          "--max-probes", o->bayes.max_probes,
+          "Probes: trials the study may spend on layouts its memory model calls unlikely to fit, when "
+          "they promise enough to be worth the risk (0: never; counted over the study, not part of it)")
       ->capture_default_str();
   bayes->add_option("--lease", o->bayes.lease_s,
                     "Heartbeat lease (s): this process beats every lease/4; once its heartbeat has stood still this "

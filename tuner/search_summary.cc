@@ -2,6 +2,7 @@
 // model's own top layout fared, and how to go on, as text or as one JSON object.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -56,6 +57,20 @@ int CountConfirmations(const std::vector<store::TrialRecord>& trials) {
   return static_cast<int>(std::count_if(trials.begin(), trials.end(), [](const store::TrialRecord& t) {
     return t.role == TrialRole::kConfirmation;
   }));
+}
+
+// The study's probes (trials proposed past the predicted memory limit), by status:
+// "2 probes past the predicted memory limit (counted in the budget): ok 1, oom 1"; "" when none.
+std::string ProbeTrialsText(const std::vector<store::TrialRecord>& trials) {
+  std::vector<store::TrialRecord> probes;
+  std::copy_if(trials.begin(), trials.end(), std::back_inserter(probes),
+               [](const store::TrialRecord& t) { return t.role == TrialRole::kProbe; });
+  if (probes.empty()) return "";
+  std::string by_status;
+  for (const auto& [status, n] : CountByStatus(probes))
+    by_status += fmt::format("{}{} {}", by_status.empty() ? "" : ", ", status, n);
+  return fmt::format("{} past the predicted memory limit (counted in the budget): {}",
+                     Counted(static_cast<int64_t>(probes.size()), "probe"), by_status);
 }
 
 // "233 tok/s ± 2.1% (3 measurements, noise 9.5% each; 94% likely the fastest measured)": the
@@ -147,6 +162,7 @@ void BayesianSearch::PrintSummaryText(const std::string& stop_reason) const {
                  TuneparCommand(global_, ForgetFailedWords()));
     }
   }
+  if (const std::string probes = ProbeTrialsText(trials); !probes.empty()) fmt::print("  {}\n", probes);
   if (const std::string fixed = UnreceivedKnobs(context_.support); !fixed.empty())
     fmt::print("Knobs the program does not receive (fixed, not measured): {}.\n", fixed);
   const ModelTop top = ModelTopOf(context_, trials);
@@ -213,6 +229,8 @@ nlohmann::json SearchJson(const GlobalOptions& global, const StudySession& sessi
                      {"layout", study_best.layout ? nlohmann::json(LayoutKey(*study_best.layout)) : nlohmann::json()}};
   j["best_estimate"] = nullptr;
   j["confirmation_trials"] = CountConfirmations(trials);
+  j["probe_trials"] = std::count_if(trials.begin(), trials.end(),
+                                    [](const store::TrialRecord& t) { return t.role == TrialRole::kProbe; });
   j["unmeasured_knobs"] = UnmeasuredKnobsJson(context.support);
   const ModelTop top = ModelTopOf(context, trials);
   j["model_best"] = top.layout ? nlohmann::json{{"layout", LayoutKey(*top.layout)},

@@ -45,6 +45,10 @@ struct BayesianSearchOptions {
   // --enqueue: layouts measured first, before any proposal (legal in the study; counted in the
   // budget), each once: one the study has measured already is not run again.
   std::vector<Layout> enqueued;
+  // Probes: trials spent on layouts the memory model calls unlikely to fit, when they promise
+  // enough (search::ProposerOptions::max_probes; 0: none). A cap on the study's probes, counted
+  // from its trials' roles like the budget from its finished trials; not part of the study.
+  int max_probes = search::ProposerOptions{}.max_probes;
   int ConfirmationReserve() const { return confirmations >= 0 ? confirmations : budget / 5; }
 };
 

@@ -66,7 +66,8 @@ TextTable TrialTable(const std::vector<const store::TrialRecord*>& trials, bool 
     std::vector<std::string> row = {std::to_string(++rank)};
     if (with_status) {
       row.push_back(fmt::format("{}/{}", r->node_id, r->number));
-      row.push_back(std::string(ToString(r->status)) + (r->sliced ? " (sliced)" : ""));
+      row.push_back(std::string(ToString(r->status)) + (r->sliced ? " (sliced)" : "") +
+                    (r->role == TrialRole::kProbe ? " (probe)" : ""));
     }
     for (const LayoutField& f : fields) row.push_back(LayoutFieldText(f, l));
     row.push_back(Fixed(r->step_time_s.value_or(NAN), 3));

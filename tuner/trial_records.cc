@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "base/provenance.h"
@@ -57,13 +59,34 @@ std::optional<double> ObjectiveOf(const store::TrialRecord& t) {
   return t.step_time_s;
 }
 
+namespace {
+
+// Whether `t` is a probe: its role says so, or it re-runs a probe of the gone node it names.
+bool IsProbe(const store::TrialRecord& t, const std::vector<store::TrialRecord>& trials) {
+  if (t.role == TrialRole::kProbe) return true;
+  if (t.role != TrialRole::kRerun) return false;
+  return std::any_of(trials.begin(), trials.end(), [&](const store::TrialRecord& gone) {
+    return gone.role == TrialRole::kProbe && gone.node_id == t.rerun_of && gone.study_id == t.study_id &&
+           gone.layout == t.layout;
+  });
+}
+
+}  // namespace
+
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials) {
   std::vector<search::Outcome> history;
   for (const store::TrialRecord& t : trials) {
     if (!IsFinished(t.status) && t.status != TrialStatus::kRunning) continue;
-    history.push_back({t.layout, t.status, ObjectiveOf(t), t.sliced, t.peak_memory_bytes});
+    history.push_back(
+        {t.layout, t.status, ObjectiveOf(t), t.sliced, t.peak_memory_bytes, IsProbe(t, trials)});
   }
   return history;
+}
+
+std::string RoleMark(const store::TrialRecord& t) {
+  if (t.role == TrialRole::kConfirmation) return " (again)";
+  if (t.role == TrialRole::kProbe) return " (probe: past the predicted memory limit)";
+  return "";
 }
 
 std::string WithRoleMark(const store::TrialRecord& t, const std::string& message) {

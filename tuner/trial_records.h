@@ -24,6 +24,9 @@ struct TrialIdentity {
   int measurement = 1;    // the layout's k-th measurement in the study (claims.h)
   std::string rerun_of;   // another node's trial this re-runs (its tuner is gone): that node's id
   bool enqueued = false;  // a layout the user asked for (search --enqueue), not a proposal
+  // Proposed past the predicted memory limit (search::Proposal::probe), or this node's own
+  // probe run again after an interruption: its record's role is probe.
+  bool probe = false;
 };
 
 // A new record of a trial that has not run yet (status queued): its identity, the performance
@@ -40,8 +43,14 @@ store::TrialRecord WithResult(store::TrialRecord record, const runner::TrialResu
 std::optional<double> ObjectiveOf(const store::TrialRecord& trial);
 
 // The finished trials (and, as tried but unmeasured, those still running) as the proposer's
-// history, in the order given.
+// history, in the order given. An outcome is a probe (search::Outcome::probe, what the proposer
+// counts against --max-probes) when its trial's role is probe, or when it re-runs another node's
+// probe (a gone node's trial of the same layout, which may itself still read as running).
 std::vector<search::Outcome> History(const std::vector<store::TrialRecord>& trials);
+
+// What the search's line of a finished trial adds to its status for the trial's role: " (again)"
+// for a confirmation, " (probe: past the predicted memory limit)" for a probe, else "".
+std::string RoleMark(const store::TrialRecord& trial);
 
 // `message` as the trial's role begins it, for people: "confirmation: ..." (a layout measured
 // again before naming the best), "re-run of a trial of node X (...); ..." (another node's trial,
