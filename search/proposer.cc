@@ -420,15 +420,19 @@ int Proposer::BestAcquisition(const State& s, const std::vector<double>& mean, c
 // Whether the search may still probe past the predicted memory limit: probes left of
 // max_probes (pending ones count), and the probes so far fitted at least as often as they ran
 // out of memory. So a model that is right or low about memory costs at most one OOM probe more
-// than the probes that fitted, and one that is high keeps probing while probing pays.
+// than the probes that fitted, and one that is high keeps probing while probing pays. A probe
+// counts once per layout (a probe run again, by its node or another, has two records), by its
+// last outcome.
 bool Proposer::ProbesLeft(const std::vector<Outcome>& history) const {
   if (options_.device_memory_bytes <= 0) return false;
-  int spent = 0, fitted = 0, ran_out = 0;
+  std::map<std::string, TrialStatus> probes;
   for (const Outcome& o : history) {
-    if (!o.probe) continue;
-    ++spent;
-    fitted += o.status == TrialStatus::kOk ? 1 : 0;
-    ran_out += o.status == TrialStatus::kOom ? 1 : 0;
+    if (o.probe) probes[LayoutKey(o.layout)] = o.status;
+  }
+  int spent = static_cast<int>(probes.size()), fitted = 0, ran_out = 0;
+  for (const auto& [key, status] : probes) {
+    fitted += status == TrialStatus::kOk ? 1 : 0;
+    ran_out += status == TrialStatus::kOom ? 1 : 0;
   }
   return spent < options_.max_probes && ran_out <= fitted;
 }
