@@ -27,7 +27,9 @@
 //       DIR/stops_<problem>_<truth>.csv (where `--early-stop 0.02` would have stopped)
 //   search_bench report DIR     tables from every DIR/curves_*.csv (the Python peers write
 //                               theirs there too) and DIR/stops_*.csv
-//   search_bench latency        one proposal, 100 observations, gpt-1t at 3072
+//   search_bench latency        the time of one proposal on gpt-1t at 3072 after 30, 100 and 300
+//                               observations with 0, 8 and 32 pending trials, against a fixed
+//                               reference computation timed in the same run
 //
 // bench/search_benchmark.sh runs all three with the peers (Optuna TPE, scikit-learn GP + EI).
 #include <algorithm>
@@ -42,6 +44,7 @@
 #include <set>
 #include <sstream>
 
+#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -862,45 +865,121 @@ int Report(const fs::path& dir) {
   return 0;
 }
 
-int Latency() {
+// The proposal latency benchmark: one proposal (q = 1) on gpt-1t at 3072 (the default space,
+// frontier-mi250x) after n measured observations and `pending` running trials, which the
+// proposer believes at their posterior mean. Each figure is also given as a ratio to a fixed
+// reference computation timed in the same run, interleaved with the proposals: a shared
+// machine's speed varies 2-3x from day to day, the ratio much less.
+constexpr std::array<int, 3> kLatencyObservations = {30, 100, 300};
+constexpr std::array<int, 3> kLatencyPending = {0, 8, 32};
+constexpr int kLatencyRepeats = 5;  // proposals per cell (the median is reported)
+constexpr int kReferenceSize = 384;  // the reference: a dense 384 x 384 matrix product (Eigen)
+
+struct LatencySetup {
+  std::vector<Layout> legal;
+  std::unique_ptr<search::Proposer> proposer;
+  double build_s = 0;       // constructing the proposer once
+  std::vector<int> order;   // the layouts that fit on the hidden machine, shuffled (fixed seed)
+  std::vector<double> step;  // their true step time, per legal layout
+};
+
+LatencySetup MakeLatencySetup() {
   const Problem problem = OrDie(LoadProblem("gpt-1t", "frontier-mi250x", "default"));
-  const search::SpaceEnumeration space = OrDie(search::EnumerateSpace(MakeSpaceQuery(problem, 3072)));
+  LatencySetup setup;
+  setup.legal = OrDie(search::EnumerateSpace(MakeSpaceQuery(problem, 3072))).legal;
   const runner::PerformanceModel nominal =
       OrDie(runner::PerformanceModel::Create(problem.model, problem.hardware));
   const search::PriorModel prior = [&](const Layout& l) { return PriorOf(nominal.Predict(l)); };
   search::ProposerOptions options;
   options.device_memory_bytes = problem.hardware.MemoryBytes();
-  const auto build_start = std::chrono::steady_clock::now();
-  const search::Proposer proposer(space.legal, prior, options);
-  const double build = std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
+  const auto start = std::chrono::steady_clock::now();
+  setup.proposer = std::make_unique<search::Proposer>(setup.legal, prior, options);
+  setup.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const Truth truth =
-      bench::MakeTruth(problem.model, problem.hardware, bench::Structure::kModel, 1, space.legal);
-  // 100 observations, all measured (the largest GP): a random sample of the layouts that fit
-  // on the hidden machine.
-  std::mt19937_64 rng(5);
-  std::vector<int> order;
-  for (size_t i = 0; i < space.legal.size(); ++i) {
-    if (truth.fits[i]) order.push_back(static_cast<int>(i));
+      bench::MakeTruth(problem.model, problem.hardware, bench::Structure::kModel, 1, setup.legal);
+  setup.step = truth.step;
+  for (size_t i = 0; i < setup.legal.size(); ++i) {
+    if (truth.fits[i]) setup.order.push_back(static_cast<int>(i));
   }
-  std::shuffle(order.begin(), order.end(), rng);
+  std::mt19937_64 rng(5);
+  std::shuffle(setup.order.begin(), setup.order.end(), rng);
+  return setup;
+}
+
+// n measured observations (the first n of the shuffle, each at its noise-free true step time:
+// every trial ran ok, the GP's largest case) and `pending` running trials (the layouts after the
+// largest history's in the shuffle: the same for every n).
+std::vector<search::Outcome> LatencyHistory(const LatencySetup& setup, int n, int pending) {
+  const int first_pending = kLatencyObservations.back();
   std::vector<search::Outcome> history;
-  for (int k = 0; k < 100 && k < static_cast<int>(order.size()); ++k) {
-    const int i = order[k];
+  for (int k = 0; k < first_pending + pending && k < static_cast<int>(setup.order.size()); ++k) {
+    if (k >= n && k < first_pending) continue;
     search::Outcome o;
-    o.layout = space.legal[i];
-    o.step_time_s = truth.step[i];
+    o.layout = setup.legal[setup.order[k]];
+    if (k < n) {
+      o.step_time_s = setup.step[setup.order[k]];
+    } else {
+      o.status = TrialStatus::kRunning;
+    }
     history.push_back(o);
   }
+  return history;
+}
+
+// The reference computation: a fixed dense matrix product, timed once (seconds).
+double TimeReference() {
+  static const Eigen::MatrixXd a = Eigen::MatrixXd::NullaryExpr(
+      kReferenceSize, kReferenceSize, [](Eigen::Index i, Eigen::Index j) { return std::sin(1.0 + i + 2.0 * j); });
+  static const Eigen::MatrixXd b = a.transpose() + Eigen::MatrixXd::Identity(kReferenceSize, kReferenceSize);
+  static volatile double sink = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const Eigen::MatrixXd c = a * b;
+  sink = sink + c(7, 11);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The median seconds of kLatencyRepeats proposals on `history`; each proposal is preceded by a
+// reference computation, whose times are appended to `reference`.
+double TimeProposals(const search::Proposer& proposer, const std::vector<search::Outcome>& history,
+                     std::vector<double>* reference) {
   std::vector<double> times;
-  for (int r = 0; r < 7; ++r) {
+  for (int r = 0; r < kLatencyRepeats; ++r) {
+    reference->push_back(TimeReference());
     const auto start = std::chrono::steady_clock::now();
-    const auto next = proposer.Propose(history, 1);
+    const std::vector<search::Proposal> next = proposer.Propose(history, 1);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (next.empty()) fmt::print(stderr, "search_bench: no proposal\n");
   }
-  fmt::print("proposal latency, gpt-1t at 3072 ({} legal layouts), {} measured observations, one core:\n",
-             space.legal.size(), history.size());
-  fmt::print("  median {:.1f} ms over {} proposals (goal <= 100 ms); building the proposer once: {:.1f} ms\n",
-             1e3 * Median(times), times.size(), 1e3 * build);
+  return Median(times);
+}
+
+int Latency() {
+  const LatencySetup setup = MakeLatencySetup();
+  std::vector<double> reference;
+  for (int r = 0; r < 3; ++r) TimeReference();  // warm up (the allocator, the caches)
+  std::vector<std::vector<double>> cells;
+  for (int n : kLatencyObservations) {
+    cells.emplace_back();
+    for (int pending : kLatencyPending) {
+      cells.back().push_back(TimeProposals(*setup.proposer, LatencyHistory(setup, n, pending), &reference));
+    }
+  }
+  const double ref = Median(reference);
+  fmt::print("proposal latency, gpt-1t at 3072 ({} legal layouts, default space, frontier-mi250x), one proposal,\n"
+             "one core: median ms of {} proposals, and (in brackets) as a ratio to the reference\n",
+             setup.legal.size(), kLatencyRepeats);
+  fmt::print("  reference: a {} x {} dense matrix product (Eigen), median {:.2f} ms of {} runs interleaved "
+             "with the proposals\n",
+             kReferenceSize, kReferenceSize, 1e3 * ref, reference.size());
+  fmt::print("  building the proposer once: {:.1f} ms ({:.2f})\n", 1e3 * setup.build_s, setup.build_s / ref);
+  std::string header = "  observations";
+  for (int pending : kLatencyPending) header += fmt::format("  {:>18}", fmt::format("{} pending", pending));
+  fmt::print("{}\n", header);
+  for (size_t row = 0; row < cells.size(); ++row) {
+    std::string line = fmt::format("  n = {:<8}", kLatencyObservations[row]);
+    for (double t : cells[row]) line += fmt::format("  {:>18}", fmt::format("{:.1f} ({:.2f})", 1e3 * t, t / ref));
+    fmt::print("{}\n", line);
+  }
   return 0;
 }
 

@@ -40,20 +40,32 @@ struct Parts {
   double signal2, noise2, slope2;
 };
 
+// The kernel between the rows of a (features ua) and those of b (features ub), noise excluded.
+Eigen::MatrixXd Kernel(const Parts& p, bool use_feature, const Eigen::MatrixXd& a, const Eigen::VectorXd& ua,
+                       const Eigen::MatrixXd& b, const Eigen::VectorXd& ub) {
+  Eigen::MatrixXd k = ScaledSquaredDistances(a, b, p.lengthscales);
+  Matern52InPlace(k);
+  k *= p.signal2;
+  if (use_feature) k.noalias() += p.slope2 * ua * ub.transpose();
+  return k;
+}
+
 Parts Unpack(const Eigen::VectorXd& theta) {
   const int d = static_cast<int>(theta.size()) - 3;
   return {d, theta.head(d).array().exp().matrix(), std::exp(2 * theta[d]), std::exp(2 * theta[d + 1]),
           std::exp(2 * theta[d + 2])};
 }
 
-// Cholesky of K with growing jitter when it is not numerically positive definite.
-bool Cholesky(Eigen::MatrixXd k, Eigen::MatrixXd* lower) {
+// Cholesky of K with growing jitter when it is not numerically positive definite (`jittered`:
+// whether it needed some).
+bool Cholesky(Eigen::MatrixXd k, Eigen::MatrixXd* lower, bool* jittered = nullptr) {
   const double scale = std::max(1e-12, k.diagonal().mean());
   for (double jitter : {0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2}) {
     if (jitter > 0) k.diagonal().array() += jitter * scale;
     Eigen::LLT<Eigen::MatrixXd> llt(k);
     if (llt.info() == Eigen::Success) {
       *lower = llt.matrixL();
+      if (jittered != nullptr) *jittered = jitter > 0;
       return true;
     }
   }
@@ -138,8 +150,13 @@ double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::Vect
   if (n == 0) return log_prior;
 
   const Eigen::MatrixXd d2 = ScaledSquaredDistances(x, x, p.lengthscales);
-  Eigen::MatrixXd m52 = d2;
-  Matern52InPlace(m52);
+  // exp(-sqrt5 r), computed once for the kernel and its gradient (the exps are most of the cost).
+  Eigen::MatrixXd decay(n, n), m52(n, n);
+  for (Eigen::Index a = 0; a < n * n; ++a) {
+    const double r = std::sqrt(d2.data()[a]);
+    decay.data()[a] = std::exp(-kSqrt5 * r);
+    m52.data()[a] = (1.0 + kSqrt5 * r + 5.0 / 3.0 * d2.data()[a]) * decay.data()[a];
+  }
   Eigen::MatrixXd k = p.signal2 * m52;
   if (use_feature) k.noalias() += p.slope2 * u * u.transpose();
   k.diagonal().array() += p.noise2;
@@ -157,18 +174,24 @@ double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::Vect
   Eigen::MatrixXd wc(n, n);
   for (Eigen::Index a = 0; a < n * n; ++a) {
     const double r = std::sqrt(d2.data()[a]);
-    wc.data()[a] = w.data()[a] * p.signal2 * 5.0 / 3.0 * (1.0 + kSqrt5 * r) * std::exp(-kSqrt5 * r);
+    wc.data()[a] = w.data()[a] * p.signal2 * 5.0 / 3.0 * (1.0 + kSqrt5 * r) * decay.data()[a];
   }
-  for (int i = 0; i < p.d; ++i) {
-    double g = 0;
-    const double inv_l2 = 1.0 / (p.lengthscales[i] * p.lengthscales[i]);
-    for (Eigen::Index b = 0; b < n; ++b) {
-      for (Eigen::Index a = 0; a < n; ++a) {
-        const double diff = x(a, i) - x(b, i);
-        g += wc(a, b) * diff * diff;
+  // g_i = sum_ab wc_ab (x_ai - x_bi)^2, every dimension in one pass over the pairs (each sum in
+  // the same order as one dimension at a time: d independent chains instead of one).
+  const Eigen::MatrixXd xt = x.transpose();  // d x n: a point's coordinates contiguous
+  Eigen::VectorXd g = Eigen::VectorXd::Zero(p.d);
+  for (Eigen::Index b = 0; b < n; ++b) {
+    for (Eigen::Index a = 0; a < n; ++a) {
+      const double c = wc(a, b);
+      for (int i = 0; i < p.d; ++i) {
+        const double diff = xt(i, a) - xt(i, b);
+        g[i] += c * diff * diff;
       }
     }
-    (*grad)[i] += 0.5 * g * inv_l2;
+  }
+  for (int i = 0; i < p.d; ++i) {
+    const double inv_l2 = 1.0 / (p.lengthscales[i] * p.lengthscales[i]);
+    (*grad)[i] += 0.5 * g[i] * inv_l2;
   }
   (*grad)[p.d] += 0.5 * (w.array() * m52.array()).sum() * 2 * p.signal2;
   (*grad)[p.d + 1] += 0.5 * w.trace() * 2 * p.noise2;
@@ -261,27 +284,31 @@ void GaussianProcess::Factorize() {
   if (use_feature_) k.noalias() += p.slope2 * u_ * u_.transpose();
   k.diagonal().array() += p.noise2;
   if (extra_noise_.size() == n) k.diagonal() += extra_noise_;
-  if (!Cholesky(k, &chol_)) {
+  jittered_ = false;
+  if (!Cholesky(k, &chol_, &jittered_)) {
     // Unreachable with the jitter ladder; fall back to the diagonal so predictions stay finite.
     chol_ = k.diagonal().cwiseSqrt().asDiagonal();
+    jittered_ = true;
   }
-  alpha_ = SolveCholesky(chol_, z_);
+  // alpha = K^-1 z by the two triangular solves, keeping the first (AddObservation extends it).
+  beta_ = chol_.triangularView<Eigen::Lower>().solve(z_);
+  alpha_ = chol_.transpose().triangularView<Eigen::Upper>().solve(beta_);
 }
 
 Eigen::MatrixXd GaussianProcess::CrossKernel(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) const {
+  return Kernel(Unpack(theta_), use_feature_, xs, us, x_, u_);
+}
+
+Eigen::VectorXd GaussianProcess::PriorVariance(const Eigen::VectorXd& us) const {
   const Parts p = Unpack(theta_);
-  Eigen::MatrixXd k = ScaledSquaredDistances(xs, x_, p.lengthscales);
-  Matern52InPlace(k);
-  k *= p.signal2;
-  if (use_feature_) k.noalias() += p.slope2 * us * u_.transpose();
-  return k;
+  Eigen::VectorXd prior_variance = Eigen::VectorXd::Constant(us.size(), p.signal2);
+  if (use_feature_) prior_variance.array() += p.slope2 * us.array().square();
+  return prior_variance;
 }
 
 void GaussianProcess::Predict(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us, Eigen::VectorXd* mean,
                               Eigen::VectorXd* variance) const {
-  const Parts p = Unpack(theta_);
-  Eigen::VectorXd prior_variance = Eigen::VectorXd::Constant(xs.rows(), p.signal2);
-  if (use_feature_) prior_variance.array() += p.slope2 * us.array().square();
+  const Eigen::VectorXd prior_variance = PriorVariance(us);
   if (x_.rows() == 0) {
     mean->setZero(xs.rows());
     *variance = prior_variance;
@@ -293,7 +320,73 @@ void GaussianProcess::Predict(const Eigen::MatrixXd& xs, const Eigen::VectorXd& 
   *variance = (prior_variance - v.colwise().squaredNorm().transpose()).cwiseMax(1e-12);
 }
 
+void GaussianProcess::Track(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) {
+  Tracked t;
+  t.xs = xs;
+  t.us = us;
+  t.variance = PriorVariance(us);
+  if (x_.rows() == 0) {
+    t.mean.setZero(xs.rows());
+    t.v.resize(0, xs.rows());
+  } else {
+    const Eigen::MatrixXd ks = CrossKernel(xs, us);  // m x n
+    t.mean = ks * alpha_;
+    t.v = chol_.triangularView<Eigen::Lower>().solve(ks.transpose());  // n x m
+    t.variance -= t.v.colwise().squaredNorm().transpose();
+  }
+  tracked_ = std::move(t);
+}
+
+void GaussianProcess::TrackedPosterior(Eigen::VectorXd* mean, Eigen::VectorXd* variance) const {
+  *mean = tracked_->mean;
+  *variance = tracked_->variance.cwiseMax(1e-12);
+}
+
+// Grows the Cholesky factor by the row of a new observation at x (noise: the fitted noise
+// alone): with l = L^-1 k(X, x) and d^2 = k(x, x) + sn^2 - |l|^2, L' = [L 0; l^T d] and
+// beta' = (beta, (z - l.beta) / d), the factor of the matrix with the observation added. A
+// tracked posterior gains the row r = (k(x, xs) - l^T V) / d of V = L^-1 K(X, xs): its mean moves
+// by beta'_n r and its variance falls by r^2. False, changing nothing, where the factor needed
+// jitter or the new pivot is not positive: factorising again from scratch decides then.
+bool GaussianProcess::ExtendFactor(const Eigen::RowVectorXd& x, double u, double z) {
+  if (jittered_) return false;
+  const Parts p = Unpack(theta_);
+  const Eigen::Index n = x_.rows();
+  const Eigen::MatrixXd xm = x;
+  const Eigen::VectorXd um = Eigen::VectorXd::Constant(1, u);
+  Eigen::VectorXd l = CrossKernel(xm, um).transpose();
+  if (n > 0) chol_.triangularView<Eigen::Lower>().solveInPlace(l);
+  Eigen::MatrixXd self = ScaledSquaredDistances(xm, xm, p.lengthscales);
+  Matern52InPlace(self);
+  double kxx = p.signal2 * self(0, 0);
+  if (use_feature_) kxx += p.slope2 * u * u;
+  const double d2 = kxx + p.noise2 - l.squaredNorm();
+  if (!(d2 > 0)) return false;
+  const double d = std::sqrt(d2);
+  const double b = (z - l.dot(beta_)) / d;
+  chol_.conservativeResize(n + 1, n + 1);
+  chol_.row(n).head(n) = l.transpose();
+  chol_.col(n).setZero();
+  chol_(n, n) = d;
+  beta_.conservativeResize(n + 1);
+  beta_[n] = b;
+  alpha_ = chol_.transpose().triangularView<Eigen::Upper>().solve(beta_);
+  if (tracked_) {
+    Tracked& t = *tracked_;
+    const Eigen::Index n0 = t.v.rows();
+    Eigen::VectorXd r = Kernel(p, use_feature_, t.xs, t.us, xm, um);
+    r.noalias() -= t.v.transpose() * l.head(n0);
+    for (size_t j = 0; j < t.rows.size(); ++j) r -= l[n0 + static_cast<Eigen::Index>(j)] * t.rows[j];
+    r /= d;
+    t.mean += b * r;
+    t.variance -= r.cwiseAbs2();
+    t.rows.push_back(std::move(r));
+  }
+  return true;
+}
+
 void GaussianProcess::AddObservation(const Eigen::RowVectorXd& x, double u, double z) {
+  const bool extended = ExtendFactor(x, u, z);
   x_.conservativeResize(x_.rows() + 1, x.size());
   x_.row(x_.rows() - 1) = x;
   u_.conservativeResize(u_.size() + 1);
@@ -304,7 +397,12 @@ void GaussianProcess::AddObservation(const Eigen::RowVectorXd& x, double u, doub
     extra_noise_.conservativeResize(extra_noise_.size() + 1);
     extra_noise_[extra_noise_.size() - 1] = 0.0;
   }
+  if (extended) return;
   Factorize();
+  if (tracked_) {
+    Tracked old = std::move(*tracked_);
+    Track(old.xs, old.us);
+  }
 }
 
 }  // namespace tunepar::search

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -55,8 +56,17 @@ class GaussianProcess {
                Eigen::VectorXd* variance) const;
 
   // Conditions on one more pseudo-observation with the hyper-parameters fixed (the Kriging
-  // believer of batched proposals).
+  // believer of batched proposals): the Cholesky factor grows by a row, O(n^2), and a tracked
+  // posterior (Track) is updated in O(m n).
   void AddObservation(const Eigen::RowVectorXd& x, double u, double z);
+
+  // Predicts at m points (copied) once, as Predict does, and keeps that posterior up to date
+  // through AddObservation: each added observation appends one row to L^-1 K(X, xs) and updates
+  // the mean and variance by rank one, O(m n), where predicting again would cost O(m n^2).
+  void Track(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us);
+  bool tracking() const { return tracked_.has_value(); }
+  // The tracked points' posterior mean and variance (as Predict gives them; Track first).
+  void TrackedPosterior(Eigen::VectorXd* mean, Eigen::VectorXd* variance) const;
 
   // Log marginal likelihood plus the log prior of theta, and its gradient (for tests).
   static double LogPosterior(const Eigen::MatrixXd& x, const Eigen::VectorXd& u, const Eigen::VectorXd& z,
@@ -68,12 +78,26 @@ class GaussianProcess {
   double noise_variance() const;
 
  private:
+  // The posterior at fixed points (Track), with what updating it needs.
+  struct Tracked {
+    Eigen::MatrixXd xs;
+    Eigen::VectorXd us;
+    Eigen::MatrixXd v;                  // L^-1 K(X, xs) for the observations at Track: n x m
+    std::vector<Eigen::VectorXd> rows;  // its further rows, one per observation added since
+    Eigen::VectorXd mean, variance;     // the posterior (the variance not yet floored)
+  };
+
   void Factorize();
+  bool ExtendFactor(const Eigen::RowVectorXd& x, double u, double z);
   Eigen::MatrixXd CrossKernel(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) const;
+  Eigen::VectorXd PriorVariance(const Eigen::VectorXd& us) const;
 
   Eigen::MatrixXd x_;
   Eigen::VectorXd u_, z_, theta_, alpha_;
+  Eigen::VectorXd beta_;  // L^-1 z (alpha = L^-T beta)
   Eigen::MatrixXd chol_;  // lower Cholesky factor of K + sn^2 I (+ jitter)
+  bool jittered_ = false;  // the factor needed jitter (or fell back to the diagonal)
+  std::optional<Tracked> tracked_;
   bool use_feature_ = true;
   Eigen::VectorXd extra_noise_;  // empty, or per point (see Fit)
 };

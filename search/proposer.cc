@@ -159,16 +159,20 @@ std::vector<double> Proposer::RunProbability(const std::vector<Outcome>& history
   Eigen::MatrixXd d2 = -2.0 * x_ * e.transpose();
   d2.colwise() += x_.rowwise().squaredNorm();
   d2.rowwise() += e.rowwise().squaredNorm().transpose();
+  // Trial by trial (a column of d2 at a time, contiguous): each layout's sums run over the trials
+  // in history order.
+  const Eigen::Index m = x_.rows();
+  Eigen::VectorXd w_sum = Eigen::VectorXd::Zero(m), s_sum = Eigen::VectorXd::Zero(m);
+  for (size_t j = 0; j < index.size(); ++j) {
+    double* w = d2.col(static_cast<Eigen::Index>(j)).data();
+    for (Eigen::Index i = 0; i < m; ++i) w[i] = options_.failure_weight * std::exp(-std::max(0.0, w[i]) * inv_2l2);
+    w_sum += d2.col(static_cast<Eigen::Index>(j));
+    if (ran[j]) s_sum += d2.col(static_cast<Eigen::Index>(j));
+  }
   std::vector<double> p(legal_.size());
   for (size_t i = 0; i < legal_.size(); ++i) {
-    double w_sum = 0, s_sum = 0;
-    for (size_t j = 0; j < index.size(); ++j) {
-      const double dist2 = std::max(0.0, d2(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)));
-      const double w = options_.failure_weight * std::exp(-dist2 * inv_2l2);
-      w_sum += w;
-      s_sum += ran[j] ? w : 0.0;
-    }
-    p[i] = (options_.prior_run_probability + s_sum) / (1.0 + w_sum);
+    const Eigen::Index k = static_cast<Eigen::Index>(i);
+    p[i] = (options_.prior_run_probability + s_sum[k]) / (1.0 + w_sum[k]);
   }
   return p;
 }
@@ -291,8 +295,11 @@ void Proposer::ConditionOnFailures(const std::vector<Outcome>& history, State* s
   }
 }
 
-// The incumbent: the surrogate's mean at the best measured layout (robust to noise).
+// The incumbent: the surrogate's mean at the best measured layout (robust to noise). And the
+// surrogate on every legal layout, predicted once here: Score reads it, and BelievePick's
+// pseudo-observations update it by rank one instead of predicting again.
 void Proposer::SetIncumbent(State* s) const {
+  s->gp.Track(x_, feature_);
   const Eigen::Index n = static_cast<Eigen::Index>(s->observed.size());
   if (n == 0) return;
   Eigen::MatrixXd xo(n, x_.cols());
@@ -330,7 +337,11 @@ Proposer::State Proposer::Fit(const std::vector<Outcome>& history) const {
 
 void Proposer::Score(const State& s, std::vector<double>* mean, std::vector<double>* sd) const {
   Eigen::VectorXd mz, vz;
-  s.gp.Predict(x_, feature_, &mz, &vz);
+  if (s.gp.tracking()) {
+    s.gp.TrackedPosterior(&mz, &vz);
+  } else {
+    s.gp.Predict(x_, feature_, &mz, &vz);
+  }
   mean->resize(legal_.size());
   sd->resize(legal_.size());
   for (size_t i = 0; i < legal_.size(); ++i) {
