@@ -6,25 +6,32 @@
 // and bandwidth of the profile scaled by a log-uniform factor in [0.5, 2]) whose time or memory
 // is, in all but the `model` truth, changed in structure (activations x1.6, a fixed overhead,
 // random per-component memory factors, unoverlapped data-parallel communication, a GEMM
-// efficiency curve of another shape, a larger pipeline bubble); 2% multiplicative noise on
-// every measured step time. And a measured truth: tunepar-core on every layout of the small
-// model at world 8 on this machine (bench/data/core-w8-small.csv), replayed with the noise its
-// repeated runs showed. Layouts that do not fit are OOM trials (they count: they were
+// efficiency curve of another shape, a larger pipeline bubble); or, on gpt-22b, gpt-175b and
+// gpt-175b at 1024 on dgx-a100 (issue 31's case), whose memory is lower than the model's
+// (gradients sharded over dp, activations x0.6, a smaller margin than the profile reserves: each
+// once with trials that print their peak memory, once as NAME-nopeak without); 2%
+// multiplicative noise on every measured step time. And a measured truth: tunepar-core on every
+// layout of the small model at world 8 on this machine (bench/data/core-w8-small.csv), replayed
+// with the noise its repeated runs showed. Layouts that do not fit are OOM trials (they count: they were
 // launched). The optimum is known by exhaustive evaluation.
 //
 // tunepar sees only the performance model with the nominal profile (for the measured truth:
 // local-cpu with the 8 ranks on one node) and the outcomes: status, a measured step time and
-// peak memory for ok trials; for an OOM, the peak where the run stopped when the program reports
-// it (tunepar-core does; the model truths play a framework that does not).
+// peak memory for ok trials (none on the -nopeak truths); for an OOM, the peak where the run
+// stopped when the program reports it (tunepar-core does; the model truths play a framework that
+// does not).
 //
-//   search_bench truths DIR [--seeds N] [--structure-seeds M] [--core-truth CSV]
+//   search_bench truths DIR [--seeds N] [--structure-seeds M] [--core-truth CSV] [--only RE]
 //       the truths, for the peers: DIR/truth_<problem>_<truth>_<seed>.csv (N seeds for the
-//       `model` truth, M for the others and the measured one)
-//   search_bench run DIR [--seeds N] [--structure-seeds M] [--budget K] [--core-truth CSV]
+//       `model` truth, M for the others and the measured one); prints, per truth, where its
+//       optimum lies for tunepar's memory model (predicted / device memory, true / predicted)
+//   search_bench run DIR [--seeds N] [--structure-seeds M] [--budget K] [--core-truth CSV] [--only RE]
 //       on the same truths, tunepar (with and without the model prior, and the early stop) and
 //       random search: DIR/curves_<method>_<problem>_<truth>.csv (per trial: regret, regret of
-//       the truly best layout tried, status, whether the layout was tried before) and
-//       DIR/stops_<problem>_<truth>.csv (where `--early-stop 0.02` would have stopped)
+//       the truly best layout tried, status, whether the layout was tried before, whether it was
+//       a probe past the predicted memory limit) and DIR/stops_<problem>_<truth>.csv (where
+//       `--early-stop 0.02` would have stopped); --only: the cases ("problem truth") the regular
+//       expression finds
 //   search_bench report DIR     tables from every DIR/curves_*.csv (the Python peers write
 //                               theirs there too) and DIR/stops_*.csv
 //   search_bench latency        the time of one proposal on gpt-1t at 3072 after 30, 100 and 300
@@ -41,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -72,14 +80,56 @@ T OrDie(Result<T> r) {
   return std::move(r).value();
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? NAN : s / v.size();
+}
+
 struct ProblemSpec {
   std::string name, model;
   int world;
+  std::string hardware = "frontier-mi250x";
+  bool existing = true;      // the truths of bench::Structures()
+  bool lower_memory = true;  // those of bench::LowerMemoryStructures(), with and without peaks
 };
 const std::vector<ProblemSpec> kProblems = {
-    {"gpt-22b@256", "gpt-22b", 256}, {"gpt-175b@1024", "gpt-175b", 1024}, {"gpt-1t@3072", "gpt-1t", 3072}};
+    {"gpt-22b@256", "gpt-22b", 256},
+    {"gpt-175b@1024", "gpt-175b", 1024},
+    // Not the lower-memory truths: the slowest problem to search, and its optima lie as gpt-175b's.
+    {"gpt-1t@3072", "gpt-1t", 3072, "frontier-mi250x", true, false},
+    // Issue 31's case: an A100 cluster whose fastest layouts needed less memory than predicted.
+    {"gpt-175b@1024-a100", "gpt-175b", 1024, "dgx-a100", false, true}};
 // The measured problem: tunepar-core's small model at world 8, all ranks on this machine.
 const ProblemSpec kCoreProblem = {"core-small@8", "small", 8};
+
+// A truth as a search sees it: the hidden machine's structure, and whether its trials print
+// their peak memory (the lower-memory truths run twice: with peaks, and as `NAME-nopeak`
+// without, as many training programs print no memory figure).
+struct TruthCase {
+  bench::Structure structure;
+  std::string name;  // no '_' (file names are split on it)
+  bool peaks = true;
+};
+std::vector<TruthCase> TruthCases(const ProblemSpec& spec) {
+  std::vector<TruthCase> cases;
+  if (spec.existing) {
+    for (const bench::StructureName& s : bench::Structures()) cases.push_back({s.structure, s.name});
+  }
+  if (!spec.lower_memory) return cases;
+  for (const bench::StructureName& s : bench::LowerMemoryStructures()) {
+    cases.push_back({s.structure, s.name});
+    cases.push_back({s.structure, std::string(s.name) + "-nopeak", false});
+  }
+  return cases;
+}
 constexpr char kMeasuredTruth[] = "measured";
 // The CLI's defaults for --early-stop GAIN and --early-stop-probability.
 constexpr double kStopGain = 0.02, kStopProbability = 0.05;
@@ -89,13 +139,13 @@ constexpr int kFixedRun = 30;
 // One search on one truth: per trial, the simple regret after it (1 - true throughput of the
 // best-measured layout / optimum, the same for every method), the regret of the truly best
 // layout tried so far (what a noise-free measurement would have picked), whether it ran out of
-// memory, and whether it measured a layout again (a duplicate, or one of tunepar's deliberate
-// confirmation trials).
+// memory, whether it measured a layout again (a duplicate, or one of tunepar's deliberate
+// confirmation trials), and whether it was a probe past the predicted memory limit.
 enum class Repeat { kNew = 0, kDuplicate = 1, kConfirmation = 2 };
 class SearchRecord {
  public:
   explicit SearchRecord(const Truth& truth) : truth_(&truth), tried_(truth.step.size(), 0) {}
-  void Record(int index, bool ok, double measured_step, bool confirmation = false) {
+  void Record(int index, bool ok, double measured_step, bool confirmation = false, bool probe = false) {
     if (ok && measured_step < best_measured_) {
       best_measured_ = measured_step;
       incumbent_ = index;
@@ -104,6 +154,7 @@ class SearchRecord {
     regret_.push_back(RegretOf(incumbent_));
     tried_regret_.push_back(RegretOf(best_tried_));
     oom_.push_back(!ok);
+    probe_.push_back(probe);
     repeat_.push_back(!tried_[index] ? Repeat::kNew
                       : confirmation ? Repeat::kConfirmation
                                      : Repeat::kDuplicate);
@@ -116,8 +167,8 @@ class SearchRecord {
   }
   void Append(std::ofstream& out, int seed) const {
     for (size_t k = 0; k < regret_.size(); ++k) {
-      out << fmt::format("{},{},{:.9g},{:.9g},{},{}\n", seed, k + 1, regret_[k], tried_regret_[k],
-                         oom_[k] ? "oom" : "ok", static_cast<int>(repeat_[k]));
+      out << fmt::format("{},{},{:.9g},{:.9g},{},{},{}\n", seed, k + 1, regret_[k], tried_regret_[k],
+                         oom_[k] ? "oom" : "ok", static_cast<int>(repeat_[k]), probe_[k] ? 1 : 0);
     }
   }
 
@@ -127,7 +178,7 @@ class SearchRecord {
   double best_measured_ = INFINITY;
   int incumbent_ = -1, best_tried_ = -1;
   std::vector<double> regret_, tried_regret_;
-  std::vector<char> oom_;
+  std::vector<char> oom_, probe_;
   std::vector<Repeat> repeat_;
 };
 
@@ -151,6 +202,8 @@ struct Bench {
   std::vector<Layout> legal;
   std::unique_ptr<search::Proposer> with_prior, without_prior;
   bool oom_reports_peak = false;  // an OOM outcome carries the peak where the run stopped
+  std::vector<double> predicted_memory;  // the nominal model's, per legal layout (bytes)
+  double device_memory = 0;              // the nominal profile's (bytes)
 };
 
 struct Files {
@@ -186,7 +239,8 @@ const search::Standing& StandingOf(const search::Proposer& proposer, const Proto
   return *st.standing;
 }
 
-// A launched trial of legal layout `i`: OOM, or a step time with the truth's noise and the peak.
+// A launched trial of legal layout `i`: OOM, or a step time with the truth's noise, and the peak
+// when the truth's program prints one.
 search::Outcome Measure(const Bench& b, const Truth& truth, int i, std::mt19937_64& rng) {
   search::Outcome o;
   o.layout = b.legal[i];
@@ -194,8 +248,8 @@ search::Outcome Measure(const Bench& b, const Truth& truth, int i, std::mt19937_
   if (truth.fits[i]) {
     o.status = TrialStatus::kOk;
     o.step_time_s = truth.step[i] * std::exp(truth.noise_sd * std::normal_distribution<double>()(rng));
-    o.peak_memory_bytes = truth.memory[i];
-  } else if (b.oom_reports_peak) {
+    if (truth.peaks) o.peak_memory_bytes = truth.memory[i];
+  } else if (b.oom_reports_peak && truth.peaks) {
     o.peak_memory_bytes = truth.memory[i];
   }
   return o;
@@ -207,7 +261,7 @@ search::Outcome Measure(const Bench& b, const Truth& truth, int i, std::mt19937_
 bool Step(const Bench& b, const search::Proposer& proposer, const Truth& truth, const Protocol& protocol,
           SearchState& st, double* seconds, int* proposals) {
   std::optional<Layout> next;
-  bool confirmation = false;
+  bool confirmation = false, probe = false;
   auto remeasure = [&]() { return StandingOf(proposer, protocol, st).remeasure; };
   if (protocol.budget - st.trials <= protocol.Reserve() || st.confirming) {
     next = remeasure();
@@ -218,7 +272,10 @@ bool Step(const Bench& b, const search::Proposer& proposer, const Truth& truth, 
     const std::vector<search::Proposal> proposed = proposer.Propose(st.history, 1);
     *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++*proposals;
-    if (!proposed.empty()) next = proposed[0].layout;
+    if (!proposed.empty()) {
+      next = proposed[0].layout;
+      probe = proposed[0].probe;
+    }
   }
   if (!next) {
     next = remeasure();
@@ -226,8 +283,9 @@ bool Step(const Bench& b, const search::Proposer& proposer, const Truth& truth, 
   }
   if (!next) return false;
   const int i = proposer.IndexOf(*next);
-  const search::Outcome o = Measure(b, truth, i, st.rng);
-  st.record.Record(i, o.status == TrialStatus::kOk, o.step_time_s.value_or(0), confirmation);
+  search::Outcome o = Measure(b, truth, i, st.rng);
+  o.probe = probe;  // the history carries it back: the proposer counts the probes it spent
+  st.record.Record(i, o.status == TrialStatus::kOk, o.step_time_s.value_or(0), confirmation, probe);
   st.history.push_back(o);
   st.standing.reset();
   ++st.trials;
@@ -336,7 +394,7 @@ Files OpenFiles(const fs::path& dir, const std::string& problem, const std::stri
   for (const char* method : {"tunepar", "tunepar-no-prior", "random"}) {
     if (!with_ablation && std::string(method) == "tunepar-no-prior") continue;
     f.curves[method].open(dir / fmt::format("curves_{}_{}_{}.csv", method, problem, truth));
-    f.curves[method] << "seed,trial,regret,tried_regret,status,repeat\n";
+    f.curves[method] << "seed,trial,regret,tried_regret,status,repeat,probe\n";
   }
   f.stops.open(dir / fmt::format("stops_{}_{}.csv", problem, truth));
   // advised_trial: after which Advise first said stop (0: never), and the regrets of the layout
@@ -350,6 +408,12 @@ Files OpenFiles(const fs::path& dir, const std::string& problem, const std::stri
              "measured_regret,tried_regret,named_regret_at_budget,max_rule_advised_trial,"
              "max_rule_named_regret\n";
   return f;
+}
+
+// The nominal model's memory of the truth's optimum / device memory: above 1, tunepar's memory
+// model says the optimum does not fit.
+double PredictedShare(const Bench& b, const Truth& truth) {
+  return b.predicted_memory[truth.best] / b.device_memory;
 }
 
 // tunepar (with the early stop alongside), random search and, with `with_ablation`, tunepar
@@ -380,8 +444,11 @@ void RunTruth(const fs::path& dir, const Bench& b, const std::string& truth_name
   RunRandom(truth, budget, seed).Append(files->curves["random"], seed);
   int fitting = 0;
   for (char f : truth.fits) fitting += f;
-  fmt::print(stderr, "{} {} seed {}: optimum {} ({:.4g} s/step); {} of {} layouts fit\n", b.name, truth_name,
-             seed, LayoutKey(b.legal[truth.best]), truth.step[truth.best], fitting, truth.fits.size());
+  fmt::print(stderr,
+             "{} {} seed {}: optimum {} ({:.4g} s/step, the model predicts {:.2f}x device memory); {} of {} "
+             "layouts fit\n",
+             b.name, truth_name, seed, LayoutKey(b.legal[truth.best]), truth.step[truth.best],
+             PredictedShare(b, truth), fitting, truth.fits.size());
 }
 
 struct RunOptions {
@@ -390,10 +457,15 @@ struct RunOptions {
   int budget = 50;
   std::string core_truth = "bench/data/core-w8-small.csv";
   bool truths_only = false;  // write the truth files (for the peers) and run nothing
+  std::string only;          // a regular expression: only the cases ("problem truth") it finds
+  bool Selected(const std::string& problem, const std::string& truth) const {
+    return only.empty() || std::regex_search(problem + " " + truth, std::regex(only));
+  }
 };
 
 // The measured truth (first: it reads a file the others do not need).
 void RunMeasuredTruth(const fs::path& dir, const RunOptions& options) {
+  if (!options.Selected(kCoreProblem.name, kMeasuredTruth)) return;
   if (options.core_truth.empty() || !fs::exists(options.core_truth)) {
     fmt::print(stderr, "no measured truth ({} not found): skipped\n", options.core_truth);
     return;
@@ -418,6 +490,8 @@ void RunMeasuredTruth(const fs::path& dir, const RunOptions& options) {
   runner::PerformanceModel nominal = OrDie(runner::PerformanceModel::Create(problem.model, problem.hardware));
   nominal.set_ranks_per_node(kCoreProblem.world);
   const search::PriorModel prior = [&](const Layout& l) { return PriorOf(nominal.Predict(l)); };
+  for (const Layout& l : b.legal) b.predicted_memory.push_back(nominal.Predict(l).memory_bytes);
+  b.device_memory = measured.memory_cap_bytes;
   search::ProposerOptions with_prior;
   with_prior.device_memory_bytes = measured.memory_cap_bytes;
   search::ProposerOptions without = with_prior;
@@ -447,36 +521,86 @@ void RunMeasuredTruth(const fs::path& dir, const RunOptions& options) {
   }
 }
 
+// A problem's legal layouts, the proposers on its nominal model (the prior does not depend on
+// the seed), and the memory that model predicts.
+Bench MakeBench(const ProblemSpec& spec, const Problem& problem) {
+  Bench b;
+  b.name = spec.name;
+  b.legal = OrDie(search::EnumerateSpace(MakeSpaceQuery(problem, spec.world))).legal;
+  const auto nominal = std::make_shared<runner::PerformanceModel>(
+      OrDie(runner::PerformanceModel::Create(problem.model, problem.hardware)));
+  const search::PriorModel prior = [nominal](const Layout& l) { return PriorOf(nominal->Predict(l)); };
+  b.device_memory = problem.hardware.MemoryBytes();
+  for (const Layout& l : b.legal) b.predicted_memory.push_back(nominal->Predict(l).memory_bytes);
+  search::ProposerOptions with_prior;
+  with_prior.device_memory_bytes = b.device_memory;
+  search::ProposerOptions without = with_prior;
+  without.use_prior = false;
+  b.with_prior = std::make_unique<search::Proposer>(b.legal, prior, with_prior);
+  b.without_prior = std::make_unique<search::Proposer>(b.legal, prior, without);
+  return b;
+}
+
+// Where a truth's optimum lies for tunepar's memory model, per seed: the nominal model's
+// memory of it / device memory (above 1: predicted not to fit), its true memory / the predicted,
+// and the regret of the fastest layout that fits and is predicted to (where a search that never
+// tries a layout predicted not to fit ends at best).
+struct OptimumMemory {
+  std::vector<double> predicted_share, true_share, floor_regret;
+  void Add(const Bench& b, const Truth& truth) {
+    predicted_share.push_back(PredictedShare(b, truth));
+    true_share.push_back(truth.memory[truth.best] / b.predicted_memory[truth.best]);
+    double fastest = INFINITY;
+    for (size_t i = 0; i < truth.step.size(); ++i) {
+      if (truth.fits[i] && b.predicted_memory[i] <= b.device_memory) fastest = std::min(fastest, truth.step[i]);
+    }
+    floor_regret.push_back(1.0 - truth.step[truth.best] / fastest);
+  }
+  void Print(const std::string& name) const {
+    if (predicted_share.empty()) return;
+    auto range = [](const std::vector<double>& v, double scale, const char* unit) {
+      const auto [low, high] = std::minmax_element(v.begin(), v.end());
+      return fmt::format("{:.2f}-{:.2f}{} (median {:.2f}{})", scale * *low, scale * *high, unit, scale * Median(v),
+                         unit);
+    };
+    const auto above = std::count_if(predicted_share.begin(), predicted_share.end(), [](double v) { return v > 1; });
+    fmt::print("{}: optimum predicted at {} device memory, {} of {} seeds above 1; it needs {} the predicted; the "
+               "fastest layout predicted to fit is {} slower\n",
+               name, range(predicted_share, 1, "x"), above, predicted_share.size(), range(true_share, 1, "x"),
+               range(floor_regret, 100, "%"));
+  }
+};
+
+// One truth of one problem, every seed.
+void RunCase(const fs::path& dir, const Bench& b, const Problem& problem, const TruthCase& c,
+             const RunOptions& options, double* seconds, int* proposals) {
+  const bool model = c.structure == bench::Structure::kModel;
+  Files files;
+  if (!options.truths_only) files = OpenFiles(dir, b.name, c.name, model);
+  OptimumMemory optimum;
+  for (int seed = 1; seed <= (model ? options.seeds : options.structure_seeds); ++seed) {
+    Truth truth = bench::MakeTruth(problem.model, problem.hardware, c.structure, static_cast<uint64_t>(seed), b.legal);
+    truth.peaks = c.peaks;
+    optimum.Add(b, truth);
+    RunTruth(dir, b, c.name, truth, seed, options.budget, model, options.truths_only ? nullptr : &files, seconds,
+             proposals);
+  }
+  if (options.truths_only) optimum.Print(b.name + " " + c.name);
+}
+
 // The model truths of every problem.
 void RunModelTruths(const fs::path& dir, const RunOptions& options) {
   for (const ProblemSpec& spec : kProblems) {
-    const Problem problem = OrDie(LoadProblem(spec.model, "frontier-mi250x", "default"));
-    Bench b;
-    b.name = spec.name;
-    b.legal = OrDie(search::EnumerateSpace(MakeSpaceQuery(problem, spec.world))).legal;
-    const runner::PerformanceModel nominal =
-        OrDie(runner::PerformanceModel::Create(problem.model, problem.hardware));
-    const search::PriorModel prior = [&](const Layout& l) { return PriorOf(nominal.Predict(l)); };
-    search::ProposerOptions with_prior;
-    with_prior.device_memory_bytes = problem.hardware.MemoryBytes();
-    search::ProposerOptions without = with_prior;
-    without.use_prior = false;
-    b.with_prior = std::make_unique<search::Proposer>(b.legal, prior, with_prior);
-    b.without_prior = std::make_unique<search::Proposer>(b.legal, prior, without);
+    std::vector<TruthCase> cases;
+    for (const TruthCase& c : TruthCases(spec)) {
+      if (options.Selected(spec.name, c.name)) cases.push_back(c);
+    }
+    if (cases.empty()) continue;
+    const Problem problem = OrDie(LoadProblem(spec.model, spec.hardware, "default"));
+    const Bench b = MakeBench(spec, problem);
     double seconds = 0;
     int proposals = 0;
-    for (const bench::StructureName& s : bench::Structures()) {
-      Files files;
-      if (!options.truths_only)
-        files = OpenFiles(dir, b.name, s.name, s.structure == bench::Structure::kModel);
-      const int seeds = s.structure == bench::Structure::kModel ? options.seeds : options.structure_seeds;
-      for (int seed = 1; seed <= seeds; ++seed) {
-        const Truth truth = bench::MakeTruth(problem.model, problem.hardware, s.structure,
-                                             static_cast<uint64_t>(seed), b.legal);
-        RunTruth(dir, b, s.name, truth, seed, options.budget, s.structure == bench::Structure::kModel,
-                 options.truths_only ? nullptr : &files, &seconds, &proposals);
-      }
-    }
+    for (const TruthCase& c : cases) RunCase(dir, b, problem, c, options, &seconds, &proposals);
     if (!options.truths_only) {
       fmt::print(stderr, "{}: {} legal layouts; mean proposal time {:.1f} ms\n", b.name, b.legal.size(),
                  1e3 * seconds / std::max(1, proposals));
@@ -491,23 +615,10 @@ int Run(const fs::path& dir, const RunOptions& options) {
   return 0;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double Mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? NAN : s / v.size();
-}
-
-// One search as read back: per trial, the regret after it, OOM, duplicate.
+// One search as read back: per trial, the regret after it, OOM, duplicate, confirmation, probe.
 struct Trace {
   std::vector<double> regret;
-  std::vector<char> oom, duplicate, confirmation;
+  std::vector<char> oom, duplicate, confirmation, probe;
 };
 struct Stop {
   int advised = 0;  // 0: Advise never said stop
@@ -533,11 +644,11 @@ void ReadCurves(const fs::path& path, std::map<int, Trace>& seeds, int* budget) 
   std::string line;
   std::getline(in, line);
   while (std::getline(in, line)) {
-    int seed = 0, trial = 0, repeat = 0;
+    int seed = 0, trial = 0, repeat = 0, probe = 0;  // files without the probe column: no probes
     double regret = 0, tried_regret = 0;
     char status[8] = {0};
-    if (std::sscanf(line.c_str(), "%d,%d,%lf,%lf,%7[a-z],%d", &seed, &trial, &regret, &tried_regret, status,
-                    &repeat) != 6)
+    if (std::sscanf(line.c_str(), "%d,%d,%lf,%lf,%7[a-z],%d,%d", &seed, &trial, &regret, &tried_regret, status,
+                    &repeat, &probe) < 6)
       continue;
     Trace& t = seeds[seed];
     if (static_cast<int>(t.regret.size()) < trial) {
@@ -545,11 +656,13 @@ void ReadCurves(const fs::path& path, std::map<int, Trace>& seeds, int* budget) 
       t.oom.resize(trial, 0);
       t.duplicate.resize(trial, 0);
       t.confirmation.resize(trial, 0);
+      t.probe.resize(trial, 0);
     }
     t.regret[trial - 1] = regret;
     t.oom[trial - 1] = std::string(status) == "oom";
     t.duplicate[trial - 1] = repeat == static_cast<int>(Repeat::kDuplicate);
     t.confirmation[trial - 1] = repeat == static_cast<int>(Repeat::kConfirmation);
+    t.probe[trial - 1] = probe == 1;
     *budget = std::max(*budget, trial);
   }
 }
@@ -582,11 +695,11 @@ int CountIn(const std::vector<char>& v, int n) {
   return static_cast<int>(std::count(v.begin(), v.begin() + std::min<size_t>(n, v.size()), 1));
 }
 
-// The cases in a fixed order: the problems, then their truths in bench::Structures() order.
+// The cases in a fixed order: the problems, then their truths in TruthCases() order.
 std::vector<std::string> CaseOrder(const Traces& traces) {
   std::vector<std::string> order;
   for (const ProblemSpec& spec : kProblems) {
-    for (const bench::StructureName& s : bench::Structures()) order.push_back(spec.name + " " + s.name);
+    for (const TruthCase& c : TruthCases(spec)) order.push_back(spec.name + " " + c.name);
   }
   order.push_back(kCoreProblem.name + " " + kMeasuredTruth);
   for (const auto& [name, methods] : traces) {
@@ -613,11 +726,13 @@ Results ReadResults(const fs::path& dir) {
 }
 
 const std::vector<int> kCheckpoints = {1, 3, 5, 10, 20, 30, 50};
+// The width of a case's name ("problem truth") in the one-line tables.
+constexpr int kCaseWidth = 40;
 
 // One method's figures on one problem and truth, over its seeds.
 struct MethodFigures {
   int trials = 0;  // the most trials a run made (the GP peer runs 30)
-  std::vector<double> to5, to2, oom, dup, confirmations, at10, at30;
+  std::vector<double> to5, to2, oom, dup, confirmations, probes, at10, at30;
   // A median trial count, ">trials" when past the method's trials.
   std::string Text(double t) const { return t > trials ? fmt::format(">{}", trials) : fmt::format("{:g}", t); }
 };
@@ -633,6 +748,7 @@ MethodFigures Figures(const std::map<int, Trace>& runs, int fixed) {
     f.oom.push_back(CountIn(t.oom, fixed));
     f.dup.push_back(CountIn(t.duplicate, fixed));
     f.confirmations.push_back(CountIn(t.confirmation, f.trials));
+    f.probes.push_back(CountIn(t.probe, f.trials));
     f.at10.push_back(t.regret[std::min<size_t>(10, t.regret.size()) - 1]);
     f.at30.push_back(t.regret[std::min<size_t>(30, t.regret.size()) - 1]);
   }
@@ -653,12 +769,14 @@ void PrintMethodRow(const std::string& name, const std::string& method, const st
       fmt::print(" {:>5.1f}%", 100 * Median(at));
   }
   const double max_oom = *std::max_element(f.oom.begin(), f.oom.end());
-  fmt::print(" {:>6} {:>6} {:>5g} {:>4.1f} {:>4g} {:>6.1f} {:>5.1f}\n", f.Text(Median(f.to5)), f.Text(Median(f.to2)),
-             Median(f.oom), Mean(f.oom), max_oom, Mean(f.dup), Mean(f.confirmations));
+  fmt::print(" {:>6} {:>6} {:>5g} {:>4.1f} {:>4g} {:>6.1f} {:>5.1f} {:>6.1f}\n", f.Text(Median(f.to5)),
+             f.Text(Median(f.to2)), Median(f.oom), Mean(f.oom), max_oom, Mean(f.dup), Mean(f.confirmations),
+             Mean(f.probes));
   const size_t space = name.find(' ');
-  summary << fmt::format("{},{},{},{},{:g},{:g},{:g},{:.2f},{:g},{:.2f},{:.2f},{:.5f},{:.5f}\n", name.substr(0, space),
-                         name.substr(space + 1), method, runs.size(), Median(f.to5), Median(f.to2), Median(f.oom),
-                         Mean(f.oom), max_oom, Mean(f.dup), Mean(f.confirmations), Median(f.at10), Median(f.at30));
+  summary << fmt::format("{},{},{},{},{:g},{:g},{:g},{:.2f},{:g},{:.2f},{:.2f},{:.5f},{:.5f},{:.2f}\n",
+                         name.substr(0, space), name.substr(space + 1), method, runs.size(), Median(f.to5),
+                         Median(f.to2), Median(f.oom), Mean(f.oom), max_oom, Mean(f.dup), Mean(f.confirmations),
+                         Median(f.at10), Median(f.at30), Mean(f.probes));
   if (method == "tunepar" && (Median(f.to2) > 10 || Median(f.oom) > 6)) {
     misses.push_back(fmt::format("{}: median {} trials to 2%, median {} OOM in {}", name, f.Text(Median(f.to2)),
                                  Median(f.oom), fixed));
@@ -666,18 +784,20 @@ void PrintMethodRow(const std::string& name, const std::string& method, const st
 }
 
 // Every problem and truth on one line: per method, the median trials to 2% regret / the median
-// OOM trials in the first 30.
+// OOM trials in the first 30; and the probes tunepar spent (mean per run).
 void PrintOverview(const Results& r) {
   const int fixed = std::min(kFixedRun, r.budget);
   const std::vector<std::string> methods = {"tunepar", "tunepar-no-prior", "optuna-tpe", "sklearn-gp-ei", "random"};
-  fmt::print("\nOverview: median trials to 2% regret / median OOM trials in the first {}, per method\n{:<26}", fixed,
-             "problem truth");
+  fmt::print(
+      "\nOverview: median trials to 2% regret / median OOM trials in the first {}, per method; tunepar's\n"
+      "probes (mean per run)\n{:<{}}",
+      fixed, "problem truth", kCaseWidth);
   for (const std::string& m : methods) fmt::print(" {:>16}", m);
-  fmt::print("\n");
+  fmt::print(" {:>6}\n", "probes");
   for (const std::string& name : CaseOrder(r.traces)) {
     const auto it = r.traces.find(name);
     if (it == r.traces.end()) continue;
-    fmt::print("{:<26}", name);
+    fmt::print("{:<{}}", name, kCaseWidth);
     for (const std::string& m : methods) {
       const auto runs = it->second.find(m);
       if (runs == it->second.end()) {
@@ -687,6 +807,8 @@ void PrintOverview(const Results& r) {
       const MethodFigures f = Figures(runs->second, fixed);
       fmt::print(" {:>16}", fmt::format("{} / {:g}", f.Text(Median(f.to2)), Median(f.oom)));
     }
+    const auto tunepar = it->second.find("tunepar");
+    if (tunepar != it->second.end()) fmt::print(" {:>6.1f}", Mean(Figures(tunepar->second, fixed).probes));
     fmt::print("\n");
   }
 }
@@ -697,13 +819,14 @@ std::vector<std::string> PrintRegretTables(const Results& r, const fs::path& dir
   std::ofstream summary(dir / "summary.csv");
   summary << "problem,truth,method,seeds,median_trials_to_5pct,median_trials_to_2pct,median_oom_in_30,"
              "mean_oom_in_30,max_oom_in_30,mean_duplicates_in_30,mean_confirmations,median_regret_at_10,"
-             "median_regret_at_30\n";
+             "median_regret_at_30,mean_probes\n";
   fmt::print(
       "Per problem and truth: median simple regret after k trials (of the best single measurement,\n"
       "for every method), median trials to reach 5% / 2% regret, OOM trials in the first {} (median,\n"
       "mean, max over seeds), duplicated trials in the first {} (mean; a layout measured again\n"
-      "unasked) and tunepar's confirmation trials in the whole run (mean; leading layouts measured\n"
-      "again on purpose, in the last fifth of the budget).\n",
+      "unasked), tunepar's confirmation trials in the whole run (mean; leading layouts measured\n"
+      "again on purpose, in the last fifth of the budget) and its probes in the whole run (mean;\n"
+      "layouts its memory model predicted not to fit, tried on purpose).\n",
       fixed, fixed);
   std::vector<std::string> misses;
   for (const std::string& name : CaseOrder(r.traces)) {
@@ -712,7 +835,8 @@ std::vector<std::string> PrintRegretTables(const Results& r, const fs::path& dir
     const size_t seeds = it->second.empty() ? 0 : it->second.begin()->second.size();
     fmt::print("\n{} ({} seeds)\n{:<17}", name, seeds, "method");
     for (int k : kCheckpoints) fmt::print(" {:>6}", fmt::format("k={}", k));
-    fmt::print(" {:>6} {:>6} {:>15} {:>6} {:>5}\n", "to 5%", "to 2%", "OOM/30 md mn mx", "dup/30", "conf");
+    fmt::print(" {:>6} {:>6} {:>15} {:>6} {:>5} {:>6}\n", "to 5%", "to 2%", "OOM/30 md mn mx", "dup/30", "conf",
+               "probes");
     for (const auto& [method, runs] : it->second) PrintMethodRow(name, method, runs, fixed, summary, misses);
   }
   return misses;
@@ -768,7 +892,7 @@ StopTally TallyStops(const std::map<int, Stop>& runs) {
 }
 
 const std::string kStopRow =
-    "{:<26} {:>4} | {:>4} {:>5} {:>6} {:>6} {:>3} {:>5} | {:>4} {:>5} {:>3} | "
+    "{:<40} {:>4} | {:>4} {:>5} {:>6} {:>6} {:>3} {:>5} | {:>4} {:>5} {:>3} | "
     "{:>4} {:>5} {:>3} {:>4} {:>5} {:>7} {:>5}\n";
 
 std::string Percent(double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.1f}%", 100 * v); }
@@ -996,6 +1120,7 @@ int main(int argc, char** argv) {
       if (flag == "--structure-seeds") o.structure_seeds = std::atoi(argv[i + 1]);
       if (flag == "--budget") o.budget = std::atoi(argv[i + 1]);
       if (flag == "--core-truth") o.core_truth = argv[i + 1];
+      if (flag == "--only") o.only = argv[i + 1];
     }
     return Run(argv[2], o);
   }
@@ -1003,6 +1128,6 @@ int main(int argc, char** argv) {
   if (mode == "latency") return Latency();
   fmt::print(stderr,
              "usage: search_bench truths|run DIR [--seeds N] [--structure-seeds M] [--budget K]\n"
-             "                    [--core-truth CSV] | report DIR | latency\n");
+             "                    [--core-truth CSV] [--only REGEX] | report DIR | latency\n");
   return 2;
 }

@@ -7,7 +7,8 @@
 #     defaults: bench/out/search 20 10 50; SEEDS hidden machines for the `model` truth,
 #     STRUCTURE_SEEDS for each other truth and noise seeds for the measured one
 #     (bench/data/core-w8-small.csv, from bench/measure_core_truth.sh); build directory $BUILD
-#     (default build)
+#     (default build); ONLY, a regular expression: only the cases ("problem truth") it finds,
+#     e.g. ONLY='gradshard|actlow|margin' for the truths whose memory is lower than the model's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench/out/search}
@@ -22,6 +23,7 @@ rm -rf "$out"
 mkdir -p "$out"
 start=$(date +%s)
 options=(--seeds "$seeds" --structure-seeds "$structure_seeds" --budget "$budget" --core-truth bench/data/core-w8-small.csv)
+if [ -n "${ONLY:-}" ]; then options+=(--only "$ONLY"); fi
 "$build/search_bench" truths "$out" "${options[@]}"
 "$build/search_bench" run "$out" "${options[@]}" 2>"$out.log" &
 tunepar=$!

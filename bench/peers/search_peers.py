@@ -4,7 +4,8 @@
 Reads DIR/truth_<problem>_<truth>_<seed>.csv (every legal layout with its true step time, true
 memory, whether it fits, and the truth's noise) and writes DIR/curves_<method>_<problem>_<truth>.csv
 (per trial: simple regret after it, the regret of the truly best layout tried so far, ok or oom,
-and whether the layout was tried before), for:
+whether the layout was tried before, and 0 for probe: the peers have no memory model to probe
+past), for:
 
   optuna-tpe       Optuna's TPE sampler (python3-optuna 3.1), ask/tell, each knob suggested as a
                    categorical (tp, pp, micro_batch, precision, zero, recompute, seq_parallel,
@@ -28,12 +29,16 @@ and whether the layout was tried before), for:
 Run with Debian's own interpreter (/usr/bin/python3), where the Debian packages live.
 Both peers see the truth's multiplicative noise on every measured step time (noise_sd: 2% on
 the model truths, the measured run-to-run spread on the measured one), as tunepar does; none of
-them sees the memory column (they have no memory model).
+them sees the memory column (they have no memory model). So a truth `NAME-nopeak` (the truth
+`NAME` whose program prints no peak memory, which only tunepar would notice) gives them the
+same runs as `NAME`: its curves are copied from `NAME`'s, not run again.
 """
 import csv
+import filecmp
 import glob
 import math
 import os
+import shutil
 import sys
 import time
 import warnings
@@ -183,6 +188,18 @@ def run_sklearn(rows, seed):
     return regret
 
 
+def same_truth(by_case, problem, truth):
+    """For NAME-nopeak: NAME, when its truth files are the same, seed for seed (run before it)."""
+    if not truth.endswith("-nopeak"):
+        return None
+    twin = truth[:-len("-nopeak")]
+    ours, theirs = sorted(by_case[(problem, truth)]), sorted(by_case.get((problem, twin), []))
+    if [s for s, _ in ours] != [s for s, _ in theirs]:
+        return None
+    same = all(filecmp.cmp(a, b, shallow=False) for (_, a), (_, b) in zip(ours, theirs))
+    return twin if same else None
+
+
 def main():
     directory = sys.argv[1]
     methods = {"optuna-tpe": run_optuna, "sklearn-gp-ei": run_sklearn}
@@ -193,18 +210,24 @@ def main():
         stem = os.path.basename(path)[len("truth_"):-len(".csv")]
         problem, truth, seed = stem.split("_")
         by_case.setdefault((problem, truth), []).append((int(seed), path))
-    for (problem, truth), runs in sorted(by_case.items()):
+    for (problem, truth), runs in sorted(by_case.items()):  # NAME before NAME-nopeak
         for method, run in methods.items():
             if only and method not in only:
                 continue
             start = time.time()
-            with open(os.path.join(directory, f"curves_{method}_{problem}_{truth}.csv"), "w") as out:
-                out.write("seed,trial,regret,tried_regret,status,repeat\n")
+            curves = os.path.join(directory, f"curves_{method}_{problem}_{truth}.csv")
+            twin = same_truth(by_case, problem, truth)
+            if twin:
+                shutil.copyfile(os.path.join(directory, f"curves_{method}_{problem}_{twin}.csv"), curves)
+                print(f"{problem} {truth} {method}: the runs of {twin} (the same truth files)", file=sys.stderr)
+                continue
+            with open(curves, "w") as out:
+                out.write("seed,trial,regret,tried_regret,status,repeat,probe\n")
                 for seed, path in sorted(runs):
                     r = run(load_truth(path), seed)
                     for k in range(len(r.curve)):
                         out.write(f"{seed},{k + 1},{r.curve[k]:.9g},{r.tried_curve[k]:.9g},{r.status[k]},"
-                                  f"{r.duplicate[k]}\n")
+                                  f"{r.duplicate[k]},0\n")
             print(f"{problem} {truth} {method}: {len(runs)} seeds in {time.time() - start:.0f} s", file=sys.stderr)
 
 
