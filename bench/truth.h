@@ -29,10 +29,11 @@
 //                 the slowest of p stages: a straggler delay of 5% x sqrt(2 ln p) of a slot
 //                 (the expected maximum of p stage times with 5% jitter).
 //
-// Every truth above needs as much memory as the model predicts, or more. Real machines also need
-// less (issue 31: an A100 cluster whose fastest layouts needed 30-40% less than the model said),
-// and a search that never tries a layout predicted above device memory cannot find those. The
-// lower-memory structures (LowerMemoryStructures()):
+// Every truth above needs about as much memory as the model predicts, or more (only mem-random
+// lowers a component at times). Real machines also need less (issue 31: an A100 cluster whose
+// fastest layouts needed 30-40% less than the model said), and a search that never tries a
+// layout predicted above device memory cannot find those. The lower-memory structures
+// (LowerMemoryStructures()):
 //
 //   mem-gradshard  with ZeRO on, gradients are sharded over the data-parallel group as well as
 //                  the optimizer states (ZeRO-2: DeepSpeed stage 2, FSDP's SHARD_GRAD_OP): each
