@@ -66,7 +66,9 @@ void ModelValues(const StudyContext& context, Explained* e, std::vector<double>*
   }
 }
 
-// The surrogate fitted to the trials; `runnable` keeps it where the layout likely fits and runs.
+// The surrogate fitted to the trials; `runnable` keeps it where the layout likely fits and runs:
+// at least 0.5, or 0.8 of the likeliest layout's probability when none is that likely (every
+// trial ran out of memory: the proposer's floor, Proposer::FeasibilityFloor).
 void SurrogateValues(const StudyContext& context, const StudyTrials& trials, Explained* e, std::vector<double>* runnable) {
   const search::Proposer proposer(e->legal, context.Prior(), context.proposer_options);
   const search::Surrogate s = proposer.Posterior(History(trials.all));
@@ -75,9 +77,11 @@ void SurrogateValues(const StudyContext& context, const StudyTrials& trials, Exp
                           : "surrogate (no ok trial yet: the performance model's prior)";
   e->f.resize(e->legal.size());
   runnable->assign(e->legal.size(), NAN);
+  const double likeliest = s.feasibility.empty() ? 0.0 : *std::max_element(s.feasibility.begin(), s.feasibility.end());
+  const double floor = std::min(0.5, 0.8 * likeliest);
   for (size_t i = 0; i < e->legal.size(); ++i) {
     e->f[i] = -s.log_step_time[i];
-    if (s.feasibility[i] >= 0.5) (*runnable)[i] = e->f[i];
+    if (s.feasibility[i] >= floor && s.feasibility[i] > 0) (*runnable)[i] = e->f[i];
   }
 }
 
