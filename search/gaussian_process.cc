@@ -14,40 +14,126 @@ namespace {
 constexpr double kSqrt5 = 2.2360679774997896964;
 constexpr double kLog2Pi = 1.8378770664093454836;
 
-// Squared scaled distances between the rows of a and b: |a/l - b/l|^2, via one GEMM.
-Eigen::MatrixXd ScaledSquaredDistances(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b,
-                                       const Eigen::VectorXd& lengthscales) {
-  const Eigen::RowVectorXd inv = lengthscales.cwiseInverse().transpose();
-  const Eigen::MatrixXd as = a.array().rowwise() * inv.array();
-  const Eigen::MatrixXd bs = b.array().rowwise() * inv.array();
-  Eigen::MatrixXd d2 = (-2.0 * as * bs.transpose()).eval();
-  d2.colwise() += as.rowwise().squaredNorm();
-  d2.rowwise() += bs.rowwise().squaredNorm().transpose();
-  return d2.cwiseMax(0.0);
-}
-
-// Matern-5/2 of a matrix of squared distances, in place.
-void Matern52InPlace(Eigen::MatrixXd& d2) {
-  for (Eigen::Index i = 0; i < d2.size(); ++i) {
-    const double r = std::sqrt(d2.data()[i]);
-    d2.data()[i] = (1.0 + kSqrt5 * r + 5.0 / 3.0 * d2.data()[i]) * std::exp(-kSqrt5 * r);
-  }
-}
-
 struct Parts {
   int d;
   Eigen::VectorXd lengthscales;
   double signal2, noise2, slope2;
 };
 
-// The kernel between the rows of a (features ua) and those of b (features ub), noise excluded.
+// The points (rows of x) with each coordinate divided by its length-scale.
+Eigen::MatrixXd Scaled(const Eigen::MatrixXd& x, const Eigen::VectorXd& lengthscales) {
+  return x.array().rowwise() * lengthscales.cwiseInverse().transpose().array();
+}
+
+// Squared distances from the rows [begin, end) of `a` (scaled points) to the scaled point b, into
+// out: sum_c (a_ic - b_c)^2, summed in the order of the coordinates.
+// (__restrict: without it the loops are not vectorised.)
+void SquaredDistances(const Eigen::MatrixXd& a, Eigen::Index begin, Eigen::Index end, const double* __restrict b,
+                      double* __restrict out) {
+  const Eigen::Index rows = end - begin;
+  for (Eigen::Index i = 0; i < rows; ++i) out[i] = 0;
+  for (Eigen::Index c = 0; c < a.cols(); ++c) {
+    const double* __restrict column = a.data() + c * a.rows() + begin;
+    const double bc = b[c];
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      const double gap = column[i] - bc;
+      out[i] += gap * gap;
+    }
+  }
+}
+
+// Matern-5/2 of `count` squared distances (r^2), in place, times `scale`, plus `slope` ua_i
+// (when ua is given); with `factor`, also 5/3 (1 + sqrt5 r) exp(-sqrt5 r), the factor of the
+// Matern's derivative in a log length-scale (times the scaled squared gap of that coordinate).
+// In chunks: the square roots and the polynomials in loops of their own (vectorised), the exps
+// (library calls) in one between.
+void Matern52InPlace(double* __restrict d2, Eigen::Index count, double* __restrict factor = nullptr,
+                     double scale = 1.0, const double* __restrict ua = nullptr, double slope = 0.0) {
+  constexpr Eigen::Index kChunk = 256;
+  double r[kChunk], decay[kChunk];
+  for (Eigen::Index begin = 0; begin < count; begin += kChunk) {
+    const Eigen::Index size = std::min(kChunk, count - begin);
+    double* __restrict x = d2 + begin;
+    for (Eigen::Index i = 0; i < size; ++i) r[i] = std::sqrt(x[i]);
+    for (Eigen::Index i = 0; i < size; ++i) decay[i] = std::exp(-kSqrt5 * r[i]);
+    if (factor != nullptr) {
+      for (Eigen::Index i = 0; i < size; ++i) factor[begin + i] = 5.0 / 3.0 * (1.0 + kSqrt5 * r[i]) * decay[i];
+    }
+    for (Eigen::Index i = 0; i < size; ++i) x[i] = (1.0 + kSqrt5 * r[i] + 5.0 / 3.0 * x[i]) * decay[i] * scale;
+    if (ua != nullptr) {
+      for (Eigen::Index i = 0; i < size; ++i) x[i] += slope * ua[begin + i];
+    }
+  }
+}
+
+// sf^2 M52 + sb^2 ua_i ub, noise excluded, in place of the `count` Matern arguments r^2 in out.
+void KernelInPlace(const Parts& p, bool use_feature, const double* ua, double ub, double* out, Eigen::Index count) {
+  Matern52InPlace(out, count, nullptr, p.signal2, use_feature ? ua : nullptr, p.slope2 * ub);
+}
+
+// The kernel between the scaled points a (rows; features ua) and the scaled points b (features
+// ub), noise excluded: a block of a's rows at a time (it stays in the cache while every point of
+// b passes), a column per point of b. With `weights` (one per point of b), also the kernel times
+// them into `product`, while the block is in the cache.
 Eigen::MatrixXd Kernel(const Parts& p, bool use_feature, const Eigen::MatrixXd& a, const Eigen::VectorXd& ua,
-                       const Eigen::MatrixXd& b, const Eigen::VectorXd& ub) {
-  Eigen::MatrixXd k = ScaledSquaredDistances(a, b, p.lengthscales);
-  Matern52InPlace(k);
-  k *= p.signal2;
-  if (use_feature) k.noalias() += p.slope2 * ua * ub.transpose();
+                       const Eigen::MatrixXd& b, const Eigen::VectorXd& ub, const Eigen::VectorXd* weights = nullptr,
+                       Eigen::VectorXd* product = nullptr) {
+  constexpr Eigen::Index kBlock = 256;
+  Eigen::MatrixXd k(a.rows(), b.rows());
+  if (weights != nullptr) product->setZero(a.rows());
+  const Eigen::MatrixXd bt = b.transpose();  // a point's coordinates contiguous
+  for (Eigen::Index begin = 0; begin < a.rows(); begin += kBlock) {
+    const Eigen::Index end = std::min(a.rows(), begin + kBlock);
+    for (Eigen::Index j = 0; j < b.rows(); ++j) {
+      double* out = k.col(j).data() + begin;
+      SquaredDistances(a, begin, end, bt.col(j).data(), out);
+      KernelInPlace(p, use_feature, use_feature ? ua.data() + begin : nullptr, use_feature ? ub[j] : 0.0, out,
+                    end - begin);
+      if (weights == nullptr) continue;
+      double* __restrict sum = product->data() + begin;
+      const double* __restrict column = out;
+      const double w = (*weights)[j];
+      for (Eigen::Index i = 0; i < end - begin; ++i) sum[i] += column[i] * w;
+    }
+  }
   return k;
+}
+
+// The pairs a > b of n points, column by column of the lower triangle: pair (a, b) is row
+// PairOffset(b, n) + a - b - 1.
+Eigen::Index PairOffset(Eigen::Index b, Eigen::Index n) { return b * n - b * (b + 1) / 2; }
+
+// The squared gap (x_ac - x_bc)^2 of every pair in every coordinate c (pairs x d): what the
+// squared distances are made of whatever the length-scales, computed once per fit.
+Eigen::MatrixXd PairGaps(const Eigen::MatrixXd& x) {
+  const Eigen::Index n = x.rows();
+  Eigen::MatrixXd gaps(n * (n - 1) / 2, x.cols());
+  for (Eigen::Index c = 0; c < x.cols(); ++c) {
+    for (Eigen::Index b = 0; b + 1 < n; ++b) {
+      const Eigen::Index t = n - b - 1;
+      gaps.col(c).segment(PairOffset(b, n), t) = (x.col(c).tail(t).array() - x(b, c)).square().matrix();
+    }
+  }
+  return gaps;
+}
+
+// The kernel matrix of n points with themselves, noise excluded, from their pairs' squared gaps:
+// r^2 = gaps l^-2, the lower triangle a column at a time, mirrored above. The Matern correlation
+// of every pair into m52, and with `factor` its derivative factors (Matern52InPlace).
+void KernelFromGaps(const Parts& p, bool use_feature, Eigen::Index n, const Eigen::MatrixXd& gaps,
+                    const Eigen::VectorXd& u, Eigen::MatrixXd* k, Eigen::VectorXd* m52,
+                    Eigen::VectorXd* factor = nullptr) {
+  m52->noalias() = gaps * p.lengthscales.array().square().inverse().matrix();
+  if (factor != nullptr) factor->resize(m52->size());
+  Matern52InPlace(m52->data(), m52->size(), factor != nullptr ? factor->data() : nullptr);
+  k->resize(n, n);
+  for (Eigen::Index b = 0; b < n; ++b) {
+    const Eigen::Index t = n - b - 1;
+    (*k)(b, b) = p.signal2 + (use_feature ? p.slope2 * (u[b] * u[b]) : 0.0);
+    k->col(b).tail(t) = p.signal2 * m52->segment(PairOffset(b, n), t);
+    if (use_feature) k->col(b).tail(t).array() += p.slope2 * (u.tail(t).array() * u[b]);
+  }
+  k->triangularView<Eigen::StrictlyUpper>() = k->transpose();
 }
 
 Parts Unpack(const Eigen::VectorXd& theta) {
@@ -57,14 +143,19 @@ Parts Unpack(const Eigen::VectorXd& theta) {
 }
 
 // Cholesky of K with growing jitter when it is not numerically positive definite (`jittered`:
-// whether it needed some).
-bool Cholesky(Eigen::MatrixXd k, Eigen::MatrixXd* lower, bool* jittered = nullptr) {
+// whether it needed some). Only the lower triangles are read and written: above the diagonal,
+// `lower` keeps K's entries.
+bool Cholesky(const Eigen::MatrixXd& k, Eigen::MatrixXd* lower, bool* jittered = nullptr) {
   const double scale = std::max(1e-12, k.diagonal().mean());
+  Eigen::MatrixXd shifted;  // K with the jitter so far (made at the first failure)
   for (double jitter : {0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2}) {
-    if (jitter > 0) k.diagonal().array() += jitter * scale;
-    Eigen::LLT<Eigen::MatrixXd> llt(k);
+    if (jitter > 0) {
+      if (shifted.size() == 0) shifted = k;
+      shifted.diagonal().array() += jitter * scale;
+    }
+    *lower = jitter > 0 ? shifted : k;
+    Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> llt(*lower);  // in place
     if (llt.info() == Eigen::Success) {
-      *lower = llt.matrixL();
       if (jittered != nullptr) *jittered = jitter > 0;
       return true;
     }
@@ -73,12 +164,29 @@ bool Cholesky(Eigen::MatrixXd k, Eigen::MatrixXd* lower, bool* jittered = nullpt
 }
 
 // K^-1 b from the lower Cholesky factor of K.
-template <typename Rhs>
-Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime> SolveCholesky(const Eigen::MatrixXd& lower,
-                                                                            const Rhs& b) {
-  using Result = Eigen::Matrix<double, Eigen::Dynamic, Rhs::ColsAtCompileTime>;
-  const Result y = lower.triangularView<Eigen::Lower>().solve(b);
+Eigen::VectorXd SolveCholesky(const Eigen::MatrixXd& lower, const Eigen::VectorXd& b) {
+  const Eigen::VectorXd y = lower.triangularView<Eigen::Lower>().solve(b);
   return lower.transpose().triangularView<Eigen::Upper>().solve(y);
+}
+
+// The lower triangle of K^-1 = L^-T L^-1 from the lower Cholesky factor L, by L^-1 a column at
+// a time (column j is zero above j: a triangular solve of the trailing block) and then the dot
+// products of its columns' tails: n^3/3 + n^3/3 flops, where two triangular solves of the
+// identity take 2 n^3. `inverse` and `scratch` are resized to n x n.
+void CholeskyInverse(const Eigen::MatrixXd& lower, Eigen::MatrixXd* inverse, Eigen::MatrixXd* scratch) {
+  const Eigen::Index n = lower.rows();
+  Eigen::MatrixXd& li = *scratch;
+  li.resize(n, n);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    auto tail = li.col(j).tail(n - j);
+    tail.setZero();
+    tail[0] = 1.0;
+    lower.bottomRightCorner(n - j, n - j).triangularView<Eigen::Lower>().solveInPlace(tail);
+  }
+  inverse->resize(n, n);
+  for (Eigen::Index b = 0; b < n; ++b) {
+    for (Eigen::Index a = b; a < n; ++a) (*inverse)(a, b) = li.col(a).tail(n - a).dot(li.col(b).tail(n - a));
+  }
 }
 
 Eigen::VectorXd PriorMean(int d, const GpPrior& p) {
@@ -99,6 +207,87 @@ Eigen::VectorXd PriorSd(int d, const GpPrior& p) {
   return s;
 }
 
+// The buffers of a fit's evaluations of the log posterior, kept from one to the next
+// (allocating a handful of n x n matrices each time cost page faults).
+struct LogPosteriorWorkspace {
+  Eigen::MatrixXd gaps;  // PairGaps of the points (made at the first evaluation)
+  Eigen::VectorXd m52, factor, pair_weight;  // per pair
+  Eigen::MatrixXd k, chol, inverse, scratch;
+};
+
+// The log-normal prior of theta, and its gradient into grad (when given, resized).
+double LogPriorOf(const Eigen::VectorXd& theta, int d, bool use_feature, const GpPrior& prior,
+                  Eigen::VectorXd* grad) {
+  const Eigen::VectorXd mu = PriorMean(d, prior), sd = PriorSd(d, prior);
+  double log_prior = 0;
+  for (Eigen::Index j = 0; j < theta.size(); ++j) {
+    if (j == d + 2 && !use_feature) continue;
+    log_prior -= 0.5 * std::pow((theta[j] - mu[j]) / sd[j], 2);
+  }
+  if (grad != nullptr) {
+    grad->setZero(theta.size());
+    for (Eigen::Index j = 0; j < theta.size(); ++j) {
+      if (j == d + 2 && !use_feature) continue;
+      (*grad)[j] = -(theta[j] - mu[j]) / (sd[j] * sd[j]);
+    }
+  }
+  return log_prior;
+}
+
+// Adds the log marginal likelihood's gradient to grad:
+//   d lml / d theta_j = 1/2 tr(W dK/dtheta_j),  W = alpha alpha^T - K^-1      (R&W eq. 5.9)
+// with dK/dlog l_i = sf^2 factor (x_i - x'_i)^2 / l_i^2, dK/dlog sf = 2 sf^2 M52,
+// dK/dlog sn = 2 sn^2 I, dK/dlog sb = 2 sb^2 u u^T. Every matrix is symmetric: the sums run over
+// the lower triangle, a column at a time, the pairs below the diagonal counted twice.
+void AddLikelihoodGradient(const Parts& p, bool use_feature, const Eigen::VectorXd& u, const Eigen::VectorXd& alpha,
+                           LogPosteriorWorkspace* ws, Eigen::VectorXd* grad) {
+  const Eigen::Index n = alpha.size();
+  CholeskyInverse(ws->chol, &ws->inverse, &ws->scratch);
+  double signal = 0, noise = 0, slope = 0;
+  Eigen::ArrayXd w_buffer(n);
+  ws->pair_weight.resize(ws->m52.size());
+  for (Eigen::Index b = 0; b < n; ++b) {
+    const double diagonal = alpha[b] * alpha[b] - ws->inverse(b, b);
+    signal += diagonal;  // M52(0) = 1
+    noise += diagonal;
+    if (use_feature) slope += diagonal * u[b] * u[b];
+    const Eigen::Index t = n - b - 1;  // the pairs (a, b), a > b
+    if (t == 0) continue;
+    auto w = w_buffer.head(t);
+    w = alpha.tail(t).array() * alpha[b] - ws->inverse.col(b).tail(t).array();
+    const Eigen::Index offset = PairOffset(b, n);
+    signal += 2 * (w * ws->m52.segment(offset, t).array()).sum();
+    if (use_feature) slope += 2 * u[b] * (w * u.tail(t).array()).sum();
+    ws->pair_weight.segment(offset, t) = (w * ws->factor.segment(offset, t).array()).matrix();
+  }
+  // sum over the pairs of W factor (x_ai - x_bi)^2, twice (a > b and b > a), for every i at once
+  const Eigen::VectorXd lengthscale = 2 * (ws->gaps.transpose() * ws->pair_weight);
+  grad->head(p.d).array() += 0.5 * p.signal2 * lengthscale.array() / p.lengthscales.array().square();
+  (*grad)[p.d] += signal * p.signal2;
+  (*grad)[p.d + 1] += noise * p.noise2;
+  if (use_feature) (*grad)[p.d + 2] += slope * p.slope2;
+}
+
+// GaussianProcess::LogPosterior with the buffers of `ws`.
+double LogPosteriorWith(const Eigen::MatrixXd& x, const Eigen::VectorXd& u, const Eigen::VectorXd& z,
+                        const Eigen::VectorXd& theta, bool use_feature, const GpPrior& prior, Eigen::VectorXd* grad,
+                        const Eigen::VectorXd* extra_noise, LogPosteriorWorkspace* ws) {
+  const Parts p = Unpack(theta);
+  const Eigen::Index n = x.rows();
+  const double log_prior = LogPriorOf(theta, p.d, use_feature, prior, grad);
+  if (n == 0) return log_prior;
+  if (ws->gaps.rows() != n * (n - 1) / 2 || ws->gaps.cols() != x.cols()) ws->gaps = PairGaps(x);
+  KernelFromGaps(p, use_feature, n, ws->gaps, u, &ws->k, &ws->m52, grad != nullptr ? &ws->factor : nullptr);
+  ws->k.diagonal().array() += p.noise2;
+  if (extra_noise != nullptr && extra_noise->size() == n) ws->k.diagonal() += *extra_noise;
+  if (!Cholesky(ws->k, &ws->chol)) return -std::numeric_limits<double>::infinity();
+  const Eigen::MatrixXd& l = ws->chol;
+  const Eigen::VectorXd alpha = SolveCholesky(l, z);
+  const double lml = -0.5 * z.dot(alpha) - l.diagonal().array().log().sum() - 0.5 * n * kLog2Pi;
+  if (grad != nullptr) AddLikelihoodGradient(p, use_feature, u, alpha, ws, grad);
+  return lml + log_prior;
+}
+
 struct FitData {
   const Eigen::MatrixXd* x;
   const Eigen::VectorXd* u;
@@ -106,14 +295,15 @@ struct FitData {
   bool use_feature;
   const GpPrior* prior;
   const Eigen::VectorXd* extra_noise;
+  LogPosteriorWorkspace* workspace;
 };
 
 double NegativeLogPosterior(const std::vector<double>& theta, std::vector<double>& grad, void* data) {
   const FitData& f = *static_cast<FitData*>(data);
   const Eigen::Map<const Eigen::VectorXd> t(theta.data(), static_cast<Eigen::Index>(theta.size()));
   Eigen::VectorXd g;
-  const double value = GaussianProcess::LogPosterior(*f.x, *f.u, *f.z, t, f.use_feature, *f.prior,
-                                                     grad.empty() ? nullptr : &g, f.extra_noise);
+  const double value = LogPosteriorWith(*f.x, *f.u, *f.z, t, f.use_feature, *f.prior, grad.empty() ? nullptr : &g,
+                                        f.extra_noise, f.workspace);
   if (!grad.empty()) {
     for (size_t i = 0; i < grad.size(); ++i) grad[i] = -g[static_cast<Eigen::Index>(i)];
   }
@@ -132,71 +322,8 @@ double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::Vect
                                      const Eigen::VectorXd& z, const Eigen::VectorXd& theta, bool use_feature,
                                      const GpPrior& prior, Eigen::VectorXd* grad,
                                      const Eigen::VectorXd* extra_noise) {
-  const Parts p = Unpack(theta);
-  const Eigen::Index n = x.rows();
-  const Eigen::VectorXd mu = PriorMean(p.d, prior), sd = PriorSd(p.d, prior);
-  double log_prior = 0;
-  for (Eigen::Index j = 0; j < theta.size(); ++j) {
-    if (j == p.d + 2 && !use_feature) continue;
-    log_prior -= 0.5 * std::pow((theta[j] - mu[j]) / sd[j], 2);
-  }
-  if (grad != nullptr) {
-    grad->setZero(theta.size());
-    for (Eigen::Index j = 0; j < theta.size(); ++j) {
-      if (j == p.d + 2 && !use_feature) continue;
-      (*grad)[j] = -(theta[j] - mu[j]) / (sd[j] * sd[j]);
-    }
-  }
-  if (n == 0) return log_prior;
-
-  const Eigen::MatrixXd d2 = ScaledSquaredDistances(x, x, p.lengthscales);
-  // exp(-sqrt5 r), computed once for the kernel and its gradient (the exps are most of the cost).
-  Eigen::MatrixXd decay(n, n), m52(n, n);
-  for (Eigen::Index a = 0; a < n * n; ++a) {
-    const double r = std::sqrt(d2.data()[a]);
-    decay.data()[a] = std::exp(-kSqrt5 * r);
-    m52.data()[a] = (1.0 + kSqrt5 * r + 5.0 / 3.0 * d2.data()[a]) * decay.data()[a];
-  }
-  Eigen::MatrixXd k = p.signal2 * m52;
-  if (use_feature) k.noalias() += p.slope2 * u * u.transpose();
-  k.diagonal().array() += p.noise2;
-  if (extra_noise != nullptr && extra_noise->size() == n) k.diagonal() += *extra_noise;
-  Eigen::MatrixXd l;
-  if (!Cholesky(k, &l)) return -std::numeric_limits<double>::infinity();
-  const Eigen::VectorXd alpha = SolveCholesky(l, z);
-  const double lml = -0.5 * z.dot(alpha) - l.diagonal().array().log().sum() - 0.5 * n * kLog2Pi;
-  if (grad == nullptr) return lml + log_prior;
-
-  // d lml / d theta_j = 1/2 tr((alpha alpha^T - K^-1) dK/dtheta_j)   (R&W eq. 5.9)
-  const Eigen::MatrixXd k_inv = SolveCholesky(l, Eigen::MatrixXd::Identity(n, n));
-  const Eigen::MatrixXd w = alpha * alpha.transpose() - k_inv;
-  // dK/dlog l_i = sf^2 5/3 (1 + sqrt5 r) exp(-sqrt5 r) (x_i - x'_i)^2 / l_i^2
-  Eigen::MatrixXd wc(n, n);
-  for (Eigen::Index a = 0; a < n * n; ++a) {
-    const double r = std::sqrt(d2.data()[a]);
-    wc.data()[a] = w.data()[a] * p.signal2 * 5.0 / 3.0 * (1.0 + kSqrt5 * r) * decay.data()[a];
-  }
-  // g_i = sum_ab wc_ab (x_ai - x_bi)^2, every dimension in one pass over the pairs (each sum in
-  // the same order as one dimension at a time: d independent chains instead of one).
-  const Eigen::MatrixXd xt = x.transpose();  // d x n: a point's coordinates contiguous
-  Eigen::VectorXd g = Eigen::VectorXd::Zero(p.d);
-  for (Eigen::Index b = 0; b < n; ++b) {
-    for (Eigen::Index a = 0; a < n; ++a) {
-      const double c = wc(a, b);
-      for (int i = 0; i < p.d; ++i) {
-        const double diff = xt(i, a) - xt(i, b);
-        g[i] += c * diff * diff;
-      }
-    }
-  }
-  for (int i = 0; i < p.d; ++i) {
-    const double inv_l2 = 1.0 / (p.lengthscales[i] * p.lengthscales[i]);
-    (*grad)[i] += 0.5 * g[i] * inv_l2;
-  }
-  (*grad)[p.d] += 0.5 * (w.array() * m52.array()).sum() * 2 * p.signal2;
-  (*grad)[p.d + 1] += 0.5 * w.trace() * 2 * p.noise2;
-  if (use_feature) (*grad)[p.d + 2] += 0.5 * u.dot(w * u) * 2 * p.slope2;
-  return lml + log_prior;
+  LogPosteriorWorkspace workspace;
+  return LogPosteriorWith(x, u, z, theta, use_feature, prior, grad, extra_noise, &workspace);
 }
 
 GaussianProcess GaussianProcess::WithHyperparameters(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen::VectorXd z,
@@ -232,8 +359,9 @@ GaussianProcess GaussianProcess::Fit(Eigen::MatrixXd x, Eigen::VectorXd u, Eigen
   lo[d + 2] = std::log(1e-4), hi[d + 2] = std::log(20.0);
   if (!options.use_feature) lo[d + 2] = hi[d + 2] = mode[d + 2];
 
+  LogPosteriorWorkspace workspace;
   FitData data{&x, &u, &z, options.use_feature, &options.prior,
-               extra_noise.size() > 0 ? &extra_noise : nullptr};
+               extra_noise.size() > 0 ? &extra_noise : nullptr, &workspace};
   std::mt19937_64 rng(options.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(x.rows())));
   std::normal_distribution<double> normal;
   Eigen::VectorXd best = mode;
@@ -273,19 +401,21 @@ double GaussianProcess::noise_variance() const {
 void GaussianProcess::Factorize() {
   const Parts p = Unpack(theta_);
   const Eigen::Index n = x_.rows();
+  jittered_ = false;
   if (n == 0) {
     chol_.resize(0, 0);
     alpha_.resize(0);
+    beta_.resize(0);
     return;
   }
-  Eigen::MatrixXd k = ScaledSquaredDistances(x_, x_, p.lengthscales);
-  Matern52InPlace(k);
-  k *= p.signal2;
-  if (use_feature_) k.noalias() += p.slope2 * u_ * u_.transpose();
+  Eigen::MatrixXd k;
+  Eigen::VectorXd m52;
+  KernelFromGaps(p, use_feature_, n, PairGaps(x_), u_, &k, &m52);
   k.diagonal().array() += p.noise2;
   if (extra_noise_.size() == n) k.diagonal() += extra_noise_;
-  jittered_ = false;
-  if (!Cholesky(k, &chol_, &jittered_)) {
+  if (Cholesky(k, &chol_, &jittered_)) {
+    chol_.triangularView<Eigen::StrictlyUpper>().setZero();
+  } else {
     // Unreachable with the jitter ladder; fall back to the diagonal so predictions stay finite.
     chol_ = k.diagonal().cwiseSqrt().asDiagonal();
     jittered_ = true;
@@ -296,19 +426,20 @@ void GaussianProcess::Factorize() {
 }
 
 Eigen::MatrixXd GaussianProcess::CrossKernel(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) const {
-  return Kernel(Unpack(theta_), use_feature_, xs, us, x_, u_);
+  const Parts p = Unpack(theta_);
+  return Kernel(p, use_feature_, Scaled(xs, p.lengthscales), us, Scaled(x_, p.lengthscales), u_);
 }
 
-Eigen::VectorXd GaussianProcess::PriorVariance(const Eigen::VectorXd& us) const {
+Eigen::VectorXd GaussianProcess::PriorVariance(Eigen::Index m, const Eigen::VectorXd& us) const {
   const Parts p = Unpack(theta_);
-  Eigen::VectorXd prior_variance = Eigen::VectorXd::Constant(us.size(), p.signal2);
+  Eigen::VectorXd prior_variance = Eigen::VectorXd::Constant(m, p.signal2);
   if (use_feature_) prior_variance.array() += p.slope2 * us.array().square();
   return prior_variance;
 }
 
 void GaussianProcess::Predict(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us, Eigen::VectorXd* mean,
                               Eigen::VectorXd* variance) const {
-  const Eigen::VectorXd prior_variance = PriorVariance(us);
+  const Eigen::VectorXd prior_variance = PriorVariance(xs.rows(), us);
   if (x_.rows() == 0) {
     mean->setZero(xs.rows());
     *variance = prior_variance;
@@ -321,19 +452,24 @@ void GaussianProcess::Predict(const Eigen::MatrixXd& xs, const Eigen::VectorXd& 
 }
 
 void GaussianProcess::Track(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) {
+  TrackScaled(Scaled(xs, Unpack(theta_).lengthscales), us);
+}
+
+void GaussianProcess::TrackScaled(Eigen::MatrixXd scaled, Eigen::VectorXd us) {
   Tracked t;
-  t.xs = xs;
-  t.us = us;
-  t.variance = PriorVariance(us);
+  t.variance = PriorVariance(scaled.rows(), us);
   if (x_.rows() == 0) {
-    t.mean.setZero(xs.rows());
-    t.v.resize(0, xs.rows());
+    t.mean.setZero(scaled.rows());
+    t.vt.resize(scaled.rows(), 0);
   } else {
-    const Eigen::MatrixXd ks = CrossKernel(xs, us);  // m x n
-    t.mean = ks * alpha_;
-    t.v = chol_.triangularView<Eigen::Lower>().solve(ks.transpose());  // n x m
-    t.variance -= t.v.colwise().squaredNorm().transpose();
+    const Parts p = Unpack(theta_);
+    t.vt = Kernel(p, use_feature_, scaled, us, Scaled(x_, p.lengthscales), u_, &alpha_, &t.mean);  // K(xs, X)
+    // V^T = K(xs, X) L^-T
+    chol_.transpose().triangularView<Eigen::Upper>().solveInPlace<Eigen::OnTheRight>(t.vt);
+    t.variance -= t.vt.rowwise().squaredNorm();
   }
+  t.scaled = std::move(scaled);
+  t.us = std::move(us);
   tracked_ = std::move(t);
 }
 
@@ -352,15 +488,11 @@ bool GaussianProcess::ExtendFactor(const Eigen::RowVectorXd& x, double u, double
   if (jittered_) return false;
   const Parts p = Unpack(theta_);
   const Eigen::Index n = x_.rows();
-  const Eigen::MatrixXd xm = x;
+  const Eigen::MatrixXd xm = Scaled(x, p.lengthscales);
   const Eigen::VectorXd um = Eigen::VectorXd::Constant(1, u);
-  Eigen::VectorXd l = CrossKernel(xm, um).transpose();
+  Eigen::VectorXd l = Kernel(p, use_feature_, Scaled(x_, p.lengthscales), u_, xm, um);
   if (n > 0) chol_.triangularView<Eigen::Lower>().solveInPlace(l);
-  Eigen::MatrixXd self = ScaledSquaredDistances(xm, xm, p.lengthscales);
-  Matern52InPlace(self);
-  double kxx = p.signal2 * self(0, 0);
-  if (use_feature_) kxx += p.slope2 * u * u;
-  const double d2 = kxx + p.noise2 - l.squaredNorm();
+  const double d2 = Kernel(p, use_feature_, xm, um, xm, um)(0, 0) + p.noise2 - l.squaredNorm();
   if (!(d2 > 0)) return false;
   const double d = std::sqrt(d2);
   const double b = (z - l.dot(beta_)) / d;
@@ -373,9 +505,9 @@ bool GaussianProcess::ExtendFactor(const Eigen::RowVectorXd& x, double u, double
   alpha_ = chol_.transpose().triangularView<Eigen::Upper>().solve(beta_);
   if (tracked_) {
     Tracked& t = *tracked_;
-    const Eigen::Index n0 = t.v.rows();
-    Eigen::VectorXd r = Kernel(p, use_feature_, t.xs, t.us, xm, um);
-    r.noalias() -= t.v.transpose() * l.head(n0);
+    const Eigen::Index n0 = t.vt.cols();
+    Eigen::VectorXd r = Kernel(p, use_feature_, t.scaled, t.us, xm, um);
+    r.noalias() -= t.vt * l.head(n0);
     for (size_t j = 0; j < t.rows.size(); ++j) r -= l[n0 + static_cast<Eigen::Index>(j)] * t.rows[j];
     r /= d;
     t.mean += b * r;
@@ -401,7 +533,7 @@ void GaussianProcess::AddObservation(const Eigen::RowVectorXd& x, double u, doub
   Factorize();
   if (tracked_) {
     Tracked old = std::move(*tracked_);
-    Track(old.xs, old.us);
+    TrackScaled(std::move(old.scaled), std::move(old.us));
   }
 }
 

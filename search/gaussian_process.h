@@ -60,9 +60,10 @@ class GaussianProcess {
   // posterior (Track) is updated in O(m n).
   void AddObservation(const Eigen::RowVectorXd& x, double u, double z);
 
-  // Predicts at m points (copied) once, as Predict does, and keeps that posterior up to date
-  // through AddObservation: each added observation appends one row to L^-1 K(X, xs) and updates
-  // the mean and variance by rank one, O(m n), where predicting again would cost O(m n^2).
+  // Predicts at m points once, as Predict does, and keeps that posterior up to date through
+  // AddObservation (the points are kept): each added observation appends one row to
+  // V = L^-1 K(X, xs) and updates the mean and variance by rank one, O(m n), where predicting
+  // again would cost O(m n^2).
   void Track(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us);
   bool tracking() const { return tracked_.has_value(); }
   // The tracked points' posterior mean and variance (as Predict gives them; Track first).
@@ -80,17 +81,18 @@ class GaussianProcess {
  private:
   // The posterior at fixed points (Track), with what updating it needs.
   struct Tracked {
-    Eigen::MatrixXd xs;
+    Eigen::MatrixXd scaled;  // the points, each coordinate over its length-scale
     Eigen::VectorXd us;
-    Eigen::MatrixXd v;                  // L^-1 K(X, xs) for the observations at Track: n x m
-    std::vector<Eigen::VectorXd> rows;  // its further rows, one per observation added since
+    Eigen::MatrixXd vt;                 // V^T = (L^-1 K(X, xs))^T for the observations at Track: m x n
+    std::vector<Eigen::VectorXd> rows;  // V's further rows, one per observation added since
     Eigen::VectorXd mean, variance;     // the posterior (the variance not yet floored)
   };
 
   void Factorize();
+  void TrackScaled(Eigen::MatrixXd scaled, Eigen::VectorXd us);
   bool ExtendFactor(const Eigen::RowVectorXd& x, double u, double z);
   Eigen::MatrixXd CrossKernel(const Eigen::MatrixXd& xs, const Eigen::VectorXd& us) const;
-  Eigen::VectorXd PriorVariance(const Eigen::VectorXd& us) const;
+  Eigen::VectorXd PriorVariance(Eigen::Index m, const Eigen::VectorXd& us) const;
 
   Eigen::MatrixXd x_;
   Eigen::VectorXd u_, z_, theta_, alpha_;
