@@ -196,6 +196,11 @@ class Proposer {
   Eigen::VectorXd feature_;         // the prior, centred and scaled: the GP's linear feature
   std::vector<MemoryComponents> memory_;  // the prior's memory breakdown of each legal layout
   std::unordered_map<std::string, int> index_;
+  // The encoded coordinates split in two, for RunProbability's kernel (a product over them): the
+  // distinct tuples of the leading coordinates (heads_) and of the rest (tails_), one per row,
+  // and which of them each legal layout has.
+  Eigen::MatrixXd heads_, tails_;
+  std::vector<int> head_of_, tail_of_;
 };
 
 }  // namespace tunepar::search
