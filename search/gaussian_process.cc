@@ -54,7 +54,9 @@ void Matern52InPlace(double* __restrict d2, Eigen::Index count, double* __restri
   for (Eigen::Index begin = 0; begin < count; begin += kChunk) {
     const Eigen::Index size = std::min(kChunk, count - begin);
     double* __restrict x = d2 + begin;
-    for (Eigen::Index i = 0; i < size; ++i) r[i] = std::sqrt(x[i]);
+    // (Eigen's sqrt is vectorised and exact, as std::sqrt; a loop of std::sqrt is not vectorised:
+    // errno.)
+    Eigen::Map<Eigen::ArrayXd>(r, size) = Eigen::Map<const Eigen::ArrayXd>(x, size).sqrt();
     for (Eigen::Index i = 0; i < size; ++i) decay[i] = std::exp(-kSqrt5 * r[i]);
     if (factor != nullptr) {
       for (Eigen::Index i = 0; i < size; ++i) factor[begin + i] = 5.0 / 3.0 * (1.0 + kSqrt5 * r[i]) * decay[i];
@@ -169,24 +171,62 @@ Eigen::VectorXd SolveCholesky(const Eigen::MatrixXd& lower, const Eigen::VectorX
   return lower.transpose().triangularView<Eigen::Upper>().solve(y);
 }
 
-// The lower triangle of K^-1 = L^-T L^-1 from the lower Cholesky factor L, by L^-1 a column at
-// a time (column j is zero above j: a triangular solve of the trailing block) and then the dot
-// products of its columns' tails: n^3/3 + n^3/3 flops, where two triangular solves of the
-// identity take 2 n^3. `inverse` and `scratch` are resized to n x n.
+// Below kLeaf rows the triangular inverse and product run as plain loops; above, they split in
+// halves whose off-diagonal blocks are triangular solves and products (blocked, as fast as
+// matrix products; the whole costs n^3/3 flops each, where two solves of the identity cost 2 n^3).
+constexpr Eigen::Index kLeaf = 16;
+
+// In place on the lower triangle (above it, nothing is read or written): L becomes L^-1.
+// [A 0; B C]^-1 = [A^-1 0; -C^-1 B A^-1 C^-1].
+void InvertLower(Eigen::Ref<Eigen::MatrixXd> a) {
+  const Eigen::Index n = a.rows();
+  if (n <= kLeaf) {
+    for (Eigen::Index j = 0; j < n; ++j) {
+      a(j, j) = 1.0 / a(j, j);
+      for (Eigen::Index i = j + 1; i < n; ++i) {
+        double sum = 0;
+        for (Eigen::Index k = j; k < i; ++k) sum += a(i, k) * a(k, j);
+        a(i, j) = -sum / a(i, i);
+      }
+    }
+    return;
+  }
+  const Eigen::Index n1 = n / 2, n2 = n - n1;
+  auto b = a.bottomLeftCorner(n2, n1);
+  a.topLeftCorner(n1, n1).triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(b);
+  a.bottomRightCorner(n2, n2).triangularView<Eigen::Lower>().solveInPlace(b);
+  b = -b;
+  InvertLower(a.topLeftCorner(n1, n1));
+  InvertLower(a.bottomRightCorner(n2, n2));
+}
+
+// In place on the lower triangle: a lower-triangular M becomes the lower triangle of M^T M.
+// [A 0; B C]^T [A 0; B C] = [A^T A + B^T B, .; C^T B, C^T C].
+void LowerGram(Eigen::Ref<Eigen::MatrixXd> a, Eigen::MatrixXd* scratch) {
+  const Eigen::Index n = a.rows();
+  if (n <= kLeaf) {
+    for (Eigen::Index j = 0; j < n; ++j) {
+      for (Eigen::Index i = j; i < n; ++i) {
+        double sum = 0;
+        for (Eigen::Index k = i; k < n; ++k) sum += a(k, i) * a(k, j);
+        a(i, j) = sum;
+      }
+    }
+    return;
+  }
+  const Eigen::Index n1 = n / 2, n2 = n - n1;
+  LowerGram(a.topLeftCorner(n1, n1), scratch);
+  a.topLeftCorner(n1, n1).selfadjointView<Eigen::Lower>().rankUpdate(a.bottomLeftCorner(n2, n1).transpose());
+  scratch->noalias() = a.bottomRightCorner(n2, n2).triangularView<Eigen::Lower>().transpose() * a.bottomLeftCorner(n2, n1);
+  a.bottomLeftCorner(n2, n1) = *scratch;
+  LowerGram(a.bottomRightCorner(n2, n2), scratch);
+}
+
+// The lower triangle of K^-1 = L^-T L^-1 from the lower Cholesky factor L (LAPACK's potri).
 void CholeskyInverse(const Eigen::MatrixXd& lower, Eigen::MatrixXd* inverse, Eigen::MatrixXd* scratch) {
-  const Eigen::Index n = lower.rows();
-  Eigen::MatrixXd& li = *scratch;
-  li.resize(n, n);
-  for (Eigen::Index j = 0; j < n; ++j) {
-    auto tail = li.col(j).tail(n - j);
-    tail.setZero();
-    tail[0] = 1.0;
-    lower.bottomRightCorner(n - j, n - j).triangularView<Eigen::Lower>().solveInPlace(tail);
-  }
-  inverse->resize(n, n);
-  for (Eigen::Index b = 0; b < n; ++b) {
-    for (Eigen::Index a = b; a < n; ++a) (*inverse)(a, b) = li.col(a).tail(n - a).dot(li.col(b).tail(n - a));
-  }
+  *inverse = lower;
+  InvertLower(*inverse);
+  LowerGram(*inverse, scratch);
 }
 
 Eigen::VectorXd PriorMean(int d, const GpPrior& p) {
@@ -466,7 +506,9 @@ void GaussianProcess::TrackScaled(Eigen::MatrixXd scaled, Eigen::VectorXd us) {
     t.vt = Kernel(p, use_feature_, scaled, us, Scaled(x_, p.lengthscales), u_, &alpha_, &t.mean);  // K(xs, X)
     // V^T = K(xs, X) L^-T
     chol_.transpose().triangularView<Eigen::Upper>().solveInPlace<Eigen::OnTheRight>(t.vt);
-    t.variance -= t.vt.rowwise().squaredNorm();
+    Eigen::VectorXd explained = Eigen::VectorXd::Zero(t.vt.rows());  // |V^T row|^2, a column at a time
+    for (Eigen::Index j = 0; j < t.vt.cols(); ++j) explained += t.vt.col(j).cwiseAbs2();
+    t.variance -= explained;
   }
   t.scaled = std::move(scaled);
   t.us = std::move(us);
