@@ -996,7 +996,7 @@ int Report(const fs::path& dir) {
 // machine's speed varies 2-3x from day to day, the ratio much less.
 constexpr std::array<int, 3> kLatencyObservations = {30, 100, 300};
 constexpr std::array<int, 3> kLatencyPending = {0, 8, 32};
-constexpr int kLatencyRepeats = 5;  // proposals per cell (the median is reported)
+constexpr int kLatencyRepeats = 7;  // proposals per cell (the median is reported)
 constexpr int kReferenceSize = 384;  // the reference: a dense 384 x 384 matrix product (Eigen)
 
 struct LatencySetup {
