@@ -374,7 +374,10 @@ TEST(ProcessGroup, KillLeftoversTouchesOnlyMarkedProcesses) {
   p.trial_id = "marker-a";
   Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(p);
   ASSERT_TRUE(group.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Wait for the shell to start both sleeps (a loaded machine takes longer than a quiet one).
+  for (int i = 0; i < 100 && ProcessesWithMarkerPrefix("marker-a").size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   const pid_t pgid = (*group)->process_group();
   EXPECT_EQ(KillLeftovers(pgid, "another-marker"), 0);
   EXPECT_TRUE(HasLeftovers(pgid, "marker-a"));
