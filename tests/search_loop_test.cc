@@ -61,16 +61,18 @@ std::vector<std::string> FinishedSequence(const std::vector<Trial>& trials) {
   return seq;
 }
 
-TEST(SearchLoop, KilledAndResumedSearchEqualsAnUninterruptedOne) {
+// Runs the search once uninterrupted, then again under eight SIGKILLs at random moments and a
+// final run to the end: both must finish the same layouts in the same order. Returns the
+// uninterrupted run's trials.
+std::vector<Trial> ExpectKilledAndResumedEqualsUninterrupted(const std::string& flags) {
   TempDir dir;
-  const std::string flags =
-      "--sleep 0.08 --child 30";  // each trial also leaves a child that must not survive
   const std::string reference = dir / "reference";
   const testing::CliRun full = RunTunepar(SearchArgs(reference, 20, flags));
-  ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
-  const std::vector<std::string> expected = FinishedSequence(Trials(reference, OnlyStudy(reference)));
+  EXPECT_EQ(full.exit_code, 0) << full.out << full.err;
+  const std::vector<Trial> reference_trials = Trials(reference, OnlyStudy(reference));
+  const std::vector<std::string> expected = FinishedSequence(reference_trials);
 
-  ASSERT_EQ(expected.size(), 20u);
+  EXPECT_EQ(expected.size(), 20u);
   // The last fifth of the budget may measure leading layouts again (confirmation trials).
   EXPECT_GE(std::set<std::string>(expected.begin(), expected.end()).size(), 16u);
 
@@ -90,7 +92,7 @@ TEST(SearchLoop, KilledAndResumedSearchEqualsAnUninterruptedOne) {
   }
   EXPECT_GE(kills, 4);
   const testing::CliRun finish = RunTunepar(SearchArgs(store, 20, flags));
-  ASSERT_EQ(finish.exit_code, 0) << finish.out << finish.err;
+  EXPECT_EQ(finish.exit_code, 0) << finish.out << finish.err;
   const std::string study = OnlyStudy(store);
   const std::vector<Trial> trials = Trials(store, study);
   EXPECT_EQ(FinishedSequence(trials), expected);
@@ -101,6 +103,55 @@ TEST(SearchLoop, KilledAndResumedSearchEqualsAnUninterruptedOne) {
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_NE(again.out.find("budget of 20 trials is reached"), std::string::npos) << again.out;
   EXPECT_EQ(Trials(store, study).size(), trials.size());
+  return reference_trials;
+}
+
+TEST(SearchLoop, KilledAndResumedSearchEqualsAnUninterruptedOne) {
+  // Each trial also leaves a child that must not survive.
+  ExpectKilledAndResumedEqualsUninterrupted("--sleep 0.08 --child 30");
+}
+
+// The fake trainer runs out of memory above 20 GiB, where the model predicts more: the search
+// probes past the predicted limit, and the probes' count and outcomes replay on resume.
+TEST(SearchLoop, KilledAndResumedSearchWithProbesEqualsAnUninterruptedOne) {
+  const std::vector<Trial> reference =
+      ExpectKilledAndResumedEqualsUninterrupted("--sleep 0.08 --oom-above 20");
+  const long probes = std::count_if(reference.begin(), reference.end(),
+                                    [](const Trial& t) { return t.role == "probe"; });
+  EXPECT_GE(probes, 1) << "the uninterrupted search probed nothing: this test no longer tests probes";
+}
+
+// SIGKILL while a probe runs: the resumed search runs that probe again as the probe, so with one
+// probe allowed it probes nothing more, and it finishes what an uninterrupted search finishes.
+TEST(SearchLoop, KilledDuringAProbeResumesItAsTheProbe) {
+  TempDir dir;
+  const std::string flags = "--sleep 1 --oom-above 20";
+  const std::string reference = dir / "reference";
+  const testing::CliRun full = RunTunepar(SearchArgs(reference, 12, flags, "--max-probes 1"));
+  ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
+  const std::vector<Trial> reference_trials = Trials(reference, OnlyStudy(reference));
+  const auto is_probe = [](const Trial& t) { return t.role == "probe" && t.status != "interrupted"; };
+  ASSERT_EQ(std::count_if(reference_trials.begin(), reference_trials.end(), is_probe), 1)
+      << "the uninterrupted search should probe once: " << full.out;
+
+  const std::string store = dir / "killed";
+  const pid_t pid = Spawn(SearchArgs(store, 12, flags, "--max-probes 1"), dir / "out.txt");
+  bool killed = false;
+  for (int i = 0; i < 600 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string study = OnlyStudy(store);
+    if (study.empty()) continue;
+    for (const Trial& t : Trials(store, study)) {
+      if (t.role == "probe" && t.status == "running") killed = kill(pid, SIGKILL) == 0;
+    }
+  }
+  Wait(pid);
+  ASSERT_TRUE(killed) << "no probe was seen running";
+  const testing::CliRun finish = RunTunepar(SearchArgs(store, 12, flags, "--max-probes 1"));
+  ASSERT_EQ(finish.exit_code, 0) << finish.out << finish.err;
+  const std::vector<Trial> trials = Trials(store, OnlyStudy(store));
+  EXPECT_EQ(FinishedSequence(trials), FinishedSequence(reference_trials)) << finish.out;
+  EXPECT_EQ(std::count_if(trials.begin(), trials.end(), is_probe), 1) << finish.out;
 }
 
 TEST(SearchLoop, FailuresAreRecordedAndTheSearchGoesOn) {
