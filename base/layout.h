@@ -45,6 +45,7 @@ struct Layout {
 //   tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1
 // The key is stable across versions (stores deduplicate and join on it): a knob added after
 // these (base/knobs.h) is appended as its fragment only when it is not at its neutral value.
+// (Defined in layout_key.cc, beside the knob table that spells the fields.)
 std::string LayoutKey(const Layout& layout);
 Result<Layout> ParseLayoutKey(std::string_view key);
 

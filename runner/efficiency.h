@@ -1,43 +1,16 @@
-// The performance model's efficiency parameters: what a hardware profile's [efficiency] table
-// holds. Peaks and link speeds are published; how close real kernels and collectives get to
-// them is fitted to measured runs (tunepar calibrate) or, until measured, assumed.
+// The performance model's efficiency parameters as read from a hardware profile's [efficiency]
+// table: one value per EfficiencyKey (the table of names, ranges and meanings is
+// efficiency_parameters.h, which the profile's parser checks keys against).
 #pragma once
 
 #include <array>
-#include <string_view>
 
 #include "base/status.h"
+#include "runner/efficiency_parameters.h"
 
 namespace tunepar::runner {
 
 struct HardwareProfile;
-
-enum class EfficiencyKey {
-  kGemmEfficiency,       // fraction of dense peak a large GEMM reaches
-  kGemmHalfSize,         // GEMM dimension d0 of the shape roll-off e / (1 + d0/M + d0/N + d0/K)
-  kFlashEfficiency,      // fraction of dense peak reached by fused (flash) attention
-  kMemoryEfficiency,     // fraction of device memory bandwidth reached by element-wise kernels
-  kKernelOverheadUs,     // fixed launch/synchronisation cost per layer per forward pass, us
-  kLinkEfficiency,       // fraction of intra-node link bandwidth a collective reaches
-  kLinkLatencyUs,        // latency per collective step inside a node, us
-  kNetworkEfficiency,    // fraction of NIC bandwidth collectives and p2p reach across nodes
-  kNetworkLatencyUs,     // latency per collective step or message across nodes, us
-  kDpOverlap,            // fraction of the last backward pass that hides the DP gradient reduction
-  kMemoryOverheadGb,     // framework context, communication library buffers, allocator reserve
-  kMemoryFragmentation,  // extra fraction of activation memory lost to fragmentation
-};
-inline constexpr int kNumEfficiencyKeys = 12;
-
-struct EfficiencyParameter {
-  EfficiencyKey key;
-  std::string_view name;  // the key in [efficiency]
-  double lo, hi;          // physical range; the calibration fit stays inside it
-  std::string_view meaning;
-};
-
-// Every parameter, in EfficiencyKey order.
-const std::array<EfficiencyParameter, kNumEfficiencyKeys>& EfficiencyParameters();
-const EfficiencyParameter* FindEfficiencyParameter(std::string_view name);
 
 class Efficiency {
  public:

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "runner/efficiency.h"
+#include "runner/efficiency_parameters.h"
 #include "base/toml_fields.h"
 
 namespace tunepar::runner {

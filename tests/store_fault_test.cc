@@ -19,10 +19,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "store/faulty_file_system.h"
 #include "store/schema.h"
 #include "store/shard_writer.h"
 #include "store/store_layout.h"
+#include "tests/support/faulty_file_system.h"
 #include "store/store_reader.h"
 #include "tests/test_support.h"
 

@@ -1,5 +1,6 @@
 #include "runner/core/block.h"
 
+#include "runner/core/comm.h"
 #include "runner/core/ops.h"
 
 namespace tunepar::core {

@@ -429,4 +429,25 @@ CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group) {
   return r;
 }
 
+namespace {
+
+void TimedAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+  if (comm == MPI_COMM_NULL || n == 0) return;
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return;
+  TimedScope timed(clock, phase);
+  DeviceAllReduce(data, n, op, comm);
+}
+
+}  // namespace
+
+void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+  TimedAllReduce(data, n, ReduceOp::kSum, comm, clock, phase);
+}
+
+void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
+  TimedAllReduce(data, n, ReduceOp::kMax, comm, clock, phase);
+}
+
 }  // namespace tunepar::core

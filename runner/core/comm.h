@@ -58,6 +58,10 @@ CommMode CurrentCommMode();
 
 // In place over `group` (nothing when it has one rank or is MPI_COMM_NULL).
 void DeviceAllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm group);
+// In-place sum (max) over `comm` of device data (nothing when the group has one member), timed
+// into `phase` of the step (parallel.h).
+void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase);
+void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase);
 // recv (count) = the sum over the group of send[rank count, (rank + 1) count).
 void DeviceReduceScatter(const real* send, real* recv, int64_t count, MPI_Comm group);
 // In place: rank r's block is data[r count, (r + 1) count).

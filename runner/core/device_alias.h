@@ -1,6 +1,6 @@
 // One spelling for host/device functions and the runtime API across the CPU build (plain C++),
-// hipcc (AMD) and nvcc (NVIDIA), so the kernels in kernels.h and ops_gpu.cc are written once
-// (the ggml way): the GPU code uses HIP's names, mapped to CUDA's under nvcc.
+// hipcc (AMD) and nvcc (NVIDIA), so the kernels in kernels.h and the GPU build's *_gpu.cc files
+// are written once (the ggml way): the GPU code uses HIP's names, mapped to CUDA's under nvcc.
 #pragma once
 
 #if defined(__HIPCC__)

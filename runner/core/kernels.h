@@ -1,7 +1,7 @@
 // The transformer's math, written once: every function here computes one row (or one element)
-// and is compiled for the CPU (loops over rows in ops_cpu.cc) and, with TUNEPAR_GPU=hip, for the
-// GPU by hipcc (one thread block per row in kernels_gpu.cc), through the alias in
-// device_alias.h. Shapes in comments use B (micro-batch), T (sequence), C (hidden), NH (heads),
+// and is compiled for the CPU (loops over rows in ops_cpu.cc) and, in the GPU builds, for the
+// GPU by nvcc or hipcc (a warp or a block per row in the *_gpu.cc kernel files), through the
+// alias in device_alias.h. Shapes in comments use B (micro-batch), T (sequence), C (hidden), NH (heads),
 // hs = C / NH, V (vocabulary).
 #pragma once
 

@@ -1,7 +1,8 @@
 // The operations of a transformer training step on one rank's shard (llm.c style: free
 // functions, row-major arrays, shapes in comments). Two backends, one API: ops_cpu.cc (OpenMP
-// loops over the row kernels of kernels.h, GEMMs by Eigen) and the GPU build (ops_gpu.cc: the
-// same row kernels as GPU kernels with block reductions; gemm_gpu.cc: GEMMs by cuBLAS/hipBLAS).
+// loops over the row kernels of kernels.h, GEMMs by Eigen) and the GPU build (device_gpu.cc and
+// one *_gpu.cc file per family of ops: the same row kernels as GPU kernels with warp and block
+// reductions; gemm_gpu.cc: GEMMs by cuBLAS/hipBLAS).
 // The linear layers and attention are written once over Gemm (gemm_layers.cc), so the CPU tests
 // pin every transpose, leading dimension and batch stride the GPU hands its BLAS. Pointers are
 // device memory: host memory on the CPU backend. B micro-batch, T sequence, C hidden,

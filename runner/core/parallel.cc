@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "runner/core/comm.h"
-
 namespace tunepar::core {
 
 std::string_view ToString(Phase phase) {
@@ -75,27 +73,6 @@ void FreeProcessGrid(ProcessGrid& g) {
   for (MPI_Comm* c : {&g.tp_comm, &g.dp_comm, &g.node_comm, &g.embedding_comm}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
-}
-
-namespace {
-
-void AllReduce(real* data, int64_t n, ReduceOp op, MPI_Comm comm, PhaseClock& clock, Phase phase) {
-  if (comm == MPI_COMM_NULL || n == 0) return;
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  if (size == 1) return;
-  TimedScope timed(clock, phase);
-  DeviceAllReduce(data, n, op, comm);
-}
-
-}  // namespace
-
-void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
-  AllReduce(data, n, ReduceOp::kSum, comm, clock, phase);
-}
-
-void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase) {
-  AllReduce(data, n, ReduceOp::kMax, comm, clock, phase);
 }
 
 }  // namespace tunepar::core

@@ -1,4 +1,5 @@
-// The process grid of a layout over MPI, and its timed collectives.
+// The process grid of a layout over MPI, and the phases a step's time is charged to (the
+// collectives timed into them are the comm layer's: comm.h AllReduceSum, AllReduceMax).
 //
 // Rank order is the one the performance model assumes: tensor-parallel ranks innermost (on one
 // node), then data-parallel, then pipeline stages:
@@ -112,10 +113,5 @@ struct ProcessGrid {
 // Fails (kInvalidArgument) when tp pp dp is not the world size.
 Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp);
 void FreeProcessGrid(ProcessGrid& grid);
-
-// In-place sum over `comm` of device data (nothing when the group has one member), through the
-// comm layer (comm.h), timed into `phase`.
-void AllReduceSum(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase);
-void AllReduceMax(real* data, int64_t n, MPI_Comm comm, PhaseClock& clock, Phase phase);
 
 }  // namespace tunepar::core

@@ -1,4 +1,4 @@
-#include "store/faulty_file_system.h"
+#include "tests/support/faulty_file_system.h"
 
 #include <atomic>
 #include <cerrno>

@@ -3,7 +3,9 @@
 // a VFS shim registered under its own name (SqliteVfs) that wraps SQLite's default unix VFS and
 // passes every call through unless a fault is armed; tunepar's renames and fsyncs go through
 // the FileSystem methods. A crash is the test's to simulate (a child process that _exits in
-// Rename, say), since a crash cleans nothing up.
+// Rename, say), since a crash cleans nothing up. Test support (library
+// tunepar_faulty_file_system, tests/support/CMakeLists.txt): linked by tests only, never by the
+// store library or a tunepar binary.
 #pragma once
 
 #include <sqlite3.h>
