@@ -31,9 +31,9 @@ constexpr double kLikelyToRun = 0.5;
 // of the memory model's uncertainty (P(fits) >= 2.3%; ProbeCandidate).
 constexpr double kProbeReach = 2.0;
 // The noise of one measurement (log step time) assumed before any layout was measured twice:
-// run-to-run spread of a training step on a shared machine is a percent or two (the README's
-// tunepar-core runs repeat within 1-1.5%; published HPC step-time jitter is 1-3%), and a single
-// measurement says nothing of it, however close the surrogate's fit.
+// run-to-run spread of a training step on a shared machine is a percent or two (the
+// tunepar-core runs of docs/search.md repeat within 1-1.5%; published HPC step-time jitter is
+// 1-3%), and a single measurement says nothing of it, however close the surrogate's fit.
 constexpr double kPriorNoiseSd = 0.02;
 
 // Each row's level in every column: its rank among the column's distinct values.
