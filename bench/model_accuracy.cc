@@ -18,7 +18,7 @@
 #include "runner/performance_model.h"
 #include "search/space.h"
 #include "base/presets.h"
-#include "tuner/problem.h"
+#include "tuner/study/problem.h"
 
 namespace {
 

@@ -62,8 +62,8 @@
 #include "runner/performance_model.h"
 #include "search/proposer.h"
 #include "search/space.h"
-#include "tuner/problem.h"
-#include "tuner/study_context.h"
+#include "tuner/study/problem.h"
+#include "tuner/study/study_context.h"
 
 namespace {
 
@@ -211,7 +211,7 @@ struct Files {
   std::ofstream stops;
 };
 
-// tuner/bayesian_search.cc's loop (batch 1) with the CLI's defaults: `budget` trials, the last
+// tuner/loops/bayesian_search.cc's loop (batch 1) with the CLI's defaults: `budget` trials, the last
 // fifth of them held for confirmation trials (a leading layout measured again while the best
 // is less than 90% likely the fastest measured), and with --early-stop 0.02 (probability 0.05)
 // a stop checked after every trial, which waits while a confirmation is due.

@@ -18,8 +18,8 @@
 #include "search/knob_shapley.h"
 #include "search/proposer.h"
 #include "search/space.h"
-#include "tuner/problem.h"
-#include "tuner/study_context.h"
+#include "tuner/study/problem.h"
+#include "tuner/study/study_context.h"
 
 namespace {
 

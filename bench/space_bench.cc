@@ -7,7 +7,7 @@
 #include "runner/performance_model.h"
 #include "search/encoding.h"
 #include "search/space.h"
-#include "tuner/problem.h"
+#include "tuner/study/problem.h"
 
 namespace {
 

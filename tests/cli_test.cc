@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
-#include "tuner/exit_codes.h"
+#include "tuner/cli/exit_codes.h"
 
 namespace tunepar {
 namespace {

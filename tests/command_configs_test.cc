@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/command_backend.h"
-#include "tuner/command_config.h"
-#include "tuner/problem.h"
-#include "tuner/study_context.h"
-#include "tuner/study_identity.h"
+#include "tuner/backends/command_config.h"
+#include "tuner/study/problem.h"
+#include "tuner/study/study_context.h"
+#include "tuner/study/study_identity.h"
 #include "tests/test_support.h"
 
 namespace tunepar {

@@ -5,7 +5,7 @@
 #include "base/model_shape.h"
 #include "base/space_spec.h"
 #include "tests/test_support.h"
-#include "tuner/study_identity.h"
+#include "tuner/study/study_identity.h"
 
 namespace tunepar {
 namespace {

@@ -12,8 +12,8 @@
 #include "base/knob_support.h"
 #include "runner/core/supported_knobs.h"
 #include "tests/test_support.h"
-#include "tuner/core_backend_config.h"
-#include "tuner/exit_codes.h"
+#include "tuner/backends/core_backend_config.h"
+#include "tuner/cli/exit_codes.h"
 
 namespace tunepar {
 namespace {

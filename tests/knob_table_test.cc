@@ -15,10 +15,10 @@
 #include "store/store_reader.h"
 #include "tests/test_support.h"
 #include "runner/measured_runs.h"
-#include "tuner/calibration_sweep.h"
-#include "tuner/problem.h"
-#include "tuner/study_identity.h"
-#include "tuner/trial_output.h"
+#include "tuner/loops/calibration_sweep.h"
+#include "tuner/study/problem.h"
+#include "tuner/study/study_identity.h"
+#include "tuner/output/trial_output.h"
 
 namespace tunepar {
 namespace {

@@ -18,7 +18,7 @@
 #include "runner/launch_environment.h"
 #include "runner/launch_script.h"
 #include "tests/test_support.h"
-#include "tuner/exit_codes.h"
+#include "tuner/cli/exit_codes.h"
 
 namespace tunepar {
 namespace {

@@ -15,8 +15,8 @@
 #include "search/proposer.h"
 #include "search/space.h"
 #include "tests/test_support.h"
-#include "tuner/problem.h"
-#include "tuner/study_context.h"
+#include "tuner/study/problem.h"
+#include "tuner/study/study_context.h"
 
 namespace tunepar {
 namespace {

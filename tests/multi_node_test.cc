@@ -15,7 +15,7 @@
 
 #include "store/claim_files.h"
 #include "tests/test_support.h"
-#include "tuner/exit_codes.h"
+#include "tuner/cli/exit_codes.h"
 
 namespace tunepar {
 namespace {

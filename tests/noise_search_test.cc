@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_support.h"
-#include "tuner/bayesian_search.h"
+#include "tuner/loops/bayesian_search.h"
 
 namespace tunepar {
 namespace {

@@ -17,8 +17,8 @@
 #include "store/store_layout.h"
 #include "store/store_reader.h"
 #include "tests/test_support.h"
-#include "tuner/exit_codes.h"
-#include "tuner/text_table.h"
+#include "tuner/cli/exit_codes.h"
+#include "tuner/output/text_table.h"
 
 namespace tunepar {
 namespace {

@@ -20,8 +20,8 @@
 #include "runner/process_group.h"
 #include "store/schema.h"
 #include "tests/test_support.h"
-#include "tuner/exit_codes.h"
-#include "tuner/trial_output.h"
+#include "tuner/cli/exit_codes.h"
+#include "tuner/output/trial_output.h"
 
 namespace tunepar {
 namespace {

@@ -1,6 +1,6 @@
-// The steps of the Bayesian search loop (tuner/bayesian_search.h), each called on its own over a
+// The steps of the Bayesian search loop (tuner/loops/bayesian_search.h), each called on its own over a
 // real store and a backend whose trials end at once.
-#include "tuner/bayesian_search.h"
+#include "tuner/loops/bayesian_search.h"
 
 #include <gtest/gtest.h>
 

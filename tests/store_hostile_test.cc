@@ -17,7 +17,7 @@
 #include "store/store_layout.h"
 #include "store/store_reader.h"
 #include "tests/test_support.h"
-#include "tuner/exit_codes.h"
+#include "tuner/cli/exit_codes.h"
 
 namespace tunepar {
 namespace {

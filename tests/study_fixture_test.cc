@@ -13,7 +13,7 @@
 #include "base/knobs.h"
 #include "store/store_reader.h"
 #include "tests/test_support.h"
-#include "tuner/study_identity.h"
+#include "tuner/study/study_identity.h"
 
 namespace tunepar {
 namespace {
