@@ -2,19 +2,12 @@
 // the command and leaves its Status in *result (the CLI maps it to an exit code).
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
 
 #include "base/status.h"
+#include "tuner/study/global_options.h"
 
 namespace tunepar {
-
-struct GlobalOptions {
-  std::string store = "tunepar-store";  // --store DIR (or $TUNEPAR_STORE)
-  bool verbose = false;                 // --verbose: debug logging on stderr
-  bool json = false;                    // --json: machine-readable output on stdout
-};
 
 void AddConfigsCommand(CLI::App& app, const GlobalOptions& global, Status* result);
 void AddKnobsCommand(CLI::App& app, const GlobalOptions& global, Status* result);

@@ -13,7 +13,7 @@
 #include "base/status.h"
 #include "runner/measured_runs.h"
 #include "tuner/backends/core_backend_config.h"
-#include "tuner/cli/commands.h"
+#include "tuner/study/global_options.h"
 
 namespace tunepar {
 

@@ -10,7 +10,7 @@
 #include "base/status.h"
 #include "runner/backend.h"
 #include "search/proposer.h"
-#include "tuner/cli/commands.h"
+#include "tuner/study/global_options.h"
 #include "tuner/study/study_session.h"
 
 namespace tunepar {

@@ -8,7 +8,7 @@
 
 #include "base/status.h"
 #include "runner/command_backend.h"
-#include "tuner/cli/commands.h"
+#include "tuner/study/global_options.h"
 #include "tuner/study/study_session.h"
 
 namespace tunepar {

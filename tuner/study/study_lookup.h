@@ -7,7 +7,7 @@
 
 #include "base/status.h"
 #include "store/store_reader.h"
-#include "tuner/cli/commands.h"
+#include "tuner/study/global_options.h"
 
 namespace tunepar {
 

@@ -15,7 +15,7 @@
 #include "store/claims.h"
 #include "store/node_owner.h"
 #include "store/shard_writer.h"
-#include "tuner/cli/commands.h"
+#include "tuner/study/global_options.h"
 #include "tuner/study/study_context.h"
 #include "tuner/study/study_identity.h"
 
