@@ -154,6 +154,21 @@ TEST(SearchLoop, KilledDuringAProbeResumesItAsTheProbe) {
   EXPECT_EQ(std::count_if(trials.begin(), trials.end(), is_probe), 1) << finish.out;
 }
 
+// With no repeat, the best's chance of being the fastest rests on an assumed noise, and a rounded
+// certainty ("100% likely") is a claim no data shows: the summary says neither.
+TEST(SearchLoop, TheBestsChanceClaimsOnlyWhatTheMeasurementsShow) {
+  TempDir dir;
+  const testing::CliRun run = RunTunepar(SearchArgs(dir / "s", 3, "--sleep 0.01", "--confirm 0"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const size_t at = run.out.find("  estimate: ");
+  ASSERT_NE(at, std::string::npos) << run.out;
+  const std::string estimate = run.out.substr(at, run.out.find('\n', at) - at);
+  EXPECT_NE(estimate.find("no repeat yet"), std::string::npos) << estimate;
+  EXPECT_NE(estimate.find("likely the fastest measured if that noise holds)"), std::string::npos) << estimate;
+  EXPECT_EQ(estimate.find("100%"), std::string::npos) << estimate;
+  EXPECT_EQ(estimate.find(" 0% likely"), std::string::npos) << estimate;
+}
+
 TEST(SearchLoop, FailuresAreRecordedAndTheSearchGoesOn) {
   TempDir dir;
   const std::string store = dir / "s";

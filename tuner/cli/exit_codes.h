@@ -1,4 +1,4 @@
-// The process exit codes of `tunepar`, documented in README.md ("Exit codes").
+// The process exit codes of `tunepar`, documented in docs/json-and-exit-codes.md ("Exit codes").
 #pragma once
 
 #include "base/status.h"

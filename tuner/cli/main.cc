@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       "6 store from a newer tunepar, 7 study not found, 8 every trial failed the same way,\n"
       "9 a damaged shard was skipped (list, show, export, report; --allow-damaged: 0),\n"
       "10 calibration failed (nothing written; --force writes it), 130/143 stopped by SIGINT/SIGTERM.\n"
-      "'tunepar help SUBCOMMAND' (or 'tunepar SUBCOMMAND --help') lists a subcommand's options. See README.md.");
+      "'tunepar help SUBCOMMAND' (or 'tunepar SUBCOMMAND --help') lists a subcommand's options. See README.md and docs/.");
   app.parse_complete_callback([&] {
     if (global.verbose) spdlog::set_level(spdlog::level::debug);
     // launch-script writes a shell script: there is nothing for --json to shape.

@@ -73,6 +73,14 @@ std::string ProbeTrialsText(const std::vector<store::TrialRecord>& trials) {
                      Counted(static_cast<int64_t>(probes.size()), "probe"), by_status);
 }
 
+// "94% likely the fastest measured": never 100% or 0% (a rounded certainty the data cannot show),
+// and, before any repeat, only as sure as the assumed noise.
+std::string LikelyFastestText(const search::Standing& st) {
+  const double p = st.probability_best;
+  const std::string chance = p >= 0.995 ? ">99%" : p <= 0.005 ? "<1%" : fmt::format("{:.0f}%", 100 * p);
+  return chance + " likely the fastest measured" + (st.noise_degrees_of_freedom > 0 ? "" : " if that noise holds");
+}
+
 // "233 tok/s ± 2.1% (3 measurements, noise 9.5% each; 94% likely the fastest measured)": the
 // surrogate's estimate of the layout's true throughput (or objective), not one sample of it.
 std::string EstimateText(const search::Standing& st, const store::TrialRecord& trial, double tokens_per_step) {
@@ -85,8 +93,8 @@ std::string EstimateText(const search::Standing& st, const store::TrialRecord& t
                                 ? fmt::format("noise {:.1f}% each from {} repeat{}", 100 * st.noise_sd,
                                               st.noise_degrees_of_freedom, st.noise_degrees_of_freedom == 1 ? "" : "s")
                                 : fmt::format("noise {:.1f}% each, no repeat yet", 100 * st.noise_sd);
-  return fmt::format("{} ± {:.1f}% ({} measurement{}, {}; {:.0f}% likely the fastest measured)", estimate,
-                     100 * st.sd, st.measurements, st.measurements == 1 ? "" : "s", noise, 100 * st.probability_best);
+  return fmt::format("{} ± {:.1f}% ({} measurement{}, {}; {})", estimate, 100 * st.sd, st.measurements,
+                     st.measurements == 1 ? "" : "s", noise, LikelyFastestText(st));
 }
 
 nlohmann::json EstimateJson(const search::Standing& st, double tokens_per_step) {
