@@ -1,21 +1,33 @@
 #include "base/model_shape.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <limits>
 
 #include "base/toml_fields.h"
 
 namespace tunepar {
 
 double ModelShape::Parameters() const {
-  const double h = hidden, f = MlpWidth(), L = layers;
-  const double per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
-  const double embeddings = (static_cast<double>(vocab) + seq_len) * h;
-  const double lm_head = tied_embeddings ? 0.0 : static_cast<double>(vocab) * h;
-  return L * per_layer + embeddings + lm_head + 2 * h;
+  // Every term is an integer below 2^53, so the sum is exact in any order.
+  const double h = hidden, f = MlpWidth(), L = layers, g_over_a = static_cast<double>(KvHeads()) / heads;
+  const double k = MlpMatrices(), biases = linear_biases ? 1 : 0;
+  const double norm_vectors = norm == NormKind::kLayerNorm ? 2 : 1;  // weight (+ bias)
+  const double attention = 2 * h * h + 2 * h * h * g_over_a + biases * (h + 2 * h * g_over_a + h);
+  const double mlp_params = k * h * f + biases * ((k - 1) * f + h);
+  const double per_layer = attention + mlp_params + 2 * norm_vectors * h;
+  const double positions_table = positions == Positions::kLearned ? static_cast<double>(seq_len) * h : 0.0;
+  const double input = HasVocabulary() ? static_cast<double>(vocab) * h : patch_tokens * h + biases * h;
+  const double head = HasVocabulary() ? (tied_embeddings ? 0.0 : static_cast<double>(vocab) * h)
+                                      : h * output_width + biases * output_width;
+  return L * per_layer + input + positions_table + head + norm_vectors * h;
 }
 
-#define TUNEPAR_SHAPE_FIELD(field) \
-  [](const ModelShape& m) { return static_cast<int>(m.field); }, [](ModelShape& m, int v) { m.field = v; }
+#define TUNEPAR_SHAPE_FIELD(field)                                \
+  [](const ModelShape& m) { return static_cast<int>(m.field); }, \
+      [](ModelShape& m, int v) { m.field = static_cast<decltype(m.field)>(v); }
 
 const std::vector<ShapeRow>& ShapeRows() {
   static const std::vector<ShapeRow> rows = {
@@ -23,13 +35,28 @@ const std::vector<ShapeRow>& ShapeRows() {
       {"hidden", "h", true, false, "hidden size", TUNEPAR_SHAPE_FIELD(hidden)},
       {"heads", "a", true, false, "attention heads", TUNEPAR_SHAPE_FIELD(heads)},
       {"seq_len", "s", true, false, "sequence length", TUNEPAR_SHAPE_FIELD(seq_len)},
-      {"vocab", "V", true, false, "vocabulary size", TUNEPAR_SHAPE_FIELD(vocab)},
+      {"vocab", "V", false, false, "vocabulary size (required unless patch_tokens)", TUNEPAR_SHAPE_FIELD(vocab), {}, 0},
       {"global_batch", "B", true, false, "sequences per optimizer step (an input, not a knob)",
        TUNEPAR_SHAPE_FIELD(global_batch)},
       {"ffn_hidden", "f", false, false, "MLP width (default 4h)", TUNEPAR_SHAPE_FIELD(ffn_hidden)},
       {"tied_embeddings", "", false, true, "the LM head shares the token-embedding matrix (default true)",
        [](const ModelShape& m) { return m.tied_embeddings ? 1 : 0; },
        [](ModelShape& m, int v) { m.tied_embeddings = v != 0; }},
+      {"kv_heads", "g", false, false, "K/V heads, the query groups of grouped-query attention (default heads; 1 = MQA)",
+       TUNEPAR_SHAPE_FIELD(kv_heads)},
+      {"mlp", "", false, false, "the MLP: gelu (2 matrices) or swiglu (3; needs ffn_hidden)",
+       TUNEPAR_SHAPE_FIELD(mlp), {"gelu", "swiglu"}},
+      {"positions", "", false, false, "positions: learned table, rotary, alibi or none",
+       TUNEPAR_SHAPE_FIELD(positions), {"learned", "rotary", "alibi", "none"}},
+      {"norm", "", false, false, "normalisation: layernorm or rmsnorm", TUNEPAR_SHAPE_FIELD(norm),
+       {"layernorm", "rmsnorm"}},
+      {"linear_biases", "", false, true, "the linear layers have biases (default true; Llama: false)",
+       [](const ModelShape& m) { return m.linear_biases ? 1 : 0; },
+       [](ModelShape& m, int v) { m.linear_biases = v != 0; }},
+      {"patch_tokens", "P", false, false, "values per input patch (channels p^2) of a model without a vocabulary",
+       TUNEPAR_SHAPE_FIELD(patch_tokens), {}, 0},
+      {"output_width", "O", false, false, "values the head predicts per token of a model without a vocabulary",
+       TUNEPAR_SHAPE_FIELD(output_width), {}, 0},
   };
   return rows;
 }
@@ -46,9 +73,27 @@ Status ReadShapeField(TomlFields& f, const ShapeRow& row, ModelShape* m) {
     row.set(*m, on ? 1 : 0);
     return Status::Ok();
   }
-  int value = row.get(*m);
-  TUNEPAR_RETURN_IF_ERROR(f.PositiveInt(row.name, &value, row.required));
-  row.set(*m, value);
+  if (!row.choices.empty()) {
+    std::string text(row.choices[row.get(*m)]);
+    TUNEPAR_RETURN_IF_ERROR(f.String(row.name, &text, row.required));
+    const int index = ShapeChoiceIndex(row, text);
+    if (index < 0) return f.Error(row.name, fmt::format("unknown {} '{}' (expected {})", row.name, text,
+                                                         fmt::join(row.choices, " or ")));
+    row.set(*m, index);
+    return Status::Ok();
+  }
+  if (row.min >= 1) {
+    int value = row.get(*m);
+    TUNEPAR_RETURN_IF_ERROR(f.PositiveInt(row.name, &value, row.required));
+    row.set(*m, value);
+    return Status::Ok();
+  }
+  int64_t value = row.get(*m);
+  TUNEPAR_RETURN_IF_ERROR(f.Int(row.name, &value, row.required));
+  if (value < row.min || value > std::numeric_limits<int>::max()) {
+    return f.Error(row.name, "must be a non-negative integer");
+  }
+  row.set(*m, static_cast<int>(value));
   return Status::Ok();
 }
 
@@ -64,12 +109,49 @@ Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view 
   TUNEPAR_RETURN_IF_ERROR(f.String("description", &m.description, false));
   for (const ShapeRow& row : ShapeRows()) TUNEPAR_RETURN_IF_ERROR(ReadShapeField(f, row, &m));
   TUNEPAR_RETURN_IF_ERROR(f.RejectUnknownKeys());
+  const bool ffn_given = m.ffn_hidden != 0;
   if (m.ffn_hidden == 0) m.ffn_hidden = DefaultMlpWidth(m.hidden);
-  if (m.hidden % m.heads != 0) {
-    return f.Error("heads", fmt::format("must divide hidden (hidden {} is not a multiple of {} heads)",
-                                        m.hidden, m.heads));
-  }
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  const ShapeRule broken = BrokenShapeRule(m, ffn_given);
+  if (!broken.field.empty()) return f.Error(broken.field, broken.rule);
   return m;
+}
+
+std::string ShapeFieldText(const ShapeRow& row, const ModelShape& m) {
+  const int value = row.get(m);
+  if (!row.choices.empty()) return std::string(row.choices.at(value));
+  return std::to_string(value);
+}
+
+int ShapeChoiceIndex(const ShapeRow& row, std::string_view text) {
+  for (size_t i = 0; i < row.choices.size(); ++i)
+    if (row.choices[i] == text) return static_cast<int>(i);
+  return -1;
+}
+
+ShapeRule BrokenShapeRule(const ModelShape& m, bool ffn_given) {
+  const auto rule = [](std::string_view field, std::string text) { return ShapeRule{std::string(field), std::move(text)}; };
+  if (m.hidden % m.heads != 0)
+    return rule("heads", fmt::format("must divide hidden (hidden {} is not a multiple of {} heads)", m.hidden, m.heads));
+  if (m.kv_heads > m.heads)
+    return rule("kv_heads", fmt::format("at most heads ({} heads, {} KV heads)", m.heads, m.kv_heads));
+  if (m.heads % m.kv_heads != 0)
+    return rule("kv_heads", fmt::format("must divide heads ({} heads are not a multiple of {} KV heads)", m.heads,
+                                        m.kv_heads));
+  if (m.mlp == MlpKind::kSwiglu && !ffn_given)
+    return rule("ffn_hidden", "required with mlp = \"swiglu\" (Llama 3 8B: 14336, Meta's 1024 ceil(1.3 int(8h/3) / 1024))");
+  if (m.positions == Positions::kRotary && m.HeadDim() % 2 != 0)
+    return rule("positions", fmt::format("rotary needs an even head size (hidden / heads = {})", m.HeadDim()));
+  if (m.vocab == 0 && m.patch_tokens == 0)
+    return rule("vocab", "required (or patch_tokens for a model without a vocabulary, a ViT)");
+  if (m.vocab > 0 && m.patch_tokens > 0) return rule("vocab", "give a vocabulary or patch_tokens, not both");
+  if (m.patch_tokens > 0 && m.output_width == 0)
+    return rule("output_width", "required with patch_tokens (values the head predicts per token)");
+  if (m.patch_tokens == 0 && m.output_width > 0)
+    return rule("output_width", "only with patch_tokens (a language model's output is its vocabulary)");
+  if (m.patch_tokens > 0 && m.tied_embeddings)
+    return rule("tied_embeddings", "a model without a vocabulary has no token embedding to tie (set it to false)");
+  return {};
 }
 
 }  // namespace tunepar

@@ -12,6 +12,15 @@ namespace tunepar {
 // The MLP width when a model does not give one: 4h.
 constexpr int DefaultMlpWidth(int hidden) { return 4 * hidden; }
 
+// The MLP: GPT's GELU (h -> f -> h, two matrices) or Llama's SwiGLU (gate W1 and up W3, h -> f
+// each, their product silu(gate) * up, then W2 f -> h: three matrices).
+enum class MlpKind { kGelu = 0, kSwiglu = 1 };
+// How token positions enter: a learned table added to the input, rotary embeddings of Q and K
+// (RoFormer; Llama), ALiBi's linear score biases, or nothing.
+enum class Positions { kLearned = 0, kRotary = 1, kAlibi = 2, kNone = 3 };
+// The normalisation before attention, before the MLP and before the head.
+enum class NormKind { kLayerNorm = 0, kRmsNorm = 1 };
+
 struct ModelShape {
   std::string name;
   std::string description;
@@ -23,6 +32,13 @@ struct ModelShape {
   int global_batch = 0;         // B, sequences per optimizer step (an input, not a knob)
   int ffn_hidden = 0;           // MLP width; 4h when not given
   bool tied_embeddings = true;  // LM head shares the token-embedding matrix
+  int kv_heads = 0;             // g, K/V heads (query groups; 1 = MQA); heads once parsed
+  MlpKind mlp = MlpKind::kGelu;
+  Positions positions = Positions::kLearned;
+  NormKind norm = NormKind::kLayerNorm;
+  bool linear_biases = true;  // the linear layers have biases (GPT); Llama's have none
+  int patch_tokens = 0;       // P, values in one input patch (channels p^2) of a model without a vocabulary (a ViT)
+  int output_width = 0;       // O, values the head predicts per token when there is no vocabulary
 
   // Trainable parameters: per layer QKV + projection (4h^2 + 4h), MLP (2hf + f + h), two layer
   // norms (4h); plus token and position embeddings (V + s) h, a separate LM head when untied,
@@ -32,6 +48,14 @@ struct ModelShape {
   int HeadDim() const { return hidden / heads; }
   // The MLP width f: ffn_hidden, or the default for a shape built without one.
   int MlpWidth() const { return ffn_hidden > 0 ? ffn_hidden : DefaultMlpWidth(hidden); }
+  // K/V heads: g, or a (multi-head attention) for a shape built without it.
+  int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // A language model reads tokens of a vocabulary; a ViT reads patches (patch_tokens > 0).
+  bool HasVocabulary() const { return patch_tokens == 0; }
+  // A language model attends causally; a ViT attends both ways.
+  bool Causal() const { return HasVocabulary(); }
+  // Matrices of the MLP: 2 (GELU) or 3 (SwiGLU).
+  int MlpMatrices() const { return mlp == MlpKind::kSwiglu ? 3 : 2; }
   // Tokens per optimizer step: B s.
   double TokensPerStep() const { return static_cast<double>(global_batch) * seq_len; }
 };
@@ -43,12 +67,28 @@ struct ShapeRow {
   std::string_view name;    // the TOML key, CSV column and placeholder: "heads"
   std::string_view symbol;  // in formulas: "a"
   bool required = true;     // a model file must give it
-  bool is_switch = false;   // true / false in files (1 / 0 in CSV and placeholders); else a positive integer
+  bool is_switch = false;   // true / false in files (1 / 0 in CSV and placeholders); else an integer
   std::string_view help;
   int (*get)(const ModelShape&) = nullptr;
   void (*set)(ModelShape&, int) = nullptr;
+  // A named choice ("gelu" | "swiglu"): a string in files, CSV and placeholders, stored as its index.
+  std::vector<std::string_view> choices = {};
+  int min = 1;  // the smallest integer allowed (0 where 0 means absent)
 };
 const std::vector<ShapeRow>& ShapeRows();
+
+// A field's text in CSV files and placeholders: a choice's name ("swiglu"), else the integer.
+std::string ShapeFieldText(const ShapeRow& row, const ModelShape& m);
+
+// The index of a choice row's value ("swiglu" -> 1), or -1.
+int ShapeChoiceIndex(const ShapeRow& row, std::string_view text);
+
+// The first rule a shape breaks, with the field it names; empty when it breaks none. `ffn_given`:
+// the MLP width was given (SwiGLU has no default).
+struct ShapeRule {
+  std::string field, rule;
+};
+ShapeRule BrokenShapeRule(const ModelShape& m, bool ffn_given = true);
 
 // Parses and validates a model TOML (keys: name, description and the shape table's fields);
 // without `name` the model is named after `file_stem` (a user's own file).

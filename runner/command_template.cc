@@ -39,7 +39,7 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
        c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.ModelChunks())) : "0"}};
   // Every field of the model's shape table ({global_batch} is the layout's, above).
   for (const ShapeRow& row : ShapeRows())
-    texts.emplace(std::string(row.name), c.model != nullptr ? std::to_string(row.get(*c.model)) : "0");
+    texts.emplace(std::string(row.name), c.model != nullptr ? ShapeFieldText(row, *c.model) : "0");
   // Every knob of the table, by its name and each alias.
   for (Knob k : Knobs()) {
     const std::string text = KnobPlaceholderText(k, KnobCode(k, l));

@@ -144,16 +144,23 @@ Status ParseShape(const Row& r, ModelShape* m) {
     const std::string name(row.name);
     if (!row.required && r.Text(name).empty()) continue;
     int value = 0;
-    if (row.is_switch) {
+    if (!row.choices.empty()) {
+      value = ShapeChoiceIndex(row, r.Text(name));
+      if (value < 0) return r.Error(name, fmt::format("unknown {} '{}'", name, r.Text(name)));
+    } else if (row.is_switch) {
       bool on = false;
       TUNEPAR_RETURN_IF_ERROR(r.Flag(name, &on));
       value = on ? 1 : 0;
     } else {
-      TUNEPAR_RETURN_IF_ERROR(r.Int(name, &value));
+      TUNEPAR_RETURN_IF_ERROR(r.Int(name, &value, row.min));
     }
     row.set(*m, value);
   }
+  const bool ffn_given = m->ffn_hidden != 0;
   if (m->ffn_hidden == 0) m->ffn_hidden = DefaultMlpWidth(m->hidden);
+  if (m->kv_heads == 0) m->kv_heads = m->heads;
+  const ShapeRule broken = BrokenShapeRule(*m, ffn_given);
+  if (!broken.field.empty()) return r.Error(broken.field, broken.rule);
   return Status::Ok();
 }
 
@@ -165,7 +172,6 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   m.name = run->label;
   int gpus = 0;
   TUNEPAR_RETURN_IF_ERROR(ParseShape(r, &m));
-  if (m.hidden % m.heads != 0) return r.Error("heads", "must divide hidden");
   TUNEPAR_RETURN_IF_ERROR(r.Int("gpus", &gpus));
   TUNEPAR_RETURN_IF_ERROR(ParseKnobs(r, &l));
   if (!r.Text("ranks_per_node").empty()) TUNEPAR_RETURN_IF_ERROR(r.Int("ranks_per_node", &run->ranks_per_node, 0));

@@ -226,14 +226,16 @@ TEST(KnobTable, TheTrialSchemaListsEveryKnobAsItsRowSays) {
 }
 
 // The shape table: a model file's fields, and a measured run written by calibrate's sweep and read
-// back with every field (a model whose MLP is not 4h and whose LM head is its own matrix too).
+// back with every field (a Llama-style model whose MLP is not 4h, with named choices, GQA and its
+// own LM head).
 TEST(ShapeTable, EveryFieldRoundTripsThroughAMeasuredRunsFile) {
   runner::MeasuredRun run;
   run.label = "r1";
   run.source = "test";
-  run.model = testing::PresetModel("tiny");
+  run.model = testing::PresetModel("tiny-llama");
   run.model.ffn_hidden = 3 * run.model.hidden;
-  run.model.tied_embeddings = false;
+  run.model.norm = NormKind::kLayerNorm;
+  run.model.positions = Positions::kNone;
   run.layout = WithKnob(SmallLayout(), Knob::kSeqParallel, 1);
   run.layout.num_micro_batches = run.model.global_batch / (run.layout.micro_batch * run.layout.dp);
   run.step_time_s = 1.25;
@@ -246,8 +248,10 @@ TEST(ShapeTable, EveryFieldRoundTripsThroughAMeasuredRunsFile) {
   // Every field is a key of the model file, read by its row.
   std::string text = "name = \"t\"\n";
   for (const ShapeRow& row : ShapeRows())
-    text += fmt::format("{} = {}\n", row.name, row.is_switch ? (row.get(run.model) ? "true" : "false")
-                                                                : std::to_string(row.get(run.model)));
+    text += fmt::format("{} = {}\n", row.name,
+                        row.is_switch            ? (row.get(run.model) ? "true" : "false")
+                        : !row.choices.empty() ? fmt::format("\"{}\"", ShapeFieldText(row, run.model))
+                                                 : ShapeFieldText(row, run.model));
   Result<ModelShape> parsed = ParseModelShape(text, "t.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   for (const ShapeRow& row : ShapeRows()) EXPECT_EQ(row.get(*parsed), row.get(run.model)) << row.name;

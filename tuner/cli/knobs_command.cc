@@ -77,12 +77,20 @@ nlohmann::json KnobJson(Knob knob) {
           {"help", row.help}};
 }
 
+std::string ShapeKind(const ShapeRow& row) {
+  if (row.is_switch) return "switch";
+  if (!row.choices.empty()) return fmt::format("{}", fmt::join(row.choices, " | "));
+  return row.min == 0 ? "non-negative integer" : "positive integer";
+}
+
 nlohmann::json ShapeJson(const ShapeRow& row) {
-  return {{"name", row.name},
-          {"symbol", row.symbol},
-          {"required", row.required},
-          {"kind", row.is_switch ? "switch" : "positive integer"},
-          {"help", row.help}};
+  nlohmann::json j = {{"name", row.name},
+                      {"symbol", row.symbol},
+                      {"required", row.required},
+                      {"kind", ShapeKind(row)},
+                      {"help", row.help}};
+  if (!row.choices.empty()) j["choices"] = row.choices;
+  return j;
 }
 
 TextTable ShapeTable() {
@@ -91,7 +99,7 @@ TextTable ShapeTable() {
     t.AddColumn(column, TextTable::Align::kLeft);
   for (const ShapeRow& row : ShapeRows()) {
     t.AddRow({std::string(row.name), row.symbol.empty() ? "-" : std::string(row.symbol),
-              row.is_switch ? "switch" : "positive integer", row.required ? "required" : "optional",
+              ShapeKind(row), row.required ? "required" : "optional",
               std::string(row.help)});
   }
   return t;

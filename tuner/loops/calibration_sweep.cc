@@ -90,8 +90,8 @@ std::string MeasuredRunsCsv(const std::vector<runner::MeasuredRun>& runs) {
                               fmt::join(knob_columns, ","));
   for (const runner::MeasuredRun& r : runs) {
     const Layout& l = r.layout;
-    std::vector<int> shape;
-    for (const ShapeRow& row : ShapeRows()) shape.push_back(row.get(r.model));
+    std::vector<std::string> shape;
+    for (const ShapeRow& row : ShapeRows()) shape.push_back(ShapeFieldText(row, r.model));
     std::vector<std::string> knobs;
     for (Knob k : Knobs()) knobs.push_back(KnobPlaceholderText(k, KnobCode(k, l)));
     s += fmt::format("{},{},{},{},{},{},{:.6g}\n", r.label, fmt::join(shape, ","), l.World(), fmt::join(knobs, ","),
