@@ -2,8 +2,11 @@
 """tunepar-core's single-rank training step checked against PyTorch (issue 18), as llm.c does.
 
 Runs one step of tunepar-core (one rank; fp32, or its fp64 build) with --dump, builds the same
-model in PyTorch (torch_gpt.GPT from bench/peers/, the CPU speed peer) with the dumped initial
-weights, and runs it on the dumped batch: the loss and every gradient must match. Then
+model in PyTorch with the dumped initial weights, and runs it on the dumped batch: the loss and
+every gradient must match. The model is the one the result's "model" names (family_of): a GPT
+(torch_gpt.GPT from bench/peers/, the CPU speed peer) or a Llama-style model (torch_llama.py,
+Meta's Llama 3 transcribed; the core's qkv.w is split into wq, wk, wv and its fc.w into w1, w3 to
+load, and their gradients and updates joined back to compare). Then
 torch.optim.AdamW (with clip_grad_norm_) is applied to the core's own gradients: its update must
 match the core's, and the loss of the next step from there (a second run of the core) too.
 Every layout of the core is exact against its single-rank run (tests/core_test.cc); this checks
@@ -11,6 +14,8 @@ the single-rank run's own definition against an implementation no one here wrote
 
     /usr/bin/python3 tests/torch_reference/torch_reference.py --core build/tunepar-core
     /usr/bin/python3 tests/torch_reference/torch_reference.py --core build/tunepar-core-fp64 --dtype float64
+    /usr/bin/python3 tests/torch_reference/torch_reference.py --core build/tunepar-core --family llama \
+        --model configs/models/tiny-llama.toml -- --micro-batches 2
 
 Element x of a tensor passes when |x - x_torch| <= rtol |x_torch| + floor:
   gradients: floor = 1e-6 max |g_torch| over the tensor (fp32). Each gradient is a sum over the
@@ -21,7 +26,8 @@ Element x of a tensor passes when |x - x_torch| <= rtol |x_torch| + floor:
     about lr = 3e-4, so the rounding of a weight of 1 (6e-8) is already 2e-4 of it.
 
 Exit codes: 0 all match; 1 a mismatch (the failing tensors are named); 2 bad input (the core
-failed, the dumps do not describe the model); 77 python3-torch is not installed (ctest: skipped).
+failed, the dumps do not describe the model); 77 python3-torch is not installed, or --family llama
+and the core does not describe its architecture yet (ctest: skipped).
 """
 import argparse
 import json
@@ -41,6 +47,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "peers"))
 import torch_gpt  # noqa: E402  (the model of bench/peers: token + position embeddings, pre-LN blocks)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_llama  # noqa: E402  (Meta's Llama 3 transcribed: GQA, rotary, SwiGLU, RMSNorm, untied)
 
 # (rtol, floor) as above: gradients' floor as a fraction of the tensor's largest gradient, the
 # update's in ulps of its largest weight. fp32: the issue's bounds. fp64 (tunepar-core-fp64
@@ -79,16 +87,49 @@ class ReferenceGPT(torch_gpt.GPT):
 
 
 def parameters_by_core_name(model):
-    """tunepar-core's tensor names (runner/core/parameters.cc) -> the PyTorch parameters."""
-    named = {"wte": model.wte.weight, "wpe": model.wpe.weight, "lnf.w": model.lnf.weight, "lnf.b": model.lnf.bias}
+    """tunepar-core's tensor names (runner/core/parameters.cc) -> the PyTorch parameters, each a
+    list whose concatenation along rows is the core's tensor (one parameter for the GPT)."""
+    named = {"wte": [model.wte.weight], "wpe": [model.wpe.weight], "lnf.w": [model.lnf.weight],
+             "lnf.b": [model.lnf.bias]}
     if model.lm_head is not None:
-        named["lm_head"] = model.lm_head
+        named["lm_head"] = [model.lm_head]
     for l, block in enumerate(model.blocks):
         for core, module in (("ln1", block.ln1), ("qkv", block.qkv), ("attproj", block.attproj),
                              ("ln2", block.ln2), ("fc", block.fc), ("fcproj", block.fcproj)):
-            named[f"h{l}.{core}.w"] = module.weight
-            named[f"h{l}.{core}.b"] = module.bias
+            named[f"h{l}.{core}.w"] = [module.weight]
+            named[f"h{l}.{core}.b"] = [module.bias]
     return named
+
+
+def llama_parameters_by_core_name(model):
+    """tunepar-core's tensor names of a Llama-style model -> Meta's parameters (plan 33 section 6):
+    the core's qkv.w is [wq (a d rows) | wk (g d) | wv (g d)] and its fc.w [w1, the gate (F rows) |
+    w3, the up projection (F)]; no biases, no position table, RMSNorm weights only."""
+    named = {"wte": [model.tok_embeddings.weight], "lnf.w": [model.norm.weight], "lm_head": [model.output.weight]}
+    for l, block in enumerate(model.layers):
+        attention, mlp = block.attention, block.feed_forward
+        named[f"h{l}.ln1.w"] = [block.attention_norm.weight]
+        named[f"h{l}.qkv.w"] = [attention.wq.weight, attention.wk.weight, attention.wv.weight]
+        named[f"h{l}.attproj.w"] = [attention.wo.weight]
+        named[f"h{l}.ln2.w"] = [block.ffn_norm.weight]
+        named[f"h{l}.fc.w"] = [mlp.w1.weight, mlp.w3.weight]
+        named[f"h{l}.fcproj.w"] = [mlp.w2.weight]
+    return named
+
+
+def joined(parts, of=lambda p: p):
+    """The core's tensor from its PyTorch parts (row blocks of row-major matrices: flat concatenation)."""
+    return torch.cat([of(p).detach().reshape(-1) for p in parts])
+
+
+def split_into(parts, values):
+    """Copies the core's flat values into its PyTorch parts, in row order."""
+    if values.numel() != sum(p.numel() for p in parts):
+        raise BadInput(f"{values.numel()} values in the dump, {sum(p.numel() for p in parts)} in the model")
+    offset = 0
+    for p in parts:
+        p.copy_(values[offset:offset + p.numel()].view(p.shape))
+        offset += p.numel()
 
 
 def load_weights(params, tensors, dtype):
@@ -96,11 +137,11 @@ def load_weights(params, tensors, dtype):
     if set(params) != set(tensors):
         raise BadInput(f"the dump's tensors differ from the model's: {sorted(set(params) ^ set(tensors))}")
     with torch.no_grad():
-        for name, p in params.items():
-            values = torch.tensor(tensors[name], dtype=dtype)
-            if values.numel() != p.numel():
-                raise BadInput(f"{name}: {values.numel()} values in the dump, {p.numel()} in the model")
-            p.copy_(values.view(p.shape))
+        for name, parts in params.items():
+            try:
+                split_into(parts, torch.tensor(tensors[name], dtype=dtype))
+            except BadInput as e:
+                raise BadInput(f"{name}: {e}")
 
 
 def compare(label, ours, theirs_by_name, rtol, floors):
@@ -157,6 +198,53 @@ def run_core(a, out_dir, steps):
     return read(result_path), files
 
 
+# The shape fields of tunepar-core's result ("model", runner/core/core_main.cc Describe) that say
+# which architecture it trained, and the two that have a PyTorch reference. A core from before
+# issue 33 writes none of them: it trains GPTs only.
+ARCHITECTURE_FIELDS = ("kv_heads", "mlp", "positions", "norm", "linear_biases")
+FAMILIES = {
+    "gpt": {"mlp": "gelu", "positions": "learned", "norm": "layernorm", "linear_biases": True},
+    "llama": {"mlp": "swiglu", "positions": "rotary", "norm": "rmsnorm", "linear_biases": False,
+              "tied_embeddings": False},
+}
+
+
+class Skipped(Exception):
+    pass
+
+
+def family_of(model, expected):
+    """The architecture of the result's model, "gpt" or "llama" (shape fields as the model files
+    write them: choices by name, switches as booleans). expected: the family the test asked for; a
+    core that does not describe its architecture yet (before issue 33) is skipped when asked for llama."""
+    if not any(k in model for k in ARCHITECTURE_FIELDS):
+        if expected == "llama":
+            raise Skipped(f"this tunepar-core does not describe its model's architecture ({', '.join(ARCHITECTURE_FIELDS)}"
+                          " in the result's model): it trains GPTs only")
+        return "gpt"
+    missing = [k for k in ARCHITECTURE_FIELDS if k not in model]
+    if missing:
+        raise BadInput(f"the result's model lacks {', '.join(missing)}")
+    for family, fields in FAMILIES.items():
+        if all(model.get(k) == v for k, v in fields.items()) and (family != "gpt" or model["kv_heads"] == model["heads"]):
+            if expected not in (None, family):
+                raise BadInput(f"tunepar-core trained a {family} model, the test expects {expected}")
+            return family
+    shape = {k: model.get(k) for k in ARCHITECTURE_FIELDS + ("tied_embeddings",)}
+    raise BadInput(f"no PyTorch reference for {shape}: GPT (gelu, learned, layernorm, biases, kv_heads = heads) "
+                   "or Meta's Llama (swiglu, rotary, rmsnorm, no biases, untied)")
+
+
+def reference_model(model, family, dtype):
+    """The PyTorch model of the result's model and its parameters by the core's names."""
+    if family == "gpt":
+        reference = ReferenceGPT(model).to(dtype)
+        return reference, parameters_by_core_name(reference)
+    reference = torch_llama.Transformer(model["layers"], model["hidden"], model["heads"], model["kv_heads"],
+                                        model["seq_len"], model["vocab"], model["ffn_hidden"], dtype=dtype).to(dtype)
+    return reference, llama_parameters_by_core_name(reference)
+
+
 def check(a, result, dumps, second):
     """The first step in PyTorch from the core's initial weights: the loss and the gradients; then
     torch.optim.AdamW applied to the core's own gradients (so that gradient rounding, which
@@ -167,41 +255,51 @@ def check(a, result, dumps, second):
     if result["world"] != 1 or len(result["loss"]) != 1:
         raise BadInput("the reference check runs one step on one rank")
     torch.manual_seed(0)
-    model = ReferenceGPT(result["model"]).to(dtype)
-    params = parameters_by_core_name(model)
+    model, params = reference_model(result["model"], family_of(result["model"], a.family), dtype)
+    if {id(p) for parts in params.values() for p in parts} != {id(p) for p in model.parameters()}:
+        raise BadInput("the PyTorch model has parameters the core's names do not cover")
     load_weights(params, dumps["initial_weights"], dtype)
     samples = torch.tensor(dumps["batches"]["samples"][0], dtype=torch.long)  # (B, T + 1)
     loss = model(samples[:, :-1], samples[:, 1:])
     loss.backward()
     failing = compare_loss("loss", result["loss"][0], loss.item(), tol["loss"])
     rtol, floor = tol["gradients"]
-    grads = {name: p.grad for name, p in params.items()}
+    grads = {name: joined(parts, lambda p: p.grad) for name, parts in params.items()}
     failing += compare("gradients of the first step", dumps["gradients"], grads, rtol,
                        {name: floor * g.abs().max().item() for name, g in grads.items()})
+    failing += check_update(a, model, params, dumps, dtype)
+    with torch.no_grad():
+        samples = torch.tensor(second[1]["batches"]["samples"][1], dtype=torch.long)
+        loss = model(samples[:, :-1], samples[:, 1:])
+    failing += compare_loss("second step's loss", second[0]["loss"][1], loss.item(), tol["loss"])
+    return failing
 
-    decay = [p for p in params.values() if p.dim() >= 2]
-    no_decay = [p for p in params.values() if p.dim() < 2]
+
+def check_update(a, model, params, dumps, dtype):
+    """AdamW (with clip_grad_norm_) from the core's gradients against the core's update; leaves
+    the model at the updated weights."""
+    all_parts = [p for parts in params.values() for p in parts]
+    decay = [p for p in all_parts if p.dim() >= 2]
+    no_decay = [p for p in all_parts if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": kWeightDecay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=kBetas, eps=kEps)
     with torch.no_grad():
-        for name, p in params.items():
-            p.grad = torch.tensor(dumps["gradients"][name], dtype=dtype).view(p.shape)
-    initial = {name: p.detach().clone() for name, p in params.items()}
+        for name, parts in params.items():
+            for p in parts:
+                p.grad = torch.zeros_like(p)
+            split_into([p.grad for p in parts], torch.tensor(dumps["gradients"][name], dtype=dtype))
+    initial = {name: joined(parts).clone() for name, parts in params.items()}
     torch.nn.utils.clip_grad_norm_(model.parameters(), kClip)
     optimizer.step()
     # The update, not the weights: AdamW moves a weight by about lr, a thousandth of its size.
     updates = {name: (torch.tensor(dumps["weights"][name], dtype=torch.float64)
                       - torch.tensor(dumps["initial_weights"][name], dtype=torch.float64)).tolist()
                for name in params}
-    rtol, ulps = tol["updates"]
+    after = {name: joined(parts) for name, parts in params.items()}
+    rtol, ulps = TOLERANCES[a.dtype]["updates"]
     eps = torch.finfo(dtype).eps
-    failing += compare("AdamW's update", updates, {name: p - initial[name] for name, p in params.items()}, rtol,
-                       {name: ulps * eps * p.abs().max().item() for name, p in params.items()})
-    with torch.no_grad():
-        samples = torch.tensor(second[1]["batches"]["samples"][1], dtype=torch.long)
-        loss = model(samples[:, :-1], samples[:, 1:])
-    failing += compare_loss("second step's loss", second[0]["loss"][1], loss.item(), tol["loss"])
-    return failing
+    return compare("AdamW's update", updates, {name: w - initial[name] for name, w in after.items()}, rtol,
+                   {name: ulps * eps * w.abs().max().item() for name, w in after.items()})
 
 
 def main():
@@ -212,6 +310,9 @@ def main():
     p.add_argument("--model", default="tiny", help="preset or TOML, as tunepar-core --model")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--family", choices=sorted(FAMILIES),
+                   help="the architecture the core must have trained (llama: skipped, exit 77, by a core that "
+                        "does not describe its architecture yet); default: whichever the result names")
     p.add_argument("core_args", nargs="*", help="after --: more tunepar-core flags (one rank), e.g. --micro-batches 4")
     a = p.parse_args()
     torch.use_deterministic_algorithms(True)
@@ -220,6 +321,9 @@ def main():
         with tempfile.TemporaryDirectory() as out_dir:
             result, dumps = run_core(a, out_dir, 1)
             failing = check(a, result, dumps, run_core(a, out_dir, 2))
+    except Skipped as e:
+        print(f"torch_reference: SKIPPED: {e}", file=sys.stderr)
+        return 77
     except (BadInput, OSError, KeyError, IndexError, ValueError) as e:
         print(f"torch_reference: {e}", file=sys.stderr)
         return 2
