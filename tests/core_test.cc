@@ -62,11 +62,12 @@ CoreRun RunCore(int ranks, const std::string& args, bool dump = true,
   return run;
 }
 
-const CoreRun& Reference(const std::string& precision = "fp32") {
+const CoreRun& Reference(const std::string& precision = "fp32", const std::string& model = "tiny") {
   static std::map<std::string, CoreRun> runs;
-  auto it = runs.find(precision);
+  const std::string key = model + " " + precision;
+  auto it = runs.find(key);
   if (it == runs.end()) {
-    it = runs.emplace(precision, RunCore(1, "--model tiny --micro-batches 1 --precision " + precision)).first;
+    it = runs.emplace(key, RunCore(1, "--model " + model + " --micro-batches 1 --precision " + precision)).first;
   }
   return it->second;
 }
@@ -122,6 +123,7 @@ struct LayoutCase {
   int tp, pp, dp, zero, micro_batches;
   std::string recompute;
   std::string comm = "mpi";  // mpi-staged: through host staging buffers, as on a GPU without NCCL
+  std::string model = "tiny";  // tiny-llama: GQA, SwiGLU, rotary, RMSNorm, untied, no biases
 };
 
 void PrintTo(const LayoutCase& c, std::ostream* out);
@@ -129,7 +131,8 @@ void PrintTo(const LayoutCase& c, std::ostream* out);
 std::string Name(const LayoutCase& c) {
   return "tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) + "_zero" +
          std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches) +
-         (c.comm == "mpi" ? "" : "_" + c.comm.substr(c.comm.find('-') + 1));
+         (c.comm == "mpi" ? "" : "_" + c.comm.substr(c.comm.find('-') + 1)) +
+         (c.model == "tiny" ? "" : "_" + c.model.substr(c.model.find('-') + 1));
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out) {
@@ -140,10 +143,10 @@ class CoreExactness : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(CoreExactness, MatchesTheSingleRankRun) {
   const LayoutCase& c = GetParam();
-  const CoreRun& ref = Reference();
+  const CoreRun& ref = Reference("fp32", c.model);
   ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
   const CoreRun run =
-      RunCore(c.tp * c.pp * c.dp, "--model tiny --tp " + std::to_string(c.tp) + " --pp " +
+      RunCore(c.tp * c.pp * c.dp, "--model " + c.model + " --tp " + std::to_string(c.tp) + " --pp " +
                                       std::to_string(c.pp) + " --dp " + std::to_string(c.dp) + " --zero " +
                                       std::to_string(c.zero) + " --recompute " + c.recompute +
                                       " --micro-batches " + std::to_string(c.micro_batches) + " --comm " + c.comm);
@@ -182,6 +185,21 @@ std::vector<LayoutCase> ExactnessCases() {
   cases.push_back({2, 2, 2, 0, 2, "full", "mpi-staged"});
   cases.push_back({1, 4, 1, 0, 4, "selective", "mpi-staged"});
   cases.push_back({2, 1, 2, 0, 1, "none", "mpi-staged"});
+  // The Llama-style model (4 query heads in 2 K/V groups, so tp <= 2): a covering design, every
+  // knob value met at least once rather than the product.
+  for (LayoutCase c : std::vector<LayoutCase>{{2, 1, 1, 0, 1, "none"},
+                                              {2, 2, 1, 0, 2, "full"},
+                                              {2, 2, 2, 1, 4, "selective"},
+                                              {1, 4, 1, 0, 4, "none"},
+                                              {1, 4, 2, 1, 2, "selective"},
+                                              {1, 2, 2, 0, 4, "full"},
+                                              {2, 4, 1, 0, 4, "none"},
+                                              {1, 1, 2, 1, 2, "none"},
+                                              {2, 1, 2, 1, 2, "none", "mpi-staged"},
+                                              {2, 2, 2, 0, 2, "full", "mpi-staged"}}) {
+    c.model = "tiny-llama";
+    cases.push_back(c);
+  }
   return cases;
 }
 
@@ -345,6 +363,27 @@ TEST(CoreGradients, MatchFiniteDifferencesInFp64) {
   EXPECT_EQ(r["versions"]["arithmetic"], "fp64");
   EXPECT_GE(r["gradient_check"]["points"].get<int>(), 6 * 40);  // every tensor of 4 blocks
   EXPECT_LT(r["gradient_check"]["max_rel_error"].get<double>(), 1e-5) << r["gradient_check"].dump();
+}
+
+// The Llama-style model's ops against finite differences: RMSNorm, SwiGLU, rotary positions and
+// grouped-query attention (a K/V head's gradient summed over its query heads), unfused and fused
+// (the dK/dV pass over a group's query heads), on a 2-layer model with 4 query heads in 2 groups,
+// 70 tokens (two flash tiles, the second partial).
+TEST(CoreGradients, LlamaStyleModelMatchesFiniteDifferencesInFp64) {
+  TempDir dir;
+  testing::WriteFile(dir / "llama-70.toml",
+                     "name = \"llama-70\"\nlayers = 2\nhidden = 32\nheads = 4\nkv_heads = 2\nseq_len = 70\n"
+                     "vocab = 64\nglobal_batch = 2\nmlp = \"swiglu\"\nffn_hidden = 48\npositions = \"rotary\"\n"
+                     "norm = \"rmsnorm\"\ntied_embeddings = false\nlinear_biases = false\n");
+  for (const std::string fa : {"", " --flash-attention"}) {
+    const CliRun run = RunCommand(std::string(TUNEPAR_CORE_FP64) + " --model " + (dir / "llama-70.toml") + fa +
+                                  " --steps 1 --warmup 0 -q --threads 1 --gradient-check 6 -o " + (dir / "r.json"));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const nlohmann::json r = nlohmann::json::parse(ReadFile(dir / "r.json"));
+    // wte, 2 x (ln1.w, qkv.w, attproj.w, ln2.w, fc.w, fcproj.w), lnf.w, lm_head: no biases, no wpe.
+    EXPECT_GE(r["gradient_check"]["points"].get<int>(), 6 * 15) << fa;
+    EXPECT_LT(r["gradient_check"]["max_rel_error"].get<double>(), 1e-5) << fa << r["gradient_check"].dump();
+  }
 }
 
 // The fused attention's backward (recomputed probabilities, D = dO . O) against finite

@@ -81,6 +81,83 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+class RMSNorm(nn.Module):
+    """Meta's llama3 RMSNorm (models/llama3/model.py): x rsqrt(mean x^2 + eps) w, in fp32."""
+
+    def __init__(self, C, eps=1e-5):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def rotary_tables(T, hs, device, theta=10000.0):
+    """Meta's precompute_freqs_cis as (cos, sin) of shape (T, hs / 2)."""
+    freqs = 1.0 / (theta ** (torch.arange(0, hs, 2, device=device)[: hs // 2].float() / hs))
+    angles = torch.outer(torch.arange(T, device=device).float(), freqs)
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x, cos, sin):
+    """Meta's apply_rotary_emb (interleaved pairs (2i, 2i + 1)) on x (B, T, H, hs), without complex tensors."""
+    x0, x1 = x.float().unflatten(-1, (-1, 2)).unbind(-1)
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2).type_as(x)
+
+
+class LlamaBlock(nn.Module):
+    """The Llama-style block of tunepar-core (and Meta's llama3 model.py): RMSNorm, grouped-query attention
+    with rotary positions (the same explicit attention as Block unless --attn sdpa), SwiGLU MLP, no biases."""
+
+    def __init__(self, C, NH, KV, F_):
+        super().__init__()
+        self.ln1, self.ln2 = RMSNorm(C), RMSNorm(C)
+        self.NH, self.KV, self.hs = NH, KV, C // NH
+        self.qkv = nn.Linear(C, (NH + 2 * KV) * self.hs, bias=False)
+        self.attproj = nn.Linear(C, C, bias=False)
+        self.w1, self.w3 = nn.Linear(C, F_, bias=False), nn.Linear(C, F_, bias=False)
+        self.w2 = nn.Linear(F_, C, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split([C, self.KV * self.hs, self.KV * self.hs], dim=2)
+        q = apply_rotary(q.view(B, T, self.NH, self.hs), cos, sin)
+        k = apply_rotary(k.view(B, T, self.KV, self.hs), cos, sin)
+        v = v.view(B, T, self.KV, self.hs)
+        rep = self.NH // self.KV  # Meta's repeat_kv: query head h reads K/V head h // rep
+        k, v = (t.repeat_interleave(rep, dim=2) for t in (k, v))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        if ATTN == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hs)
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        x = x + self.attproj(y.transpose(1, 2).contiguous().view(B, T, C))
+        h = self.ln2(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, L, C, NH, KV, F_, T, V):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.blocks = nn.ModuleList(LlamaBlock(C, NH, KV, F_) for _ in range(L))
+        self.lnf, self.head = RMSNorm(C), nn.Linear(C, V, bias=False)
+        self.hs, self.T = C // NH, T
+
+    def forward(self, tokens, targets):
+        cos, sin = rotary_tables(tokens.shape[1], self.hs, tokens.device)
+        x = self.wte(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        logits = self.head(self.lnf(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
 def median(values):
     s = sorted(values)
     n = len(s)
@@ -95,6 +172,10 @@ def main():
     for name, default in [("layers", 4), ("hidden", 256), ("heads", 8), ("seq", 128), ("vocab", 1024),
                           ("batch", 8), ("threads", 2), ("steps", 10), ("warmup", 3)]:
         p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--arch", choices=["gpt", "llama"], default="gpt",
+                   help="llama: GQA (--kv-heads), SwiGLU (--ffn), rotary, RMSNorm, untied head, no biases")
+    p.add_argument("--kv-heads", type=int, default=0, help="llama: K/V heads (default: --heads)")
+    p.add_argument("--ffn", type=int, default=0, help="llama: SwiGLU width (default: 4 hidden)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--bf16-mode", choices=["autocast", "native"], default="autocast")
@@ -106,8 +187,10 @@ def main():
 
     info = {"device": a.device, "dtype": a.dtype, "bf16_mode": a.bf16_mode if a.dtype == "bf16" else None,
             "tf32": a.tf32, "attn": a.attn, "torch": torch.__version__,
+            "arch": a.arch,
             "shape": {"layers": a.layers, "hidden": a.hidden, "heads": a.heads, "seq": a.seq,
-                      "vocab": a.vocab, "batch": a.batch}}
+                      "vocab": a.vocab, "batch": a.batch, "kv_heads": a.kv_heads or a.heads,
+                      "ffn": a.ffn or 4 * a.hidden}}
     if a.device == "cuda":
         if not torch.cuda.is_available():
             print(json.dumps({"status": "no_device", **info}))
@@ -119,7 +202,10 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     dev = torch.device(a.device)
-    model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab).to(dev)
+    if a.arch == "llama":
+        model = Llama(a.layers, a.hidden, a.heads, a.kv_heads or a.heads, a.ffn or 4 * a.hidden, a.seq, a.vocab).to(dev)
+    else:
+        model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab).to(dev)
     native_bf16 = a.dtype == "bf16" and a.bf16_mode == "native"
     autocast_bf16 = a.dtype == "bf16" and a.bf16_mode == "autocast"
     if native_bf16:

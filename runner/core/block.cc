@@ -17,6 +17,7 @@ Buffer StageContext::Statistics(size_t values) const {
 }
 
 const real* StageWeights::Vector(int64_t offset, int64_t n, int slot) const {
+  if (offset < 0) return nullptr;  // a tensor the model does not have (RMSNorm's bias, ...)
   if (bits16 == nullptr) return values + offset;
   real* widened = OpScratch(static_cast<size_t>(n), slot);
   From16Bit(widened, bits16 + offset, n, precision);
@@ -44,10 +45,11 @@ BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_sco
   const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
   const Shard& s = ctx.shard;
   BlockActivations a;
+  const bool centered = !ctx.dims.rmsnorm;  // RMSNorm keeps no mean
   a.ln1 = ctx.Activation(N * C);
-  a.ln1_mean = ctx.Statistics(N);
+  if (centered) a.ln1_mean = ctx.Statistics(N);
   a.ln1_rstd = ctx.Statistics(N);
-  a.qkv = ctx.Activation(N * 3 * s.Cl);
+  a.qkv = ctx.Activation(N * ctx.QkvCols());
   if (ctx.flash_attention) {
     a.lse = ctx.Statistics(static_cast<size_t>(ctx.B) * s.NHl * T);
   } else if (keep_scores) {
@@ -56,9 +58,9 @@ BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_sco
   a.atty = ctx.Activation(N * s.Cl);
   a.res2 = ctx.Activation(N * C);
   a.ln2 = ctx.Activation(N * C);
-  a.ln2_mean = ctx.Statistics(N);
+  if (centered) a.ln2_mean = ctx.Statistics(N);
   a.ln2_rstd = ctx.Statistics(N);
-  a.fch = ctx.Activation(N * s.Fl);
+  a.fch = ctx.Activation(N * ctx.MlpInCols());
   a.fcg = ctx.Activation(N * s.Fl);
   return a;
 }
@@ -70,9 +72,9 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
   w.partial = ctx.PartialSum(N * C);
   w.dres2 = ctx.ActivationGradient(N * C);
   w.datty = ctx.ActivationGradient(N * s.Cl);
-  w.dqkv = ctx.ActivationGradient(N * 3 * s.Cl);
+  w.dqkv = ctx.ActivationGradient(N * ctx.QkvCols());
   w.dfcg = ctx.ActivationGradient(N * s.Fl);
-  w.dfch = ctx.ActivationGradient(N * s.Fl);
+  w.dfch = ctx.ActivationGradient(N * ctx.MlpInCols());
   if (selective && !ctx.flash_attention) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
   return w;
 }
@@ -126,58 +128,92 @@ void CopyValues(const StageContext& ctx, Buffer& to, const Buffer& from, int64_t
 
 // Attention over the saved qkv: y and the probabilities att.
 void Attention(const StageContext& ctx, Buffer& y, Buffer& att, const Buffer& qkv) {
-  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, KVl = ctx.shard.KVl;
   if (ctx.precision == 0) {
-    AttentionForward(y.data(), att.data(), qkv.data(), B, T, Cl, NHl);
+    AttentionForward(y.data(), att.data(), qkv.data(), B, T, Cl, NHl, 0, KVl);
   } else {
-    AttentionForward16(y.bits16(), att.bits16(), qkv.bits16(), B, T, Cl, NHl, ctx.precision);
+    AttentionForward16(y.bits16(), att.bits16(), qkv.bits16(), B, T, Cl, NHl, ctx.precision, KVl);
   }
 }
 
 void AttentionGradient(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv, const Buffer& att) {
-  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, KVl = ctx.shard.KVl;
   if (ctx.precision == 0) {
-    AttentionBackward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, Cl, NHl);
+    AttentionBackward(dqkv.data(), dy.data(), qkv.data(), att.data(), B, T, Cl, NHl, 0, KVl);
   } else {
-    AttentionBackward16(dqkv.bits16(), dy.bits16(), qkv.bits16(), att.bits16(), B, T, Cl, NHl, ctx.precision);
+    AttentionBackward16(dqkv.bits16(), dy.bits16(), qkv.bits16(), att.bits16(), B, T, Cl, NHl, ctx.precision, KVl);
   }
 }
 
 // Fused attention over the saved qkv: y and each row's log-sum-exp.
 void FlashAttention(const StageContext& ctx, Buffer& y, Buffer& lse, const Buffer& qkv) {
-  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, KVl = ctx.shard.KVl;
   if (ctx.precision == 0) {
-    FlashAttentionForward(y.data(), lse.data(), qkv.data(), B, T, Cl, NHl);
+    FlashAttentionForward(y.data(), lse.data(), qkv.data(), B, T, Cl, NHl, 0, KVl);
   } else {
-    FlashAttentionForward16(y.bits16(), lse.data(), qkv.bits16(), B, T, Cl, NHl, ctx.precision);
+    FlashAttentionForward16(y.bits16(), lse.data(), qkv.bits16(), B, T, Cl, NHl, ctx.precision, KVl);
   }
 }
 
 void FlashAttentionGradient(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv,
                             const Buffer& y, const Buffer& lse) {
-  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl;
+  const int B = ctx.B, T = ctx.dims.T, Cl = ctx.shard.Cl, NHl = ctx.shard.NHl, KVl = ctx.shard.KVl;
   if (ctx.precision == 0) {
-    FlashAttentionBackward(dqkv.data(), dy.data(), qkv.data(), y.data(), lse.data(), B, T, Cl, NHl);
+    FlashAttentionBackward(dqkv.data(), dy.data(), qkv.data(), y.data(), lse.data(), B, T, Cl, NHl, 0, KVl);
   } else {
     FlashAttentionBackward16(dqkv.bits16(), dy.bits16(), qkv.bits16(), y.bits16(), lse.data(), B, T, Cl, NHl,
-                             ctx.precision);
+                             ctx.precision, KVl);
   }
 }
 
-void Gelu(const StageContext& ctx, Buffer& out, const Buffer& inp, int64_t n) {
-  if (ctx.precision == 0) {
+// The MLP's activation: GeLU of fch (N, Fl), or SwiGLU of fch (N, 2 Fl) = [gate | up].
+void Activate(const StageContext& ctx, Buffer& out, const Buffer& inp) {
+  const int N = ctx.N(), Fl = ctx.shard.Fl;
+  const int64_t n = int64_t{N} * Fl;
+  if (ctx.dims.swiglu) {
+    if (ctx.precision == 0) {
+      SwigluForward(out.data(), inp.data(), N, Fl, 0);
+    } else {
+      SwigluForward16(out.bits16(), inp.bits16(), N, Fl, ctx.precision);
+    }
+  } else if (ctx.precision == 0) {
     GeluForward(out.data(), inp.data(), n, 0);
   } else {
     GeluForward16(out.bits16(), inp.bits16(), n, ctx.precision);
   }
 }
 
-void GeluGradient(const StageContext& ctx, Buffer& dinp, const Buffer& inp, const Buffer& dout, int64_t n) {
-  if (ctx.precision == 0) {
+void ActivationGradientOf(const StageContext& ctx, Buffer& dinp, const Buffer& inp, const Buffer& dout) {
+  const int N = ctx.N(), Fl = ctx.shard.Fl;
+  const int64_t n = int64_t{N} * Fl;
+  if (ctx.dims.swiglu) {
+    if (ctx.precision == 0) {
+      SwigluBackward(dinp.data(), inp.data(), dout.data(), N, Fl, 0);
+    } else {
+      SwigluBackward16(dinp.bits16(), inp.bits16(), dout.bits16(), N, Fl, ctx.precision);
+    }
+  } else if (ctx.precision == 0) {
     GeluBackward(dinp.data(), inp.data(), dout.data(), n, 0);
   } else {
     GeluBackward16(dinp.bits16(), inp.bits16(), dout.bits16(), n, ctx.precision);
   }
+}
+
+// Rotary positions on the Q and K heads of qkv (N, QkvCols), in place: turned forward after the
+// QKV layer, or back on their gradients before its backward. Nothing without rotary positions.
+void RotateQueriesAndKeys(const StageContext& ctx, Buffer& qkv, bool inverse) {
+  if (!ctx.dims.rotary) return;
+  const int hs = ctx.dims.HeadSize(), rotated = (ctx.shard.NHl + ctx.shard.KVl) * hs;
+  if (ctx.precision == 0) {
+    Rotary(qkv.data(), ctx.N(), ctx.dims.T, rotated, ctx.QkvCols(), hs, inverse, 0);
+  } else {
+    Rotary16(qkv.bits16(), ctx.N(), ctx.dims.T, rotated, ctx.QkvCols(), hs, inverse, ctx.precision);
+  }
+}
+
+// A gradient's place in the flat gradients (null for a tensor the model does not have).
+real* GradientAt(real* G, int64_t offset) {
+  return offset >= 0 ? G + offset : nullptr;
 }
 
 const real* BiasOf(const StageWeights& W, LinearTensors t, int OC) {
@@ -238,12 +274,13 @@ void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTen
   const int C = ctx.dims.C, N = ctx.N();
   const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl;
   const bool adds_bias = ctx.shard.tp_rank == 0;
-  const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
+  const int64_t NC = int64_t{N} * C;
 
   // The row-parallel partial sums are rounded only after their all-reduce (inside the residual
   // add), so that any TP size rounds the same sums.
   Normalize(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
-  Linear(ctx, a.qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl);
+  Linear(ctx, a.qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
+  RotateQueriesAndKeys(ctx, a.qkv, false);
   if (ctx.flash_attention) {
     FlashAttention(ctx, a.atty, a.lse, a.qkv);
   } else {
@@ -254,8 +291,8 @@ void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTen
   Residual(ctx, a.res2, x, partial);
 
   Normalize(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.Vector(t.ln2_w, C, 2), W.Vector(t.ln2_b, C, 3));
-  Linear(ctx, a.fch, a.ln2, W, {t.fc_w, t.fc_b}, C, Fl);
-  Gelu(ctx, a.fcg, a.fch, NF);
+  Linear(ctx, a.fch, a.ln2, W, {t.fc_w, t.fc_b}, C, ctx.MlpInCols());
+  Activate(ctx, a.fcg, a.fch);
   LinearInto(ctx, partial, a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, Fl, C, 0);
   ctx.TpAllReduce(partial, NC);
   Residual(ctx, out, a.res2, partial);
@@ -266,18 +303,18 @@ void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, cons
   real* partial = w.partial.data();
   const int C = ctx.dims.C, N = ctx.N();
   const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl;
-  const int64_t NC = int64_t{N} * C, NF = int64_t{N} * Fl;
+  const int64_t NC = int64_t{N} * C;
 
   // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc. (As in the forward pass,
   // each op rounds what it stores; the gradients of the column-parallel layers' inputs only after
   // their all-reduce.)
   LinearGradient(ctx, w.dfcg, G, dx, a.fcg, W, {t.fcproj_w, t.fcproj_b}, Fl, C);
-  GeluGradient(ctx, w.dfch, a.fch, w.dfcg, NF);
-  LinearGradientPartial(ctx, partial, G, w.dfch, a.ln2, W, {t.fc_w, t.fc_b}, C, Fl);
+  ActivationGradientOf(ctx, w.dfch, a.fch, w.dfcg);
+  LinearGradientPartial(ctx, partial, G, w.dfch, a.ln2, W, {t.fc_w, t.fc_b}, C, ctx.MlpInCols());
   ctx.TpAllReduce(partial, NC);
   ctx.Store(partial, NC);
   CopyValues(ctx, w.dres2, dx, NC);
-  NormalizeGradient(ctx, w.dres2, G + t.ln2_w, G + t.ln2_b, partial, a.res2, W.Vector(t.ln2_w, C, 2), a.ln2_mean,
+  NormalizeGradient(ctx, w.dres2, G + t.ln2_w, GradientAt(G, t.ln2_b), partial, a.res2, W.Vector(t.ln2_w, C, 2), a.ln2_mean,
                     a.ln2_rstd);
 
   // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
@@ -292,11 +329,12 @@ void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, cons
   } else {
     AttentionGradient(ctx, w.dqkv, w.datty, a.qkv, *att);
   }
-  LinearGradientPartial(ctx, partial, G, w.dqkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, 3 * Cl);
+  RotateQueriesAndKeys(ctx, w.dqkv, true);
+  LinearGradientPartial(ctx, partial, G, w.dqkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
   ctx.TpAllReduce(partial, NC);
   ctx.Store(partial, NC);
   CopyValues(ctx, dx, w.dres2, NC);
-  NormalizeGradient(ctx, dx, G + t.ln1_w, G + t.ln1_b, partial, x, W.Vector(t.ln1_w, C, 2), a.ln1_mean, a.ln1_rstd);
+  NormalizeGradient(ctx, dx, G + t.ln1_w, GradientAt(G, t.ln1_b), partial, x, W.Vector(t.ln1_w, C, 2), a.ln1_mean, a.ln1_rstd);
 }
 
 void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const ParameterLayout& p, const int* tokens,
@@ -304,7 +342,7 @@ void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const Para
   const Shard& s = ctx.shard;
   const int T = ctx.dims.T, C = ctx.dims.C;
   const int64_t NC = int64_t{ctx.N()} * C;
-  const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;
+  const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;  // null without a table
   real* sum = ctx.precision == 0 ? x.data() : partial.data();
   if (W.bits16 == nullptr) {
     EncoderForward(sum, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
@@ -320,9 +358,9 @@ void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& 
                        const Buffer& dx) {
   const Shard& s = ctx.shard;
   if (ctx.precision == 0) {
-    EncoderBackward(G + p.wte, G + p.wpe, dx.data(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C);
+    EncoderBackward(G + p.wte, GradientAt(G, p.wpe), dx.data(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C);
   } else {
-    EncoderBackward16(G + p.wte, G + p.wpe, dx.bits16(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C,
+    EncoderBackward16(G + p.wte, GradientAt(G, p.wpe), dx.bits16(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C,
                       ctx.precision);
   }
 }
@@ -331,7 +369,8 @@ void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G
                          const Buffer& x, const int* targets, double grad_scale, Buffer& dx, double* loss) {
   const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
   const int64_t NC = int64_t{N} * C;
-  Buffer lnf = ctx.Activation(NC), mean = ctx.Statistics(N), rstd = ctx.Statistics(N);
+  Buffer lnf = ctx.Activation(NC), rstd = ctx.Statistics(N);
+  Buffer mean = ctx.dims.rmsnorm ? Buffer() : ctx.Statistics(N);
   // Logits in fp32 whatever the storage precision (the loss is computed in fp32): the LM head's
   // GEMM sums as they come (one GEMM call); with 16-bit storage the cross-entropy rounds each
   // to the grid as it reads it: the same numbers as a rounding pass over the N x Vl values,
@@ -373,7 +412,7 @@ void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G
   } else {
     Zero16(dx.bits16(), NC);
   }
-  NormalizeGradient(ctx, dx, G + p.lnf_w, G + p.lnf_b, dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean, rstd);
+  NormalizeGradient(ctx, dx, G + p.lnf_w, GradientAt(G, p.lnf_b), dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean, rstd);
 }
 
 }  // namespace tunepar::core

@@ -35,6 +35,8 @@ struct StageContext {
   MPI_Comm tp_comm = MPI_COMM_NULL;
 
   int N() const { return B * dims.T; }  // rows (tokens) per micro-batch
+  int QkvCols() const { return shard.QkvCols(dims.HeadSize()); }  // qkv's row: [Q | K | V] of this rank's heads
+  int MlpInCols() const { return dims.swiglu ? 2 * shard.Fl : shard.Fl; }  // fc's output row (SwiGLU: gate, up)
   double StorageBytes() const { return precision == 0 ? 4.0 : 2.0; }
   // An activation kept for the backward pass or sent down the pipeline, counted in activations:
   // with 16-bit storage held as 16-bit numbers (two bytes on the device, as counted; read and

@@ -63,7 +63,11 @@ CoreResult Describe(const CoreOptions& o, int world) {
              {"vocab", m.vocab},
              {"ffn_hidden", m.MlpWidth()},
              {"tied_embeddings", m.tied_embeddings},
+             {"kv_heads", m.KvHeads()},
+             {"linear_biases", m.linear_biases},
              {"parameters", m.Parameters()}};
+  for (const ShapeRow& row : ShapeRows())  // mlp, positions, norm: by name
+    if (!row.choices.empty()) r.model[std::string(row.name)] = ShapeFieldText(row, m);
   r.layout = LayoutKey(o.layout);
   r.comm = std::string(ToString(o.comm));
   r.world = world;

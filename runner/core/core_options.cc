@@ -211,6 +211,21 @@ Status ResolveComm(const std::string& comm, CoreOptions& o) {
   return CheckCommMode(o.comm, BackendName());
 }
 
+// The model features the core trains: language models (a ViT's patch input is not built), with
+// learned, rotary or no positions (ALiBi is not), K/V heads split whole over tp as Megatron-LM
+// splits them.
+Status CheckModelRunnable(const ModelShape& m, const Layout& l) {
+  if (!m.HasVocabulary())
+    return InvalidArgument(fmt::format("tunepar-core trains language models; model {} has no vocabulary (a ViT): "
+                                       "use the model or command backend", m.name));
+  if (m.positions == Positions::kAlibi)
+    return InvalidArgument(fmt::format("model {}: ALiBi positions are not implemented in tunepar-core", m.name));
+  if (m.KvHeads() % l.tp != 0)
+    return InvalidArgument(fmt::format("tp {} must divide the {} K/V heads of {} (as Megatron-LM's query groups)",
+                                       l.tp, m.KvHeads(), m.name));
+  return Status::Ok();
+}
+
 // What the core can run: the layout on this job's ranks, the model split over tp and pp, and
 // sensible run settings.
 Status CheckRunnable(const CoreOptions& o, int world_size) {
@@ -228,6 +243,7 @@ Status CheckRunnable(const CoreOptions& o, int world_size) {
     return InvalidArgument(fmt::format("tp {} must divide the heads ({}), hidden ({}), MLP width ({}) and vocabulary ({}) of {}",
                                        l.tp, m.heads, m.hidden, F, m.vocab, m.name));
   }
+  TUNEPAR_RETURN_IF_ERROR(CheckModelRunnable(m, l));
   if (l.pp > m.layers) return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
   if (o.steps < 1 || o.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
   if (o.threads < 0) return InvalidArgument("--threads must be >= 0");

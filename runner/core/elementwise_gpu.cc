@@ -56,6 +56,35 @@ __global__ void GeluBackward16Kernel(uint16_t* dinp, const uint16_t* inp, const 
   const SixteenBitOutputs d{dinp, precision};
   TP_FOR_EACH(i, n) d.Set(i, GeluGrad(From16BitValue(inp[i], precision)) * From16BitValue(dout[i], precision));
 }
+
+// SwiGLU and rotary positions (kernels.h): reals or 16-bit numbers through the Values/Outputs
+// accessors, one element (or rotated pair) per thread.
+template <typename Values, typename Outputs>
+__global__ void SwigluForwardKernel(Outputs out, Values inp, int64_t n, int Fl) {
+  TP_FOR_EACH(i, n) {
+    const int64_t at = SwigluGateIndex(i, Fl);
+    out.Set(i, Swiglu(inp[at], inp[at + Fl]));
+  }
+}
+template <typename Values, typename Outputs>
+__global__ void SwigluBackwardKernel(Outputs dinp, Values inp, Values dout, int64_t n, int Fl) {
+  TP_FOR_EACH(i, n) {
+    const int64_t at = SwigluGateIndex(i, Fl);
+    const real a = inp[at], u = inp[at + Fl], d = dout[i];
+    dinp.Set(at, d * SwigluGateGrad(a, u));
+    dinp.Set(at + Fl, d * SwigluUpGrad(a));
+  }
+}
+// Their instantiations by name (a template's argument list would split TP_LAUNCH's arguments).
+constexpr auto SwigluForwardRealKernel = SwigluForwardKernel<const real*, RealOutputs>;
+constexpr auto SwigluBackwardRealKernel = SwigluBackwardKernel<const real*, RealOutputs>;
+constexpr auto SwigluForward16Kernel = SwigluForwardKernel<SixteenBitValues, SixteenBitOutputs>;
+constexpr auto SwigluBackward16Kernel = SwigluBackwardKernel<SixteenBitValues, SixteenBitOutputs>;
+
+template <typename Outputs>
+__global__ void RotaryKernel(Outputs x, int64_t pairs, int T, int rotated, int ld, int hs, bool inverse) {
+  TP_FOR_EACH(i, pairs) RotatePair(x, i, rotated, ld, T, hs, inverse);
+}
 __global__ void AddBiasTo16BitKernel(uint16_t* out, const real* sums, const real* bias, int64_t n, int OC,
                                      int precision) {
   const SixteenBitOutputs o{out, precision};
@@ -142,6 +171,38 @@ void Zero16(uint16_t* p, int64_t n) {
     gpu::ProfiledRegion profiled("memset (16-bit zeros)");
     Check(hipMemsetAsync(p, 0, n * sizeof(uint16_t), ComputeStream()), "hipMemsetAsync");
   }
+}
+
+void SwigluForward(real* out, const real* inp, int N, int Fl, int precision) {
+  const int64_t n = int64_t{N} * Fl;
+  if (n > 0) TP_LAUNCH(SwigluForwardRealKernel, Blocks(n), kThreads,
+                       RealOutputs{out, precision}, inp, n, Fl);
+}
+void SwigluBackward(real* dinp, const real* inp, const real* dout, int N, int Fl, int precision) {
+  const int64_t n = int64_t{N} * Fl;
+  if (n > 0) TP_LAUNCH(SwigluBackwardRealKernel, Blocks(n), kThreads,
+                       RealOutputs{dinp, precision}, inp, dout, n, Fl);
+}
+void SwigluForward16(uint16_t* out, const uint16_t* inp, int N, int Fl, int precision) {
+  const int64_t n = int64_t{N} * Fl;
+  if (n > 0) TP_LAUNCH(SwigluForward16Kernel, Blocks(n), kThreads,
+                       SixteenBitOutputs{out, precision}, SixteenBitValues{inp, precision}, n, Fl);
+}
+void SwigluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int N, int Fl, int precision) {
+  const int64_t n = int64_t{N} * Fl;
+  if (n > 0) TP_LAUNCH(SwigluBackward16Kernel, Blocks(n), kThreads,
+                       SixteenBitOutputs{dinp, precision}, SixteenBitValues{inp, precision},
+                       SixteenBitValues{dout, precision}, n, Fl);
+}
+void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
+  const int64_t pairs = int64_t{N} * (rotated / 2);
+  if (pairs > 0) TP_LAUNCH(RotaryKernel<RealOutputs>, Blocks(pairs), kThreads, RealOutputs{qkv, precision}, pairs, T,
+                           rotated, ld, hs, inverse);
+}
+void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
+  const int64_t pairs = int64_t{N} * (rotated / 2);
+  if (pairs > 0) TP_LAUNCH(RotaryKernel<SixteenBitOutputs>, Blocks(pairs), kThreads,
+                           SixteenBitOutputs{qkv, precision}, pairs, T, rotated, ld, hs, inverse);
 }
 
 void GeluForward(real* out, const real* inp, int64_t n, int precision) {

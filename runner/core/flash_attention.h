@@ -38,15 +38,20 @@ TP_HOST_DEVICE inline bool Visible(int query, int key, int T) {
   return key <= query && query < T;
 }
 
-// A call's shape: B sequences of T tokens, NHl heads of hs = Cl / NHl values, scale 1 / sqrt(hs).
+// A call's shape: B sequences of T tokens, NHl query heads of hs = Cl / NHl values in KVl K/V
+// groups (grouped-query attention: query head h reads K/V head h / (NHl / KVl); KVl = NHl for
+// multi-head attention), scale 1 / sqrt(hs).
 struct FlashShape {
   int B, T, Cl, NHl, hs;
   real scale;
   int precision;  // the storage grid of the inputs and outputs (ops.h)
+  int KVl;
+  TP_HOST_DEVICE int QueryHeadsPerGroup() const { return NHl / KVl; }
+  TP_HOST_DEVICE int QkvLd() const { return (NHl + 2 * KVl) * hs; }
 };
-TP_HOST_DEVICE inline FlashShape FlashShapeOf(int B, int T, int Cl, int NHl, int precision) {
+TP_HOST_DEVICE inline FlashShape FlashShapeOf(int B, int T, int Cl, int NHl, int precision, int KVl = 0) {
   const int hs = Cl / NHl;
-  return {B, T, Cl, NHl, hs, real(1) / Sqrt(static_cast<real>(hs)), precision};
+  return {B, T, Cl, NHl, hs, real(1) / Sqrt(static_cast<real>(hs)), precision, KVl > 0 ? KVl : NHl};
 }
 
 // Where one head's rows lie in a (B, T, ld) array: row t's hs values start at first + t ld.
@@ -54,9 +59,13 @@ struct HeadRows {
   int64_t first;
   int ld;
 };
-// Part 0 (q), 1 (k) or 2 (v) of head h of sequence b in qkv (B, T, 3 Cl).
+// Part 0 (q), 1 (k) or 2 (v) of query head h of sequence b in qkv (B, T, (NHl + 2 KVl) hs): K and V
+// are those of h's group.
 TP_HOST_DEVICE inline HeadRows QkvRows(const FlashShape& s, int b, int h, int part) {
-  return {int64_t{b} * s.T * 3 * s.Cl + int64_t{part} * s.Cl + int64_t{h} * s.hs, 3 * s.Cl};
+  const int group = h / s.QueryHeadsPerGroup();
+  const int64_t column = part == 0 ? int64_t{h} * s.hs
+                                   : (int64_t{s.NHl} + int64_t{part - 1} * s.KVl + group) * s.hs;
+  return {int64_t{b} * s.T * s.QkvLd() + column, s.QkvLd()};
 }
 // Head h of sequence b in y, dy (B, T, Cl).
 TP_HOST_DEVICE inline HeadRows OutputRows(const FlashShape& s, int b, int h) {

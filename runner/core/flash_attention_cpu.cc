@@ -128,20 +128,24 @@ void StoreTile(Outputs out, HeadRows at, const std::vector<real>& tile, int row0
   }
 }
 
-// One key tile's dK and dV, over the query tiles that see it.
+// One key tile's dK and dV of K/V head `group`, over the query tiles that see it, of each query head
+// of the group in turn.
 template <typename Values, typename Outputs>
-void KeyValueGradientTile(Outputs dqkv, Values dy, Values qkv, Values y, const real* lse, const FlashShape& s, int b, int h,
-                          int kt) {
+void KeyValueGradientTile(Outputs dqkv, Values dy, Values qkv, Values y, const real* lse, const FlashShape& s, int b,
+                          int group, int kt) {
+  const int h = group * s.QueryHeadsPerGroup();  // the group's first query head: its K/V rows
   const int col0 = kt * kFlashCols, hs = s.hs;
   std::vector<real> k, v, p, ds;
   std::vector<real> dk(static_cast<size_t>(kFlashCols) * hs, real(0)), dv(dk.size(), real(0));
   WidenTile(k, qkv, QkvRows(s, b, h, 1), col0, kFlashCols, s.T, hs);
   WidenTile(v, qkv, QkvRows(s, b, h, 2), col0, kFlashCols, s.T, hs);
-  for (int qt = FirstQueryTile(kt); qt < FlashTiles(s.T, kFlashRows); ++qt) {
-    const QueryTile t = LoadQueryTile(qkv, y, dy, lse, s, b, h, qt);
-    ScoreGradientTile(p, ds, t, k, v, col0, s);
-    AccumulateProduct(dv, p, t.dout, kFlashCols, kFlashRows, hs, true);  // P^T dO
-    AccumulateProduct(dk, ds, t.q, kFlashCols, kFlashRows, hs, true);    // dS^T Q
+  for (int query_head = h; query_head < h + s.QueryHeadsPerGroup(); ++query_head) {
+    for (int qt = FirstQueryTile(kt); qt < FlashTiles(s.T, kFlashRows); ++qt) {
+      const QueryTile t = LoadQueryTile(qkv, y, dy, lse, s, b, query_head, qt);
+      ScoreGradientTile(p, ds, t, k, v, col0, s);
+      AccumulateProduct(dv, p, t.dout, kFlashCols, kFlashRows, hs, true);  // P^T dO
+      AccumulateProduct(dk, ds, t.q, kFlashCols, kFlashRows, hs, true);    // dS^T Q
+    }
   }
   StoreTile(dqkv, QkvRows(s, b, h, 1), dk, col0, s.T, hs);
   StoreTile(dqkv, QkvRows(s, b, h, 2), dv, col0, s.T, hs);
@@ -163,50 +167,52 @@ void QueryGradientTile(Outputs dqkv, Values dy, Values qkv, Values y, const real
   StoreTile(dqkv, QkvRows(s, b, h, 0), dq, t.row0, s.T, s.hs);
 }
 
-// Calls task(b, h, tile) for every tile of every head of every sequence, in parallel.
+// Calls task(b, h, tile) for every tile of every head (of `heads`: query or K/V heads) of every
+// sequence, in parallel.
 template <typename Task>
-void ForEachTile(const FlashShape& s, int tiles, const Task& task) {
-  const int64_t count = int64_t{s.B} * s.NHl * tiles;
+void ForEachTile(const FlashShape& s, int heads, int tiles, const Task& task) {
+  const int64_t count = int64_t{s.B} * heads * tiles;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t i = 0; i < count; ++i) {
-    task(static_cast<int>(i / (int64_t{s.NHl} * tiles)), static_cast<int>(i / tiles % s.NHl),
+    task(static_cast<int>(i / (int64_t{heads} * tiles)), static_cast<int>(i / tiles % heads),
          static_cast<int>(i % tiles));
   }
 }
 
 template <typename Values, typename Outputs>
 void Forward(Outputs y, real* lse, Values qkv, const FlashShape& s) {
-  ForEachTile(s, FlashTiles(s.T, kFlashRows), [&](int b, int h, int qt) { ForwardTile(y, lse, qkv, s, b, h, qt); });
+  ForEachTile(s, s.NHl, FlashTiles(s.T, kFlashRows),
+              [&](int b, int h, int qt) { ForwardTile(y, lse, qkv, s, b, h, qt); });
 }
 
 template <typename Values, typename Outputs>
 void Backward(Outputs dqkv, Values dy, Values qkv, Values y, const real* lse, const FlashShape& s) {
-  ForEachTile(s, FlashTiles(s.T, kFlashCols),
-              [&](int b, int h, int kt) { KeyValueGradientTile(dqkv, dy, qkv, y, lse, s, b, h, kt); });
-  ForEachTile(s, FlashTiles(s.T, kFlashRows),
+  ForEachTile(s, s.KVl, FlashTiles(s.T, kFlashCols),
+              [&](int b, int group, int kt) { KeyValueGradientTile(dqkv, dy, qkv, y, lse, s, b, group, kt); });
+  ForEachTile(s, s.NHl, FlashTiles(s.T, kFlashRows),
               [&](int b, int h, int qt) { QueryGradientTile(dqkv, dy, qkv, y, lse, s, b, h, qt); });
 }
 
 }  // namespace
 
-void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
-  Forward(RealOutputs{y, precision}, lse, qkv, FlashShapeOf(B, T, Cl, NHl, precision));
+void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision, int KVl) {
+  Forward(RealOutputs{y, precision}, lse, qkv, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 void FlashAttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* y, const real* lse, int B,
-                            int T, int Cl, int NHl, int precision) {
-  Backward(RealOutputs{dqkv, precision}, dy, qkv, y, lse, FlashShapeOf(B, T, Cl, NHl, precision));
+                            int T, int Cl, int NHl, int precision, int KVl) {
+  Backward(RealOutputs{dqkv, precision}, dy, qkv, y, lse, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 void FlashAttentionForward16(uint16_t* y, real* lse, const uint16_t* qkv, int B, int T, int Cl, int NHl,
-                             int precision) {
-  Forward(SixteenBitOutputs{y, precision}, lse, SixteenBitValues{qkv, precision}, FlashShapeOf(B, T, Cl, NHl, precision));
+                             int precision, int KVl) {
+  Forward(SixteenBitOutputs{y, precision}, lse, SixteenBitValues{qkv, precision}, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* y,
-                              const real* lse, int B, int T, int Cl, int NHl, int precision) {
+                              const real* lse, int B, int T, int Cl, int NHl, int precision, int KVl) {
   Backward(SixteenBitOutputs{dqkv, precision}, SixteenBitValues{dy, precision}, SixteenBitValues{qkv, precision},
-           SixteenBitValues{y, precision}, lse, FlashShapeOf(B, T, Cl, NHl, precision));
+           SixteenBitValues{y, precision}, lse, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 }  // namespace tunepar::core

@@ -36,17 +36,17 @@ namespace {
 }
 }  // namespace
 
-void FlashAttentionForward(real*, real*, const real*, int, int, int, int, int) {
+void FlashAttentionForward(real*, real*, const real*, int, int, int, int, int, int) {
   NoHipKernel();
 }
-void FlashAttentionBackward(real*, const real*, const real*, const real*, const real*, int, int, int, int, int) {
+void FlashAttentionBackward(real*, const real*, const real*, const real*, const real*, int, int, int, int, int, int) {
   NoHipKernel();
 }
-void FlashAttentionForward16(uint16_t*, real*, const uint16_t*, int, int, int, int, int) {
+void FlashAttentionForward16(uint16_t*, real*, const uint16_t*, int, int, int, int, int, int) {
   NoHipKernel();
 }
 void FlashAttentionBackward16(uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, const real*, int, int,
-                              int, int, int) {
+                              int, int, int, int) {
   NoHipKernel();
 }
 
@@ -385,14 +385,17 @@ __global__ void __launch_bounds__(kThreads)
   real *k = tiles.Tile(0), *v = tiles.Tile(1), *pt = tiles.Tile(4), *dst = pt + kFlashCols * kFlashRows;
   const QueryRows t{tiles.Tile(2), tiles.Tile(3), dst + kFlashCols * kFlashRows, dst + kFlashCols * kFlashRows + kFlashRows,
                     tiles.ld};
-  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, col0 = kt * kFlashCols;
+  // blockIdx.y is a K/V head: its group's query heads are visited in turn (grouped-query attention).
+  const int kt = blockIdx.x, h = blockIdx.y * s.QueryHeadsPerGroup(), b = blockIdx.z, col0 = kt * kFlashCols;
   LoadTile(k, tiles.ld, qkv, QkvRows(s, b, h, 1), col0, kFlashCols, s.T, s.hs);
   LoadTile(v, tiles.ld, qkv, QkvRows(s, b, h, 2), col0, kFlashCols, s.T, s.hs);
   real dk[kKeysPerWarp][kDimsPerLane] = {}, dv[kKeysPerWarp][kDimsPerLane] = {};
-  for (int qt = FirstQueryTile(kt); qt < FlashTiles(s.T, kFlashRows); ++qt) {
+  const int query_tiles = FlashTiles(s.T, kFlashRows), first = FirstQueryTile(kt);
+  for (int visit = 0; visit < (query_tiles - first) * s.QueryHeadsPerGroup(); ++visit) {
+    const int query_head = h + visit / (query_tiles - first), qt = first + visit % (query_tiles - first);
     const int row0 = qt * kFlashRows;
     __syncthreads();  // the last query tile is read
-    LoadQueryRows(t, qkv, y, dy, lse, s, b, h, row0);
+    LoadQueryRows(t, qkv, y, dy, lse, s, b, query_head, row0);
     __syncthreads();
     for (int i = 0; i < kKeysPerWarp; ++i) {
       const int c = Warp() * kKeysPerWarp + i;
@@ -550,14 +553,16 @@ __global__ void __launch_bounds__(kThreads)
   namespace wmma = nvcuda::wmma;
   extern __shared__ __align__(128) unsigned char mma_shared[];
   const MmaBackwardTiles t = MmaBackwardLayout(mma_shared, s.hs);
-  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, col0 = kt * kFlashCols;
+  const int kt = blockIdx.x, h = blockIdx.y * s.QueryHeadsPerGroup(), b = blockIdx.z, col0 = kt * kFlashCols;
   CopyTile16(t.k, t.ld16, qkv, QkvRows(s, b, h, 1), col0, s.T, s.hs);
   CopyTile16(t.v, t.ld16, qkv, QkvRows(s, b, h, 2), col0, s.T, s.hs);
   for (int e = threadIdx.x; e < kFlashRows * t.ldo; e += blockDim.x) t.acc0[e] = t.acc1[e] = 0;  // dK, dV
-  for (int qt = FirstQueryTile(kt); qt < FlashTiles(s.T, kFlashRows); ++qt) {
+  const int query_tiles = FlashTiles(s.T, kFlashRows), first = FirstQueryTile(kt);
+  for (int visit = 0; visit < (query_tiles - first) * s.QueryHeadsPerGroup(); ++visit) {
+    const int query_head = h + visit / (query_tiles - first), qt = first + visit % (query_tiles - first);
     const int row0 = qt * kFlashRows;
     __syncthreads();  // the last query tile is read
-    LoadMmaQueryRows(t, qkv, y, dy, lse, s, b, h, row0);
+    LoadMmaQueryRows(t, qkv, y, dy, lse, s, b, query_head, row0);
     __syncthreads();
     MmaScoreGradients<Element>(t, row0, col0, s);
     MmaProduct<Element, wmma::col_major, wmma::row_major>(t.acc1, t.ldo, t.p, t.ldp, t.dout, t.ld16, kFlashCols,
@@ -616,15 +621,21 @@ void CheckHeadSize(const FlashShape& s) {
   }
 }
 
-// Launches kernel(args...) on the compute stream over (tiles, heads, sequences) blocks.
+// Launches kernel(args...) on the compute stream over (tiles, heads, sequences) blocks: query heads,
+// or K/V heads for the dK/dV kernels (KeyValueHeads).
+template <typename... Params, typename... Args>
+void LaunchOver(int heads, void (*kernel)(Params...), const char* name, const FlashShape& s, int tiles,
+                size_t shared_bytes, Args... args) {
+  gpu::Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+             name);
+  const dim3 grid(tiles, heads, s.B);
+  kernel<<<grid, kThreads, shared_bytes, gpu::ComputeStream()>>>(args...);
+  gpu::CheckLaunch(name);
+}
 template <typename... Params, typename... Args>
 void Launch(void (*kernel)(Params...), const char* name, const FlashShape& s, int tiles, size_t shared_bytes,
             Args... args) {
-  gpu::Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             name);
-  const dim3 grid(tiles, s.NHl, s.B);
-  kernel<<<grid, kThreads, shared_bytes, gpu::ComputeStream()>>>(args...);
-  gpu::CheckLaunch(name);
+  LaunchOver(s.NHl, kernel, name, s, tiles, shared_bytes, args...);
 }
 
 // The bound device's attribute (queried once: a process binds one device).
@@ -658,8 +669,8 @@ template <typename Values, typename Outputs>
 void Backward(Outputs dqkv, Values dy, Values qkv, Values y, const real* lse, const FlashShape& s) {
   CheckHeadSize(s);
   gpu::ProfiledRegion profiled("FlashAttentionBackward");
-  Launch(FlashKeyValueGradientKernel<Values, Outputs>, "FlashKeyValueGradientKernel", s, FlashTiles(s.T, kFlashCols),
-         SharedBytes(s.hs, 4, 2), dqkv, dy, qkv, y, lse, s);
+  LaunchOver(s.KVl, FlashKeyValueGradientKernel<Values, Outputs>, "FlashKeyValueGradientKernel", s,
+             FlashTiles(s.T, kFlashCols), SharedBytes(s.hs, 4, 2), dqkv, dy, qkv, y, lse, s);
   Launch(FlashQueryGradientKernel<Values, Outputs>, "FlashQueryGradientKernel", s, FlashTiles(s.T, kFlashRows),
          SharedBytes(s.hs, 4, 1), dqkv, dy, qkv, y, lse, s);
 }
@@ -670,26 +681,26 @@ void MmaBackward(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const 
   gpu::ProfiledRegion profiled("FlashAttentionBackward");
   const SixteenBitOutputs out{dqkv, s.precision};
   const SixteenBitValues outputs{y, s.precision};
-  Launch(FlashKeyValueGradientMmaKernel<Element>, "FlashKeyValueGradientMmaKernel", s, FlashTiles(s.T, kFlashCols),
-         MmaBackwardBytes(s.hs), out, dy, qkv, outputs, lse, s);
+  LaunchOver(s.KVl, FlashKeyValueGradientMmaKernel<Element>, "FlashKeyValueGradientMmaKernel", s,
+             FlashTiles(s.T, kFlashCols), MmaBackwardBytes(s.hs), out, dy, qkv, outputs, lse, s);
   Launch(FlashQueryGradientMmaKernel<Element>, "FlashQueryGradientMmaKernel", s, FlashTiles(s.T, kFlashRows),
          MmaBackwardBytes(s.hs), out, dy, qkv, outputs, lse, s);
 }
 
 }  // namespace
 
-void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
-  Forward(RealOutputs{y, precision}, lse, qkv, FlashShapeOf(B, T, Cl, NHl, precision));
+void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision, int KVl) {
+  Forward(RealOutputs{y, precision}, lse, qkv, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 void FlashAttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* y, const real* lse, int B,
-                            int T, int Cl, int NHl, int precision) {
-  Backward(RealOutputs{dqkv, precision}, dy, qkv, y, lse, FlashShapeOf(B, T, Cl, NHl, precision));
+                            int T, int Cl, int NHl, int precision, int KVl) {
+  Backward(RealOutputs{dqkv, precision}, dy, qkv, y, lse, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 void FlashAttentionForward16(uint16_t* y, real* lse, const uint16_t* qkv, int B, int T, int Cl, int NHl,
-                             int precision) {
-  const FlashShape s = FlashShapeOf(B, T, Cl, NHl, precision);
+                             int precision, int KVl) {
+  const FlashShape s = FlashShapeOf(B, T, Cl, NHl, precision, KVl);
   if (TensorCoreForward(s)) {
     CheckHeadSize(s);
     gpu::ProfiledRegion profiled("FlashAttentionForward");
@@ -703,12 +714,12 @@ void FlashAttentionForward16(uint16_t* y, real* lse, const uint16_t* qkv, int B,
     }
     return;
   }
-  Forward(SixteenBitOutputs{y, precision}, lse, SixteenBitValues{qkv, precision}, FlashShapeOf(B, T, Cl, NHl, precision));
+  Forward(SixteenBitOutputs{y, precision}, lse, SixteenBitValues{qkv, precision}, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* y,
-                              const real* lse, int B, int T, int Cl, int NHl, int precision) {
-  const FlashShape s = FlashShapeOf(B, T, Cl, NHl, precision);
+                              const real* lse, int B, int T, int Cl, int NHl, int precision, int KVl) {
+  const FlashShape s = FlashShapeOf(B, T, Cl, NHl, precision, KVl);
   if (TensorCoreBackward(s)) {
     CheckHeadSize(s);
     if (precision == 1) {
@@ -719,7 +730,7 @@ void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t
     return;
   }
   Backward(SixteenBitOutputs{dqkv, precision}, SixteenBitValues{dy, precision}, SixteenBitValues{qkv, precision},
-           SixteenBitValues{y, precision}, lse, FlashShapeOf(B, T, Cl, NHl, precision));
+           SixteenBitValues{y, precision}, lse, FlashShapeOf(B, T, Cl, NHl, precision, KVl));
 }
 
 #endif

@@ -94,8 +94,11 @@ void MatmulBackward16(real* dinp, real* dw, real* dbias, const uint16_t* dout, c
 
 namespace {
 
-// Sequence b's heads in qkv (B, T, 3 Cl): head h's Q rows start at q + h hs, K at + Cl, V at
-// + 2 Cl, every row 3 Cl apart. As column-major arrays they are Q^T, K^T, V^T (hs, T), ld 3 Cl.
+// Sequence b's heads in qkv (B, T, (NHl + 2 KVl) hs): query head h's rows start at q + h hs, K/V
+// head j's at k + j hs and v + j hs, every row ld apart. As column-major arrays they are Q^T, K^T,
+// V^T (hs, T) with that ld. Query head h = j rep + r reads K/V head j (rep = NHl / KVl query
+// heads share one: Meta's repeat_kv), so for each r one strided-batched GEMM over the KVl groups
+// covers the heads r, rep + r, ...: Q and the probabilities stride rep heads, K and V one.
 template <typename Value>
 struct SequenceHeads {
   const Value* q;
@@ -104,10 +107,25 @@ struct SequenceHeads {
   int ld;
 };
 
+struct HeadGroups {
+  int NHl, KVl, hs, rep;
+  int Ld() const { return (NHl + 2 * KVl) * hs; }
+  int64_t QkvValues(int B, int T) const { return int64_t{B} * T * Ld(); }
+};
+HeadGroups GroupsOf(int Cl, int NHl, int KVl) {
+  const int kv = KVl > 0 ? KVl : NHl;
+  return {NHl, kv, Cl / NHl, NHl / kv};
+}
+
 template <typename Value>
-SequenceHeads<Value> HeadsOf(const Value* qkv, int b, int T, int Cl) {
-  const Value* base = qkv + int64_t{b} * T * 3 * Cl;
-  return {base, base + Cl, base + 2 * Cl, 3 * Cl};
+SequenceHeads<Value> HeadsOf(const Value* qkv, int b, int T, const HeadGroups& g) {
+  const Value* base = qkv + int64_t{b} * T * g.Ld();
+  return {base, base + int64_t{g.NHl} * g.hs, base + int64_t{g.NHl + g.KVl} * g.hs, g.Ld()};
+}
+
+// The batch over the KVl groups for query-head offset r: (K/V head stride, query-side stride).
+GemmBatch GroupBatch(const HeadGroups& g, int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+  return {g.KVl, stride_a, stride_b, stride_c};
 }
 
 // With 16-bit storage the GEMMs read and write 16-bit operands (tensor cores): qkv, y, dy, dqkv
@@ -122,104 +140,136 @@ uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int prec
 }  // namespace
 
 void AttentionForward16(uint16_t* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl,
-                        int precision) {
-  const int hs = Cl / NHl;
+                        int precision, int KVl) {
+  const HeadGroups g = GroupsOf(Cl, NHl, KVl);
+  const int hs = g.hs, rep = g.rep;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   real* scores = OpScratch(static_cast<size_t>(NHl * TT));  // one sequence's, in fp32
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, Cl);
+    const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, g);
     uint16_t* p16 = att + int64_t{b} * NHl * TT;
-    Gemm16(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q, s.ld, real(0), scores, T, {NHl, hs, hs, TT}, precision);
+    for (int r = 0; r < rep; ++r) {
+      Gemm16(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q + r * hs, s.ld, real(0), scores + r * TT, T,
+             GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
+    }
     CausalSoftmaxForward(scores, int64_t{NHl} * T, T, precision, p16);
-    Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p16, T, real(0), y + int64_t{b} * T * Cl, Cl,
-           {NHl, hs, TT, hs}, precision);
+    for (int r = 0; r < rep; ++r) {
+      Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p16 + r * TT, T, real(0),
+             y + int64_t{b} * T * Cl + r * hs, Cl, GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
+    }
   }
 }
 
+// dK and dV of a K/V head sum over its group's query heads: the first product writes (beta 0),
+// the others add (beta 1), in ascending order.
 void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
-                         int Cl, int NHl, int precision) {
-  const int hs = Cl / NHl;
+                         int Cl, int NHl, int precision, int KVl) {
+  const HeadGroups g = GroupsOf(Cl, NHl, KVl);
+  const int hs = g.hs, rep = g.rep;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   const int64_t TT = int64_t{T} * T;
   real* dp = OpScratch(static_cast<size_t>(NHl * TT));
   real* p = OpScratch(static_cast<size_t>(NHl * TT), 1);  // one sequence's probabilities, in fp32
   uint16_t* ds16 = OpScratch16(Scratch16::kScoreGrads, static_cast<size_t>(NHl * TT));
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, Cl);
-    uint16_t* dq = dqkv + int64_t{b} * T * 3 * Cl;
+    const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, g);
+    uint16_t* dq = dqkv + int64_t{b} * T * g.Ld();
+    uint16_t* dk = dq + int64_t{NHl} * hs;
+    uint16_t* dv = dk + int64_t{g.KVl} * hs;
     const uint16_t* dyb = dy + int64_t{b} * T * Cl;
     const uint16_t* p16 = att + int64_t{b} * NHl * TT;
     From16Bit(p, p16, NHl * TT, precision);
-    Gemm16(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb, Cl, real(0), dp, T, {NHl, hs, hs, TT}, precision);
+    for (int r = 0; r < rep; ++r) {
+      Gemm16(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb + r * hs, Cl, real(0), dp + r * TT, T,
+             GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
+    }
     CausalSoftmaxBackward(dp, p, int64_t{NHl} * T, T, scale, precision, ds16);
-    Gemm16(Op::kN, Op::kT, hs, T, T, real(1), dyb, Cl, p16, T, real(0), dq + 2 * Cl, s.ld, {NHl, hs, TT, hs},
-           precision);
-    Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, ds16, T, real(0), dq, s.ld, {NHl, hs, TT, hs}, precision);
-    Gemm16(Op::kN, Op::kT, hs, T, T, real(1), s.q, s.ld, ds16, T, real(0), dq + Cl, s.ld, {NHl, hs, TT, hs},
-           precision);
+    for (int r = 0; r < rep; ++r) {
+      const real beta = r == 0 ? real(0) : real(1);
+      Gemm16(Op::kN, Op::kT, hs, T, T, real(1), dyb + r * hs, Cl, p16 + r * TT, T, beta, dv, s.ld,
+             GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
+      Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, ds16 + r * TT, T, real(0), dq + r * hs, s.ld,
+             GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
+      Gemm16(Op::kN, Op::kT, hs, T, T, real(1), s.q + r * hs, s.ld, ds16 + r * TT, T, beta, dk, s.ld,
+             GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
+    }
   }
 }
 
-void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision) {
+void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision, int KVl) {
+  const HeadGroups g = GroupsOf(Cl, NHl, KVl);
   const int64_t TT = int64_t{T} * T;
   if (precision != 0) {  // through 16-bit storage, y and the probabilities handed back as reals
-    const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, int64_t{B} * T * 3 * Cl, precision);
+    const uint16_t* qkv16 = SixteenBitCopy(Scratch16::kInput, qkv, g.QkvValues(B, T), precision);
     uint16_t* att16 = OpScratch16(Scratch16::kMatrix, static_cast<size_t>(B * NHl * TT));
     uint16_t* y16 = OpScratch16(Scratch16::kOutput, static_cast<size_t>(B) * T * Cl);
-    AttentionForward16(y16, att16, qkv16, B, T, Cl, NHl, precision);
+    AttentionForward16(y16, att16, qkv16, B, T, Cl, NHl, precision, KVl);
     From16Bit(att, att16, B * NHl * TT, precision);
     From16Bit(y, y16, int64_t{B} * T * Cl, precision);
     return;
   }
-  const int hs = Cl / NHl;
+  const int hs = g.hs, rep = g.rep;
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads<real> s = HeadsOf(qkv, b, T, Cl);
+    const SequenceHeads<real> s = HeadsOf(qkv, b, T, g);
     real* p = att + int64_t{b} * NHl * TT;
     // S^T (T, T) = K Q^T scale, for each head (batch stride hs in qkv, T^2 in att).
-    Gemm(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q, s.ld, real(0), p, T, {NHl, hs, hs, TT}, precision);
+    for (int r = 0; r < rep; ++r) {
+      Gemm(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q + r * hs, s.ld, real(0), p + r * TT, T,
+           GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
+    }
     CausalSoftmaxForward(p, int64_t{NHl} * T, T, precision);
     // y^T (hs, T) = V^T (hs, T) P^T (T, T); y rows are Cl apart.
-    Gemm(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p, T, real(0), y + int64_t{b} * T * Cl, Cl,
-         {NHl, hs, TT, hs}, precision);
+    for (int r = 0; r < rep; ++r) {
+      Gemm(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p + r * TT, T, real(0), y + int64_t{b} * T * Cl + r * hs,
+           Cl, GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
+    }
   }
 }
 
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
-                       int NHl, int precision) {
+                       int NHl, int precision, int KVl) {
+  const HeadGroups g = GroupsOf(Cl, NHl, KVl);
+  const int64_t TT = int64_t{T} * T;
   if (precision != 0) {  // through 16-bit storage, dqkv handed back as reals
-    const int64_t TT = int64_t{T} * T, NQKV = int64_t{B} * T * 3 * Cl;
+    const int64_t NQKV = g.QkvValues(B, T);
     uint16_t* dqkv16 = OpScratch16(Scratch16::kOutput, static_cast<size_t>(NQKV));
     AttentionBackward16(dqkv16, SixteenBitCopy(Scratch16::kOutputGrad, dy, int64_t{B} * T * Cl, precision),
                         SixteenBitCopy(Scratch16::kInput, qkv, NQKV, precision),
-                        SixteenBitCopy(Scratch16::kMatrix, att, B * NHl * TT, precision), B, T, Cl, NHl, precision);
+                        SixteenBitCopy(Scratch16::kMatrix, att, B * NHl * TT, precision), B, T, Cl, NHl, precision,
+                        KVl);
     From16Bit(dqkv, dqkv16, NQKV, precision);
     return;
   }
-  const int hs = Cl / NHl;
+  const int hs = g.hs, rep = g.rep;
   real* scratch = OpScratch(static_cast<size_t>(NHl) * T * T);
   const real scale = real(1) / Sqrt(static_cast<real>(hs));
-  const int64_t TT = int64_t{T} * T;
   for (int b = 0; b < B; ++b) {
-    const SequenceHeads<real> s = HeadsOf(qkv, b, T, Cl);
-    real* dq = dqkv + int64_t{b} * T * 3 * Cl;
-    real* dk = dq + Cl;
-    real* dv = dq + 2 * Cl;
+    const SequenceHeads<real> s = HeadsOf(qkv, b, T, g);
+    real* dq = dqkv + int64_t{b} * T * g.Ld();
+    real* dk = dq + int64_t{NHl} * hs;
+    real* dv = dk + int64_t{g.KVl} * hs;
     const real* dyb = dy + int64_t{b} * T * Cl;
     const real* p = att + int64_t{b} * NHl * TT;
     // dP^T (T, T) = V (T, hs) dy^T (hs, T).
-    Gemm(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb, Cl, real(0), scratch, T, {NHl, hs, hs, TT},
-         precision);
+    for (int r = 0; r < rep; ++r) {
+      Gemm(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb + r * hs, Cl, real(0), scratch + r * TT, T,
+           GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
+    }
     CausalSoftmaxBackward(scratch, p, int64_t{NHl} * T, T, scale, precision);  // dS (scaled)
-    // dV^T (hs, T) = dy^T (hs, T) P (T, T).
-    Gemm(Op::kN, Op::kT, hs, T, T, real(1), dyb, Cl, p, T, real(0), dv, s.ld, {NHl, hs, TT, hs}, precision);
-    // dQ^T (hs, T) = K^T (hs, T) dS^T (T, T).
-    Gemm(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, scratch, T, real(0), dq, s.ld, {NHl, hs, TT, hs},
-         precision);
-    // dK^T (hs, T) = Q^T (hs, T) dS (T, T).
-    Gemm(Op::kN, Op::kT, hs, T, T, real(1), s.q, s.ld, scratch, T, real(0), dk, s.ld, {NHl, hs, TT, hs},
-         precision);
+    for (int r = 0; r < rep; ++r) {
+      const real beta = r == 0 ? real(0) : real(1);
+      // dV^T (hs, T) += dy^T (hs, T) P (T, T), over the group's query heads.
+      Gemm(Op::kN, Op::kT, hs, T, T, real(1), dyb + r * hs, Cl, p + r * TT, T, beta, dv, s.ld,
+           GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
+      // dQ^T (hs, T) = K^T (hs, T) dS^T (T, T).
+      Gemm(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, scratch + r * TT, T, real(0), dq + r * hs, s.ld,
+           GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
+      // dK^T (hs, T) += Q^T (hs, T) dS (T, T).
+      Gemm(Op::kN, Op::kT, hs, T, T, real(1), s.q + r * hs, s.ld, scratch + r * TT, T, beta, dk, s.ld,
+           GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
+    }
   }
 }
 

@@ -147,27 +147,32 @@ struct SixteenBitOutputs {
   }
 };
 
-// ---- Layer norm of one row of C: out = (x - mean) rstd w + b.
+// ---- Layer norm of one row of C: out = (x - mean) rstd w + b. RMSNorm (Zhang and Sennrich 2019;
+// Llama) when mean_out is null: no centring (mean 0, rstd = 1 / sqrt(mean x^2 + eps)), and no
+// bias (b null).
 template <typename Values>
 TP_HOST_DEVICE inline void LayerNormRow(Values x, const real* w, const real* b, real* out, real* mean_out,
                                         real* rstd_out, int C) {
   real mean = real(0.0);
-  for (int i = 0; i < C; ++i) mean += x[i];
-  mean /= C;
+  if (mean_out != nullptr) {
+    for (int i = 0; i < C; ++i) mean += x[i];
+    mean /= C;
+  }
   real var = real(0.0);
   for (int i = 0; i < C; ++i) var += (x[i] - mean) * (x[i] - mean);
   var /= C;
   const real rstd = real(1.0) / Sqrt(var + real(1e-5));
-  for (int i = 0; i < C; ++i) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
-  *mean_out = mean;
+  for (int i = 0; i < C; ++i) out[i] = (x[i] - mean) * rstd * w[i] + (b != nullptr ? b[i] : real(0.0));
+  if (mean_out != nullptr) *mean_out = mean;
   *rstd_out = rstd;
 }
 
 // Backward of LayerNormRow: dx += ..., and the row's contributions to dw, db (accumulated by
-// the caller to keep the row function free of races).
+// the caller to keep the row function free of races). `centered` false: RMSNorm (mean 0, no
+// mean term in dx: d rstd / dx_j = -rstd^3 x_j / C only).
 template <typename Values>
 TP_HOST_DEVICE inline void LayerNormRowBackward(Values x, const real* w, real mean, real rstd, const real* dout,
-                                                real* dx, real* dw, real* db, int C) {
+                                                real* dx, real* dw, real* db, int C, bool centered = true) {
   real dnorm_mean = real(0.0), dnorm_norm_mean = real(0.0);
   for (int i = 0; i < C; ++i) {
     const real norm = (x[i] - mean) * rstd;
@@ -175,7 +180,7 @@ TP_HOST_DEVICE inline void LayerNormRowBackward(Values x, const real* w, real me
     dnorm_mean += dnorm;
     dnorm_norm_mean += dnorm * norm;
   }
-  dnorm_mean /= C;
+  dnorm_mean = centered ? dnorm_mean / C : real(0.0);
   dnorm_norm_mean /= C;
   for (int i = 0; i < C; ++i) {
     const real norm = (x[i] - mean) * rstd;
@@ -184,6 +189,54 @@ TP_HOST_DEVICE inline void LayerNormRowBackward(Values x, const real* w, real me
     dw[i] += norm * dout[i];
     dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
   }
+}
+
+// ---- SwiGLU (Shazeer 2020; Llama's FeedForward w2(silu(w1 x) * w3 x)): a row of the MLP-in
+// layer's output holds the gate a (Fl values) then the up projection u (Fl); out = silu(a) u,
+// silu(a) = a sigmoid(a).
+TP_HOST_DEVICE inline real Sigmoid(real x) {
+  return real(1.0) / (real(1.0) + Exp(-x));
+}
+TP_HOST_DEVICE inline real Swiglu(real a, real u) {
+  return a * Sigmoid(a) * u;
+}
+// d out / d a = u sigmoid(a) (1 + a (1 - sigmoid(a))); d out / d u = silu(a).
+TP_HOST_DEVICE inline real SwigluGateGrad(real a, real u) {
+  const real sig = Sigmoid(a);
+  return u * sig * (real(1.0) + a * (real(1.0) - sig));
+}
+TP_HOST_DEVICE inline real SwigluUpGrad(real a) {
+  return a * Sigmoid(a);
+}
+// Element i of the (N, Fl) output: where its gate and up values lie in the (N, 2 Fl) input.
+TP_HOST_DEVICE inline int64_t SwigluGateIndex(int64_t i, int Fl) {
+  return (i / Fl) * 2 * Fl + i % Fl;
+}
+
+// ---- Rotary position embedding (Su et al. 2021), as Meta's Llama (apply_rotary_emb): within
+// each head, the pair of values (2i, 2i + 1) of a query or key at position p turns by the angle
+// p theta_i, theta_i = base^(-2i / hs). The angle in double (the table Meta precomputes).
+inline constexpr double kRotaryBase = 10000.0;
+TP_HOST_DEVICE inline void RotaryCosSin(int position, int pair_in_head, int hs, real* cos_out, real* sin_out) {
+  const double angle = position * pow(kRotaryBase, -2.0 * pair_in_head / hs);
+  *cos_out = static_cast<real>(cos(angle));
+  *sin_out = static_cast<real>(sin(angle));
+}
+// Pair `pair` of row n of a (N, ld) array whose first `rotated` columns are the Q and K heads:
+// turned forward (the forward pass) or back (inverse: the backward pass, the transpose), in
+// place through an Outputs accessor (reads as stored, writes rounded to the storage grid).
+template <typename Outputs>
+TP_HOST_DEVICE inline void RotatePair(Outputs x, int64_t pair, int rotated, int ld, int T, int hs, bool inverse) {
+  const int64_t pairs_per_row = rotated / 2;
+  const int64_t n = pair / pairs_per_row;
+  const int c = static_cast<int>(pair % pairs_per_row) * 2;
+  real cs, sn;
+  RotaryCosSin(static_cast<int>(n % T), (c % hs) / 2, hs, &cs, &sn);
+  if (inverse) sn = -sn;
+  const int64_t at = n * ld + c;
+  const real x0 = x[at], x1 = x[at + 1];
+  x.Set(at, x0 * cs - x1 * sn);
+  x.Set(at + 1, x0 * sn + x1 * cs);
 }
 
 // ---- Causal attention. Per (b, head): S = Q K^T / sqrt(hs), P = softmax over t2 <= t of each

@@ -83,15 +83,17 @@ __global__ void LayerNormForwardKernel(Outputs out, real* mean, real* rstd, Valu
   if (n >= N) return;
   const Values x = inp + int64_t{n} * C;
   real s = 0;
-  for (int i = lane; i < C; i += kWarp) s += x[i];
-  const real m = WarpSum(s) / C;
+  if (mean != nullptr) {  // else RMSNorm: no centring
+    for (int i = lane; i < C; i += kWarp) s += x[i];
+  }
+  const real m = mean != nullptr ? WarpSum(s) / C : real(0);
   real v = 0;
   for (int i = lane; i < C; i += kWarp) v += (x[i] - m) * (x[i] - m);
   const real r = real(1) / Sqrt(WarpSum(v) / C + real(1e-5));
   const int64_t row = int64_t{n} * C;
-  for (int i = lane; i < C; i += kWarp) out.Set(row + i, (x[i] - m) * r * w[i] + b[i]);
+  for (int i = lane; i < C; i += kWarp) out.Set(row + i, (x[i] - m) * r * w[i] + (b != nullptr ? b[i] : real(0)));
   if (lane == 0) {
-    mean[n] = m;
+    if (mean != nullptr) mean[n] = m;
     rstd[n] = r;
   }
 }
@@ -105,14 +107,14 @@ __global__ void LayerNormInputGradKernel(Outputs dinp, const real* dout, Values 
   if (n >= N) return;
   const Values x = inp + int64_t{n} * C;
   const real* d = dout + int64_t{n} * C;
-  const real m = mean[n], r = rstd[n];
+  const real m = mean != nullptr ? mean[n] : real(0), r = rstd[n];
   real dnorm_mean = 0, dnorm_norm_mean = 0;
   for (int i = lane; i < C; i += kWarp) {
     const real dnorm = w[i] * d[i];
     dnorm_mean += dnorm;
     dnorm_norm_mean += dnorm * (x[i] - m) * r;
   }
-  dnorm_mean = WarpSum(dnorm_mean) / C;
+  dnorm_mean = mean != nullptr ? WarpSum(dnorm_mean) / C : real(0);  // RMSNorm: no mean term
   dnorm_norm_mean = WarpSum(dnorm_norm_mean) / C;
   const int64_t row = int64_t{n} * C;
   for (int i = lane; i < C; i += kWarp) {
@@ -130,7 +132,7 @@ struct NormTimesGrad {
   int C;
   __device__ real operator()(int n, int i) const {
     const int64_t at = int64_t{n} * C + i;
-    return (x[at] - mean[n]) * rstd[n] * dout[at];
+    return (x[at] - (mean != nullptr ? mean[n] : real(0))) * rstd[n] * dout[at];
   }
 };
 
@@ -165,7 +167,7 @@ void LayerNormBackwardRows(Outputs dinp, real* dw, real* db, const real* dout, V
     CheckLaunch("LayerNormInputGradKernel");
   }
   AddColumnSums("ColumnSums (layer norm dw)", dw, N, C, NormTimesGrad<Values>{inp, dout, mean, rstd, C});
-  AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
+  if (db != nullptr) AddColumnSums("ColumnSums (layer norm db)", db, N, C, Element{dout, C});
 }
 
 }  // namespace

@@ -195,7 +195,8 @@ void MatmulBackward16(real* dinp, real* dw, real* dbias, const uint16_t* dout, c
                       const uint16_t* w, int N, int C, int OC, int precision);
 
 // out (N, C) = layernorm(inp); mean, rstd (N) saved for the backward. dinp, dw, db accumulate
-// (dinp holds the residual branch's gradient already).
+// (dinp holds the residual branch's gradient already). RMSNorm when mean is null (and then b and
+// db are null: kernels.h LayerNormRow).
 // `precision`: out, and dinp after the accumulation, are rounded to it.
 void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const real* w, const real* b, int N,
                       int C, int precision = 0);
@@ -205,20 +206,24 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
 // qkv (B, T, 3 Cl) -> att (B, NHl, T, T) probabilities and y (B, T, Cl), both rounded to
 // `precision`; causal. Per sequence, one strided-batched GEMM over the heads for S = Q K^T / sqrt(hs), the
 // row softmax, one for y = P V.
-void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0);
+// Grouped-query attention when KVl < NHl (the last argument; 0: KVl = NHl): qkv rows are
+// [Q (NHl hs) | K (KVl hs) | V (KVl hs)], query head q reads K/V head q / (NHl / KVl) (Meta's
+// repeat_kv order); a K/V head's gradients sum its group's in ascending order, no atomics.
+void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0,
+                      int KVl = 0);
 // dqkv (B, T, 3 Cl) = the gradient from dy (B, T, Cl) (overwritten; rounded to `precision`).
 // dP, then dS, one sequence at a time in OpScratch (NHl T T values).
 void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* att, int B, int T, int Cl,
-                       int NHl, int precision = 0);
+                       int NHl, int precision = 0, int KVl = 0);
 // The same with 16-bit storage (precision 1 or 2): qkv, the probabilities att, y, dy and dqkv
 // are 16-bit numbers, read and written by the GEMMs as they are (the two above, given 16-bit
 // values held in reals, run through these). A sequence's scores are computed in fp32 in
 // OpScratch and the softmax writes them to att in 16 bits; the backward widens a sequence's
 // probabilities into OpScratch slot 1.
 void AttentionForward16(uint16_t* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl,
-                        int precision);
+                        int precision, int KVl = 0);
 void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
-                         int Cl, int NHl, int precision);
+                         int Cl, int NHl, int precision, int KVl = 0);
 
 // Fused causal attention (flash_attention.h: the tiling and the online softmax), no T x T array
 // anywhere: y (B, T, Cl) from qkv (B, T, 3 Cl), rounded once to `precision`, and per (b, head,
@@ -226,14 +231,27 @@ void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv
 // in place of the probabilities. The backward recomputes the probabilities tile by tile from qkv
 // and lse, with D = rowsum(dy o y) (so it reads y too); dqkv (B, T, 3 Cl) is overwritten, rounded
 // to `precision`. The 16-bit forms read and write qkv, y, dy and dqkv as 16-bit numbers.
-void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0);
+// KVl: K/V heads of grouped-query attention (0: NHl), as AttentionForward.
+void FlashAttentionForward(real* y, real* lse, const real* qkv, int B, int T, int Cl, int NHl, int precision = 0,
+                           int KVl = 0);
 void FlashAttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* y, const real* lse, int B,
-                            int T, int Cl, int NHl, int precision = 0);
+                            int T, int Cl, int NHl, int precision = 0, int KVl = 0);
 void FlashAttentionForward16(uint16_t* y, real* lse, const uint16_t* qkv, int B, int T, int Cl, int NHl,
-                             int precision);
+                             int precision, int KVl = 0);
 void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* y,
-                              const real* lse, int B, int T, int Cl, int NHl, int precision);
+                              const real* lse, int B, int T, int Cl, int NHl, int precision, int KVl = 0);
 
+// SwiGLU: out (N, Fl) = silu(gate) up from inp (N, 2 Fl) = [gate | up] per row (kernels.h);
+// dinp (N, 2 Fl) overwritten from dout (N, Fl). Outputs rounded to `precision`.
+void SwigluForward(real* out, const real* inp, int N, int Fl, int precision = 0);
+void SwigluBackward(real* dinp, const real* inp, const real* dout, int N, int Fl, int precision = 0);
+void SwigluForward16(uint16_t* out, const uint16_t* inp, int N, int Fl, int precision);
+void SwigluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int N, int Fl, int precision);
+// Rotary positions in place on qkv (N, ld): the first `rotated` columns (the Q and K heads of hs
+// values; N rows of sequences of T) turned by their position's angles, or back (`inverse`: the
+// backward pass, on dqkv). Rounded to `precision` as written.
+void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision = 0);
+void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision);
 // Outputs rounded to `precision`.
 void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision = 0);  // gelu'(inp) dout

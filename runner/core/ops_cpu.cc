@@ -312,7 +312,7 @@ void LayerNormForwardRows(real* out, real* mean, real* rstd, Values inp, const r
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     real* o = out + int64_t{n} * C;
-    LayerNormRow(inp + int64_t{n} * C, w, b, o, mean + n, rstd + n, C);
+    LayerNormRow(inp + int64_t{n} * C, w, b, o, mean != nullptr ? mean + n : nullptr, rstd + n, C);
     for (int i = 0; i < C; ++i) o[i] = RoundTo(o[i], precision);
   }
 }
@@ -326,7 +326,8 @@ void LayerNormBackwardRows(real* dinp, real* dw, real* db, const real* dout, Val
     real* pdw = partial.data() + static_cast<size_t>(c) * 2 * C;
     for (int n = c; n < N; n += kChunks) {
       real* dx = dinp + int64_t{n} * C;
-      LayerNormRowBackward(inp + int64_t{n} * C, w, mean[n], rstd[n], dout + int64_t{n} * C, dx, pdw, pdw + C, C);
+      LayerNormRowBackward(inp + int64_t{n} * C, w, mean != nullptr ? mean[n] : real(0), rstd[n],
+                           dout + int64_t{n} * C, dx, pdw, pdw + C, C, mean != nullptr);
       for (int i = 0; i < C; ++i) dx[i] = RoundTo(dx[i], precision);
     }
   }
@@ -334,7 +335,7 @@ void LayerNormBackwardRows(real* dinp, real* dw, real* db, const real* dout, Val
     const real* pdw = partial.data() + static_cast<size_t>(c) * 2 * C;
     for (int i = 0; i < C; ++i) {
       dw[i] += pdw[i];
-      db[i] += pdw[C + i];
+      if (db != nullptr) db[i] += pdw[C + i];
     }
   }
 }
@@ -390,6 +391,59 @@ void GeluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, i
   for (int64_t i = 0; i < n; ++i) {
     d.Set(i, GeluGrad(From16BitValue(inp[i], precision)) * From16BitValue(dout[i], precision));
   }
+}
+
+namespace {
+
+template <typename Values, typename Outputs>
+void SwigluForwardOf(Outputs out, Values inp, int N, int Fl) {
+  const int64_t n = int64_t{N} * Fl;
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = SwigluGateIndex(i, Fl);
+    out.Set(i, Swiglu(inp[at], inp[at + Fl]));
+  }
+}
+
+template <typename Values, typename Outputs>
+void SwigluBackwardOf(Outputs dinp, Values inp, Values dout, int N, int Fl) {
+  const int64_t n = int64_t{N} * Fl;
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = SwigluGateIndex(i, Fl);
+    const real a = inp[at], u = inp[at + Fl], d = dout[i];
+    dinp.Set(at, d * SwigluGateGrad(a, u));
+    dinp.Set(at + Fl, d * SwigluUpGrad(a));
+  }
+}
+
+template <typename Outputs>
+void RotaryOf(Outputs x, int N, int T, int rotated, int ld, int hs, bool inverse) {
+  const int64_t pairs = int64_t{N} * (rotated / 2);
+#pragma omp parallel for
+  for (int64_t i = 0; i < pairs; ++i) RotatePair(x, i, rotated, ld, T, hs, inverse);
+}
+
+}  // namespace
+
+void SwigluForward(real* out, const real* inp, int N, int Fl, int precision) {
+  SwigluForwardOf(RealOutputs{out, precision}, inp, N, Fl);
+}
+void SwigluBackward(real* dinp, const real* inp, const real* dout, int N, int Fl, int precision) {
+  SwigluBackwardOf(RealOutputs{dinp, precision}, inp, dout, N, Fl);
+}
+void SwigluForward16(uint16_t* out, const uint16_t* inp, int N, int Fl, int precision) {
+  SwigluForwardOf(SixteenBitOutputs{out, precision}, SixteenBitValues{inp, precision}, N, Fl);
+}
+void SwigluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int N, int Fl, int precision) {
+  SwigluBackwardOf(SixteenBitOutputs{dinp, precision}, SixteenBitValues{inp, precision},
+                   SixteenBitValues{dout, precision}, N, Fl);
+}
+void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
+  RotaryOf(RealOutputs{qkv, precision}, N, T, rotated, ld, hs, inverse);
+}
+void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
+  RotaryOf(SixteenBitOutputs{qkv, precision}, N, T, rotated, ld, hs, inverse);
 }
 
 void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision) {

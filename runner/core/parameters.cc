@@ -5,9 +5,14 @@
 namespace tunepar::core {
 
 ModelDims DimsOf(const ModelShape& s) {
-  return {s.layers,         s.hidden, s.heads,
-          s.seq_len,        s.vocab,  s.MlpWidth(),
-          s.tied_embeddings};
+  ModelDims d{s.layers, s.hidden, s.heads, s.seq_len, s.vocab, s.MlpWidth(), s.tied_embeddings};
+  d.KV = s.KvHeads();
+  d.swiglu = s.mlp == MlpKind::kSwiglu;
+  d.rotary = s.positions == Positions::kRotary;
+  d.learned_positions = s.positions == Positions::kLearned;
+  d.rmsnorm = s.norm == NormKind::kRmsNorm;
+  d.biases = s.linear_biases;
+  return d;
 }
 
 Shard ShardOf(const ModelDims& d, int tp, int tp_rank, int pp, int pp_rank) {
@@ -21,6 +26,7 @@ Shard ShardOf(const ModelDims& d, int tp, int tp_rank, int pp, int pp_rank) {
   s.first_layer = pp_rank * base + (pp_rank < extra ? pp_rank : extra);
   s.Cl = d.C / tp;
   s.NHl = d.NH / tp;
+  s.KVl = d.KV / tp;
   s.Fl = d.F / tp;
   s.Vl = d.V / tp;
   s.v0 = tp_rank * s.Vl;
@@ -34,11 +40,16 @@ int64_t TensorSpec::GlobalIndex(int64_t local) const {
   switch (slicing) {
     case Slicing::kReplicated: return local;
     case Slicing::kRows: return first * cols + local;
-    case Slicing::kQkvRows: {
-      const int64_t row = local / cols, col = local % cols;
-      const int64_t per_block = size / cols / 3;  // Cl rows of each of Q, K, V
-      const int64_t global_row = (row / per_block) * block + first + row % per_block;
-      return global_row * cols + col;
+    case Slicing::kBlockRows: {
+      int64_t row = local / cols, global_row = 0;
+      const int64_t col = local % cols;
+      for (int64_t block_rows : blocks) {  // this rank holds block_rows / tp rows of each block
+        const int64_t held = block_rows / tp;
+        if (row < held) return (global_row + tp_rank * held + row) * cols + col;
+        row -= held;
+        global_row += block_rows;
+      }
+      return -1;
     }
     case Slicing::kColumns: {
       const int64_t row = local / local_cols, col = local % local_cols;
@@ -71,9 +82,19 @@ class LayoutBuilder {
  public:
   explicit LayoutBuilder(const Shard& shard) : shard_(shard) {}
 
+  // Row blocks (kBlockRows): the unsliced rows of each block.
+  int64_t AddBlocks(std::string name, std::vector<int64_t> blocks, int64_t cols, uint64_t init_id, double init_std) {
+    int64_t rows = 0;
+    for (int64_t r : blocks) rows += r;
+    pending_blocks_ = std::move(blocks);
+    return Add(std::move(name), rows, cols, Slicing::kBlockRows, init_id, init_std);
+  }
+
   int64_t Add(std::string name, int64_t rows, int64_t cols, Slicing slicing, uint64_t init_id,
               double init_std, double init_value = 0) {
     TensorSpec t;
+    t.blocks = std::move(pending_blocks_);
+    pending_blocks_.clear();
     t.name = std::move(name);
     t.rows = rows;
     t.cols = cols;
@@ -91,10 +112,10 @@ class LayoutBuilder {
         local_rows = rows / shard_.tp;
         t.first = shard_.tp_rank * local_rows;
         break;
-      case Slicing::kQkvRows:
+      case Slicing::kBlockRows:
         local_rows = rows / shard_.tp;
-        t.block = rows / 3;
-        t.first = shard_.tp_rank * (t.block / shard_.tp);
+        t.tp = shard_.tp;
+        t.tp_rank = shard_.tp_rank;
         break;
       case Slicing::kColumns:
         t.local_cols = cols / shard_.tp;
@@ -115,6 +136,7 @@ class LayoutBuilder {
  private:
   const Shard& shard_;
   std::vector<TensorSpec> tensors_;
+  std::vector<int64_t> pending_blocks_;
   int64_t count_ = 0;
 };
 
@@ -126,37 +148,63 @@ uint64_t BlockTensorId(int layer, int k) {
 
 }  // namespace
 
+namespace {
+
+// Q, K and V rows of qkv.w: C query rows, then KV hs key and KV hs value rows (MHA: C each).
+std::vector<int64_t> QkvBlocks(const ModelDims& d) {
+  const int64_t kv_rows = int64_t{d.KV} * d.HeadSize();
+  return {d.C, kv_rows, kv_rows};
+}
+// fc.w's rows: F units, or SwiGLU's gate (Meta's w1) then up (w3) blocks of F.
+std::vector<int64_t> MlpInBlocks(const ModelDims& d) {
+  return d.swiglu ? std::vector<int64_t>{d.F, d.F} : std::vector<int64_t>{d.F};
+}
+
+BlockTensors LayoutBlock(const ModelDims& d, int l, double residual_std, LayoutBuilder& b) {
+  const std::string h = "h" + std::to_string(l) + ".";
+  const auto norm_bias = [&](const std::string& name, int k) {
+    return d.rmsnorm ? -1 : b.Add(h + name, 1, d.C, Slicing::kReplicated, BlockTensorId(l, k), 0);
+  };
+  const auto row_bias = [&](const std::string& name, std::vector<int64_t> blocks, int k) {
+    return d.biases ? b.AddBlocks(h + name, std::move(blocks), 1, BlockTensorId(l, k), 0) : -1;
+  };
+  const auto replicated_bias = [&](const std::string& name, int k) {
+    return d.biases ? b.Add(h + name, 1, d.C, Slicing::kReplicated, BlockTensorId(l, k), 0) : -1;
+  };
+  BlockTensors t;
+  t.ln1_w = b.Add(h + "ln1.w", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 0), 0, 1.0);
+  t.ln1_b = norm_bias("ln1.b", 1);
+  t.qkv_w = b.AddBlocks(h + "qkv.w", QkvBlocks(d), d.C, BlockTensorId(l, 2), kStd);
+  t.qkv_b = row_bias("qkv.b", QkvBlocks(d), 3);
+  t.attproj_w = b.Add(h + "attproj.w", d.C, d.C, Slicing::kColumns, BlockTensorId(l, 4), residual_std);
+  t.attproj_b = replicated_bias("attproj.b", 5);
+  t.ln2_w = b.Add(h + "ln2.w", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 6), 0, 1.0);
+  t.ln2_b = norm_bias("ln2.b", 7);
+  t.fc_w = b.AddBlocks(h + "fc.w", MlpInBlocks(d), d.C, BlockTensorId(l, 8), kStd);
+  t.fc_b = row_bias("fc.b", MlpInBlocks(d), 9);
+  t.fcproj_w = b.Add(h + "fcproj.w", d.C, d.F, Slicing::kColumns, BlockTensorId(l, 10), residual_std);
+  t.fcproj_b = replicated_bias("fcproj.b", 11);
+  return t;
+}
+
+}  // namespace
+
 ParameterLayout LayoutParameters(const ModelDims& d, const Shard& s) {
   ParameterLayout p;
   LayoutBuilder b(s);
   const double residual_std = kStd / std::sqrt(2.0 * d.L);
   if (s.has_embedding) {
     p.wte = b.Add("wte", d.V, d.C, Slicing::kRows, kWteId, kStd);
-    p.wpe = b.Add("wpe", d.T, d.C, Slicing::kReplicated, kWpeId, 0.01);
+    if (d.learned_positions) p.wpe = b.Add("wpe", d.T, d.C, Slicing::kReplicated, kWpeId, 0.01);
   }
   for (int i = 0; i < s.num_layers; ++i) {
-    const int l = s.first_layer + i;
-    const std::string h = "h" + std::to_string(l) + ".";
     p.block_begin.push_back(b.count());
-    BlockTensors t;
-    t.ln1_w = b.Add(h + "ln1.w", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 0), 0, 1.0);
-    t.ln1_b = b.Add(h + "ln1.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 1), 0);
-    t.qkv_w = b.Add(h + "qkv.w", 3 * d.C, d.C, Slicing::kQkvRows, BlockTensorId(l, 2), kStd);
-    t.qkv_b = b.Add(h + "qkv.b", 3 * d.C, 1, Slicing::kQkvRows, BlockTensorId(l, 3), 0);
-    t.attproj_w = b.Add(h + "attproj.w", d.C, d.C, Slicing::kColumns, BlockTensorId(l, 4), residual_std);
-    t.attproj_b = b.Add(h + "attproj.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 5), 0);
-    t.ln2_w = b.Add(h + "ln2.w", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 6), 0, 1.0);
-    t.ln2_b = b.Add(h + "ln2.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 7), 0);
-    t.fc_w = b.Add(h + "fc.w", d.F, d.C, Slicing::kRows, BlockTensorId(l, 8), kStd);
-    t.fc_b = b.Add(h + "fc.b", d.F, 1, Slicing::kRows, BlockTensorId(l, 9), 0);
-    t.fcproj_w = b.Add(h + "fcproj.w", d.C, d.F, Slicing::kColumns, BlockTensorId(l, 10), residual_std);
-    t.fcproj_b = b.Add(h + "fcproj.b", 1, d.C, Slicing::kReplicated, BlockTensorId(l, 11), 0);
-    p.blocks.push_back(t);
+    p.blocks.push_back(LayoutBlock(d, s.first_layer + i, residual_std, b));
   }
   if (s.has_head) {
     p.block_begin.push_back(b.count());
     p.lnf_w = b.Add("lnf.w", 1, d.C, Slicing::kReplicated, kLnfWId, 0, 1.0);
-    p.lnf_b = b.Add("lnf.b", 1, d.C, Slicing::kReplicated, kLnfBId, 0);
+    if (!d.rmsnorm) p.lnf_b = b.Add("lnf.b", 1, d.C, Slicing::kReplicated, kLnfBId, 0);
     if (s.head_is_embedding) {
       p.lm_head = p.wte;
     } else if (d.tied) {

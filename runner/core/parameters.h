@@ -17,10 +17,17 @@
 
 namespace tunepar::core {
 
-// The unsliced model: L layers, C hidden, NH heads, T sequence, V vocabulary, F MLP width.
+// The unsliced model: L layers, C hidden, NH heads, KV K/V heads (query groups), T sequence,
+// V vocabulary, F MLP width; the Llama-style choices (SwiGLU, rotary positions, RMSNorm, no
+// biases) beside GPT-2's (GELU, a learned position table, LayerNorm, biases).
 struct ModelDims {
   int L = 0, C = 0, NH = 0, T = 0, V = 0, F = 0;
   bool tied = true;  // the LM head is the token embedding
+  int KV = 0;
+  bool swiglu = false, rotary = false, rmsnorm = false, biases = true;
+  bool learned_positions = true;  // a position table added to the token embedding
+  int HeadSize() const { return C / NH; }
+  int MlpInRows() const { return swiglu ? 2 * F : F; }  // SwiGLU's fc holds gate and up
 };
 ModelDims DimsOf(const ModelShape& shape);
 
@@ -29,6 +36,8 @@ struct Shard {
   int tp = 1, tp_rank = 0, pp = 1, pp_rank = 0;
   int first_layer = 0, num_layers = 0;  // this stage's blocks
   int Cl = 0, NHl = 0, Fl = 0, Vl = 0;  // per-TP-rank channels, heads, MLP units, vocabulary rows
+  int KVl = 0;                          // per-TP-rank K/V heads (tp divides KV)
+  int QkvCols(int hs) const { return (NHl + 2 * KVl) * hs; }  // a qkv row: [Q | K | V]
   int v0 = 0;                           // first vocabulary row held
   bool has_embedding = false, has_head = false;
   bool head_is_embedding = false;  // tied with one stage: the LM head reads the embedding's rows
@@ -40,7 +49,7 @@ Shard ShardOf(const ModelDims& dims, int tp, int tp_rank, int pp, int pp_rank);
 enum class Slicing {
   kReplicated,  // the whole tensor
   kRows,        // rows [first, first + local rows)
-  kQkvRows,     // Q, K and V rows of heads [first, first + Cl): three blocks of C rows
+  kBlockRows,   // rows in blocks (Q, K, V; SwiGLU's gate, up), each block's rows sliced by tp
   kColumns,     // columns [first, first + local cols)
 };
 
@@ -51,8 +60,9 @@ struct TensorSpec {
   int64_t rows = 0, cols = 0;  // unsliced shape (vectors: rows = 1)
   int64_t local_cols = 0;      // columns held (kColumns), else cols
   Slicing slicing = Slicing::kReplicated;
-  int64_t first = 0;           // first row / column held
-  int64_t block = 0;           // kQkvRows: C (rows per Q/K/V block)
+  int64_t first = 0;           // first row / column held (kRows, kColumns)
+  int tp = 1, tp_rank = 0;     // kBlockRows: the slicing
+  std::vector<int64_t> blocks;  // kBlockRows: unsliced rows per block (Q, K, V: C, KV hs, KV hs)
   bool tp_replicated = false;  // identical on every TP rank (counted once in norms)
   bool tied_copy = false;      // the last stage's copy of a tied embedding (counted once)
   bool decay = false;          // weight decay applies (matrices)
@@ -65,6 +75,7 @@ struct TensorSpec {
 
 // Views of one block's tensors (offsets into a flat buffer).
 struct BlockTensors {
+  // -1 where the model has no such tensor (RMSNorm: no norm biases; Llama: no linear biases).
   int64_t ln1_w, ln1_b, qkv_w, qkv_b, attproj_w, attproj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
 };
 
