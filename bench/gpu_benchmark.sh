@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tunepar-core against PyTorch on one GPU (prints figures; nothing here is a test), on GPT-2
-# small's shape (bench/data/gpt2-small.toml: L12 h768 a12 s1024 V50304, 8 sequences per step):
+# small's shape (bench/data/gpt2-small.toml: L12 h768 a12 s1024 V50304, 8 sequences per step), or
+# MODEL=bench/data/llama-1b.toml (a ~1B Llama-style shape: GQA, SwiGLU, rotary, RMSNorm; PyTorch
+# runs torch_gpt_gpu.py --arch llama, the same maths):
 #  1. tunepar-core-cuda, one rank, fp32 and bf16 (and bf16 with the fused attention, fa1: the
 #     CUDA build's flash_attention_gpu.cc): step_time_s and the per-phase breakdown from its result.json;
 #  2. PyTorch (bench/peers/torch_gpt_gpu.py): fp32 without TF32, bf16 autocast with the same
@@ -25,7 +27,7 @@ build=$(realpath -m "${1:-/tmp/tunepar-build}")
 out=$(realpath -m "${OUT:-$(dirname "$0")/out/gpu}")
 cd "$(dirname "$0")/.." || exit 2
 steps=${2:-5}
-model=bench/data/gpt2-small.toml
+model=${MODEL:-bench/data/gpt2-small.toml}
 torch_steps=${TORCH_STEPS:-10}
 budget=${BUDGET_S:-420}
 for n in "$steps" "$torch_steps" "$budget"; do
@@ -69,7 +71,8 @@ run() {
 }
 
 # The shape's value of KEY in the model file (one home for the shape: the TOML).
-shape() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$model"; }
+shape() { awk -F' *= *' -v k="$1" '$1 == k { sub(/ *#.*/, "", $2); gsub(/"/, "", $2); print $2 }' "$model"; }
+batch=$(shape global_batch)
 
 echo "== machine"
 {
@@ -90,11 +93,11 @@ echo "== 1. tunepar-core-cuda, one rank, $steps measured steps after 2"
 core=$build/tunepar-core-cuda
 timeout_core=${CORE_TIMEOUT:-100}
 for p in fp32 bf16; do
-  run "core-$p" "$timeout_core" "$core" --model "$model" --precision "$p" --micro-batch 8 --micro-batches 1 \
+  run "core-$p" "$timeout_core" "$core" --model "$model" --precision "$p" --micro-batch "$batch" --micro-batches 1 \
     --steps "$steps" --warmup 2 -q -o "$out/core-$p.json"
 done
 run core-bf16-fused "$timeout_core" "$core" --model "$model" \
-  --layout tp1-pp1-dp1-mbs8-nmb1-bf16-zero0-rcnone-sp0-vpp1-fa1 --steps "$steps" --warmup 2 -q \
+  --layout "tp1-pp1-dp1-mbs$batch-nmb1-bf16-zero0-rcnone-sp0-vpp1-fa1" --steps "$steps" --warmup 2 -q \
   -o "$out/core-bf16-fused.json"
 
 echo "== 2. GEMMs: the core's against cublasGemmEx alone"
@@ -106,7 +109,10 @@ run gemm "${GEMM_TIMEOUT:-90}" "$build/core_gemm_gpu_bench" --csv "$out/gemm.csv
 
 echo "== 3. PyTorch ($py), $torch_steps measured steps after 3"
 peer=(bench/peers/torch_gpt_gpu.py --layers "$(shape layers)" --hidden "$(shape hidden)" --heads "$(shape heads)"
-  --seq "$(shape seq_len)" --vocab "$(shape vocab)" --batch "$(shape global_batch)" --steps "$torch_steps" --warmup 3)
+  --seq "$(shape seq_len)" --vocab "$(shape vocab)" --batch "$batch" --steps "$torch_steps" --warmup 3)
+if [ "$(shape mlp)" = swiglu ]; then  # the Llama-style model: the same GQA, SwiGLU, rotary, RMSNorm, no biases
+  peer+=(--arch llama --kv-heads "$(shape kv_heads)" --ffn "$(shape ffn_hidden)")
+fi
 timeout_torch=${TORCH_TIMEOUT:-60}
 run torch-fp32 "$timeout_torch" "$py" "${peer[@]}" --dtype fp32
 run torch-bf16 "$timeout_torch" "$py" "${peer[@]}" --dtype bf16

@@ -21,6 +21,9 @@
 #     (bf16, T = 1024, hs 64; TUNEPAR_CORE_PROFILE=1) for the comparison with PyTorch's SDPA.
 #  8. tunepar search --backend local end to end at world 1 and 2 on one GPU (budget $E2E_BUDGET, 6),
 #     report --shap and calibrate --from on each study (see the step).
+#  9. the Llama-style model (GQA, SwiGLU, rotary, RMSNorm, no biases, untied): tiny-llama's first step
+#     on the GPU against the CPU build (fp32, bf16; unfused and fused attention), and fused attention
+#     on 130 tokens (three tiles; the GQA dK/dV kernels), as in 2 and 7.
 # Needs tunepar, tunepar-core and tunepar-core-cuda (and core_ops_cuda_test) in BUILD_DIR.
 #   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
 set -uo pipefail
@@ -30,7 +33,7 @@ mkdir -p "$O"
 MPI="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root) -x LD_LIBRARY_PATH"
 failed=0
 step() { echo; echo "== $*"; }
-want() { [[ "${STEPS:-12345678}" == *$1* ]]; }  # STEPS=8: only the end-to-end search
+want() { [[ "${STEPS:-123456789}" == *$1* ]]; }  # STEPS=8: only the end-to-end search
 compare() {  # compare DIR_A DIR_B FILE TOL WHAT
   python3 - "$@" <<'PY'
 import json, sys
@@ -222,6 +225,39 @@ want 8 && for world in 1 2; do
     *) echo "calibrate world $world: exit $rc: $(tail -n 2 "$O/e2e/calibrate-w$world.out")"; failed=1 ;;
   esac
 done
+
+if want 9; then
+step "9. the Llama-style model: GPU against CPU"
+cat > "$O/llama-130.toml" <<'TOML'
+name = "llama-130"
+layers = 2
+hidden = 128
+heads = 4
+kv_heads = 2
+seq_len = 130
+vocab = 256
+global_batch = 2
+mlp = "swiglu"
+ffn_hidden = 256
+positions = "rotary"
+norm = "rmsnorm"
+tied_embeddings = false
+linear_biases = false
+TOML
+for model in tiny-llama "$O/llama-130.toml"; do
+  for precision in fp32 bf16; do
+    for fa in "" --flash-attention; do
+      [ "$model" != tiny-llama ] && [ -z "$fa" ] && continue
+      tol=1e-5 ltol=1e-6; [ $precision = bf16 ] && tol=$BF16_TOL ltol=1e-4
+      name="llama-$(basename "$model" .toml)-$precision${fa:+-fa1}"
+      run "$O/cpu-$name" 1 "$B/tunepar-core" --model "$model" --precision $precision $fa
+      run "$O/gpu-$name" 1 "$B/tunepar-core-cuda" --model "$model" --precision $precision $fa
+      compare "$O/cpu-$name" "$O/gpu-$name" gradients.json $tol "GPU vs CPU $name" || failed=1
+      compare_losses "$O/cpu-$name" "$O/gpu-$name" $ltol "GPU vs CPU $name" || failed=1
+    done
+  done
+done
+fi
 
 echo
 [ $failed = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILED (see above)"
