@@ -331,6 +331,26 @@ TEST(LaunchScript, ALayoutTheCommandConfigDoesNotRunGetsNoScript) {
   EXPECT_EQ(RunTunepar(titan + layout + "bf16-zero1-rcnone-sp0-vpp1-fa0").exit_code, 0);
 }
 
+// The Megatron-LM config's launch carries the layout and the model's shape as its flags (llama3-70b:
+// GQA, SwiGLU, rotary, RMSNorm, untied, no biases; 80 layers over 4 stages of 2 chunks).
+TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
+  const CliRun run = RunTunepar(
+      "launch-script --model llama3-70b --hardware dgx-h100 --layout tp8-pp4-dp2-mbs1-nmb512-bf16-zero0-rcselective-"
+      "sp1-vpp2-fa1 --steps 1000 --command-config " + std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-lm.toml");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string training = Steps(run.out).back();
+  EXPECT_NE(training.find(
+                " python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+                "--num-layers-per-virtual-pipeline-stage 10 --sequence-parallel --micro-batch-size 1 --global-batch-size "
+                "1024 --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+                "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "
+                "--position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights "
+                "--disable-bias-linear --attention-backend flash --recompute-granularity selective --bf16 "
+                "--train-iters 1000 "),
+            std::string::npos)
+      << training;
+}
+
 // A model the command config's program cannot train gets no script either (exit 3, the field
 // named): torchtitan trains its flavours only, Megatron-DeepSpeed no Llama shape, and a
 // --training-command that does not pass a field the model sets.
@@ -340,11 +360,11 @@ TEST(LaunchScript, AModelTheProgramCannotTrainGetsNoScript) {
                                 layout),
                      kExitConfig, "command config torchtitan.toml passes the model as a torchtitan flavour "
                                   "({torchtitan_flavor}): model gpt-22b has the shape of none of torchtitan's");
-  ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware lumi-g --command-config " + kMegatron +
+  ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware dgx-h100 --command-config " + kMegatron +
                                 layout),
                      kExitConfig, "command config megatron-deepspeed.toml does not pass {ffn_hidden}");
-  ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware lumi-g --training-command 'python "
-                                "train.py --tp {tp} --ffn {ffn_hidden}'" + layout),
+  ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware dgx-h100 --training-command 'python "
+                                "train.py --tp {tp} --ffn {ffn_hidden} {tied_embeddings=0?--untie}'" + layout),
                      kExitConfig, "--training-command does not pass {kv_heads}: its program would train model "
                                   "llama3-8b with kv_heads 32 (what it takes untold), not 8");
 }
