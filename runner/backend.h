@@ -56,6 +56,9 @@ class Backend {
   // study's space is restricted to them (base/knob_support.h). The one statement of a backend's
   // capabilities. An error when the program's inputs leave a knob undetermined.
   virtual Result<KnobSupport> SupportedKnobs(const SpaceSpec& /*space*/, int /*world*/) const { return KnobSupport{}; }
+  // Whether its program can train `model` (its shape's features): checked when a study starts,
+  // so a model the program cannot train is refused before a trial runs (kConfig, naming the field).
+  virtual Status SupportsModel(const ModelShape& /*model*/) const { return Status::Ok(); }
 
   // Start, then poll until the trial ends.
   TrialResult Evaluate(const Layout& layout, const TrialContext& context);

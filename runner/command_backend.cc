@@ -11,6 +11,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "base/byte_size.h"
@@ -19,6 +20,7 @@
 #include "runner/log_text.h"
 #include "runner/performance_model.h"
 #include "runner/process_trial.h"
+#include "runner/torchtitan_models.h"
 
 namespace tunepar::runner {
 
@@ -327,6 +329,57 @@ Result<KnobSupport> CommandBackend::SupportedKnobs(const SpaceSpec& space, int w
     }
   }
   return support;
+}
+
+namespace {
+
+// The model a program trains when a template tells it only the required fields: every other
+// field at the value a model file gets by leaving it out (the shape's own defaults).
+ModelShape Untold(const ModelShape& m) {
+  ModelShape untold;
+  for (const ShapeRow& row : ShapeRows())
+    if (row.required || row.name == "vocab") row.set(untold, row.get(m));
+  untold.kv_heads = untold.KvHeads();
+  untold.ffn_hidden = untold.MlpWidth();
+  return untold;
+}
+
+// The [shape] values: the first field whose value the program does not train.
+Status CheckShapeValues(const CommandBackendOptions& o, const ModelShape& model) {
+  for (const ShapeValues& allowed : o.shape) {
+    for (const ShapeRow& row : ShapeRows()) {
+      if (row.name != allowed.field) continue;
+      const std::string value = ShapeFieldText(row, model);
+      if (std::find(allowed.values.begin(), allowed.values.end(), value) != allowed.values.end()) break;
+      return ConfigError(fmt::format("{} trains {} {} only (its [shape]); model {} has {} {}", o.source, row.name,
+                                     fmt::join(allowed.values, ", "), model.name, row.name, value));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckTrainsModel(const CommandBackendOptions& o, const ModelShape& model) {
+  TUNEPAR_RETURN_IF_ERROR(CheckShapeValues(o, model));
+  Result<std::set<std::string>> passed = TemplatePlaceholders(o.command);
+  if (!passed.ok()) return passed.status();
+  if (passed->contains("torchtitan_flavor") || passed->contains("torchtitan_model")) {
+    if (TorchtitanModelOf(model)) return Status::Ok();
+    return ConfigError(fmt::format(
+        "{} passes the model as a torchtitan flavour ({{torchtitan_flavor}}): model {} has the shape of none of "
+        "torchtitan's ({}; configs/models/llama3-8b.toml and its siblings have their shapes)",
+        o.source, model.name, TorchtitanModelsKnown()));
+  }
+  if (passed->contains("model")) return Status::Ok();  // the program is told the model by name
+  const ModelShape untold = Untold(model);
+  for (const ShapeRow& row : ShapeRows()) {
+    if (row.get(model) == row.get(untold) || passed->contains(std::string(row.name))) continue;
+    return ConfigError(fmt::format(
+        "{} does not pass {{{}}}: its program would train model {} with {} {} (what it takes untold), not {}",
+        o.source, row.name, model.name, row.name, ShapeFieldText(row, untold), ShapeFieldText(row, model)));
+  }
+  return Status::Ok();
 }
 
 Status ValidateCommandOptions(const CommandBackendOptions& o) {

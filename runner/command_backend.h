@@ -41,8 +41,19 @@ enum class MetricKind {
 Result<MetricKind> ParseMetricKind(std::string_view text);
 std::string_view ToString(MetricKind kind);
 
+// The values of one shape field a command config's program can train ([shape]): texts as the
+// field's placeholder gives them ("rotary"; 1/0 for a switch).
+struct ShapeValues {
+  std::string field;
+  std::vector<std::string> values;
+};
+
 struct CommandBackendOptions {
   std::string command;  // the template, run by bash -o pipefail
+  // Where the template comes from, for messages: "command config megatron-lm.toml", or "--command".
+  std::string source = "--command";
+  // The shape values its program trains (a command config's [shape]); a field not listed: any.
+  std::vector<ShapeValues> shape;
   MetricKind metric = MetricKind::kStepTimeS;
   std::string metric_regex;  // its first capture group, in the last matching line
   std::string metric_json;   // or: this key in the last JSON-object line that has it
@@ -69,6 +80,16 @@ struct CommandBackendOptions {
 // (and at most one to read the peak memory) is given; one line naming what is wrong.
 Status ValidateCommandOptions(const CommandBackendOptions& options);
 
+// Ok when the program the options run can train `model`: its shape is among the [shape] values,
+// and the template passes every field the model does not leave at the value a model file gets
+// by leaving the field out (kv_heads = heads, mlp gelu, positions learned, norm layernorm, tied
+// embeddings, linear biases, no patch tokens; the required fields and the vocabulary, which a
+// program takes from its tokenizer, are not checked). A template that passes {model} hands the
+// program the model by name, and one that passes {torchtitan_flavor} or {torchtitan_model} the
+// whole shape, which then must be a torchtitan flavour. Else kConfig (exit 3), naming the field:
+// "command config megatron-deepspeed.toml does not pass {kv_heads}: ...".
+Status CheckTrainsModel(const CommandBackendOptions& options, const ModelShape& model);
+
 // The DeepSpeed config of a layout (JSON): train_batch_size (the global batch),
 // train_micro_batch_size_per_gpu, gradient_accumulation_steps (the micro-batch count),
 // zero_optimization.stage, bf16/fp16 enabled (fp16 with dynamic loss scaling).
@@ -90,6 +111,8 @@ class CommandBackend : public Backend {
   // are one (the first the space lists). kInvalidArgument when a knob that is not received has
   // no such value in the space (micro_batch, precision: declare it with --fix or [knobs]).
   Result<KnobSupport> SupportedKnobs(const SpaceSpec& space, int world) const override;
+  // CheckTrainsModel.
+  Status SupportsModel(const ModelShape& model) const override { return CheckTrainsModel(options_, model); }
 
   const CommandBackendOptions& options() const { return options_; }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 
 #include "base/knobs.h"
 #include "runner/launch_environment.h"
+#include "runner/torchtitan_models.h"
 
 namespace tunepar::runner {
 
@@ -40,6 +43,11 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
   // Every field of the model's shape table ({global_batch} is the layout's, above).
   for (const ShapeRow& row : ShapeRows())
     texts.emplace(std::string(row.name), c.model != nullptr ? ShapeFieldText(row, *c.model) : "0");
+  // torchtitan's names of the shape; empty when it has none (a study of such a model is refused
+  // before a trial runs: CheckTrainsModel).
+  const std::optional<TorchtitanModel> titan = c.model != nullptr ? TorchtitanModelOf(*c.model) : std::nullopt;
+  texts["torchtitan_model"] = titan ? titan->name : "";
+  texts["torchtitan_flavor"] = titan ? titan->flavor : "";
   // Every knob of the table, by its name and each alias.
   for (Knob k : Knobs()) {
     const std::string text = KnobPlaceholderText(k, KnobCode(k, l));
@@ -120,7 +128,10 @@ size_t MatchingBrace(std::string_view text, size_t open) {
 
 class Expansion {
  public:
-  Expansion(const Layout& layout, const TrialContext& context) : values_(Values(layout, context)) {}
+  // `names` (when given) receives the name of every placeholder the text holds, conditional ones
+  // and those inside conditional text included.
+  Expansion(const Layout& layout, const TrialContext& context, std::set<std::string>* names = nullptr)
+      : values_(Values(layout, context)), names_(names) {}
 
   // `text` expanded from where the shell stands (`quoting`, updated to where it stands after).
   Result<std::string> Expand(std::string_view text, Quoting& quoting) const {
@@ -172,6 +183,7 @@ class Expansion {
           "{{NAME!=VALUE?TEXT}})",
           name, KnownNames()));
     }
+    if (names_ != nullptr) names_->insert(name);
     if (equals != std::string::npos && question == std::string::npos)
       return InvalidArgument(fmt::format("command template: {{{}}} needs ?TEXT after the value", inside));
     if (question == std::string::npos) return Quoted(name, it->second, quoting);
@@ -187,6 +199,7 @@ class Expansion {
   }
 
   std::map<std::string, Value> values_;
+  std::set<std::string>* names_;
 };
 
 }  // namespace
@@ -194,6 +207,14 @@ class Expansion {
 Result<std::string> ExpandCommand(const std::string& command, const Layout& layout, const TrialContext& context) {
   Quoting quoting = Quoting::kBare;
   return Expansion(layout, context).Expand(command, quoting);
+}
+
+Result<std::set<std::string>> TemplatePlaceholders(const std::string& command) {
+  std::set<std::string> names;
+  Quoting quoting = Quoting::kBare;
+  Result<std::string> expanded = Expansion(Layout{}, TrialContext{}, &names).Expand(command, quoting);
+  if (!expanded.ok()) return expanded.status();
+  return names;
 }
 
 std::string DeepSpeedConfigPath(const std::string& trial_dir) {

@@ -6,7 +6,10 @@
 // their name); {dp} {gbs} {global_batch} {num_micro_batches} {nmb} {world} {nodes}
 // {gpus_per_node} {layout} {trial} {trial_dir} {seed}
 // {model}, every field of the model's shape table (base/model_shape.h: {layers} {hidden} {heads}
-// {seq_len} {vocab} {ffn_hidden} ...), {layers_per_virtual_stage};
+// {seq_len} {vocab} {ffn_hidden} {kv_heads} {mlp} {positions} {norm} ...; choices by name:
+// {mlp=swiglu?--swiglu}), {layers_per_virtual_stage};
+// {torchtitan_model} {torchtitan_flavor}: torchtitan's names of the model's shape ("llama3", "8B";
+// runner/torchtitan_models.h), for a program that takes a model by name and no dimensions;
 // {local_batch} (sequences per data-parallel rank per step: micro_batch x num_micro_batches);
 // {deepspeed_config}: the path of a DeepSpeed config written into the trial's directory from the
 // layout before the command runs (DeepSpeedConfig), so that its batch sizes, ZeRO stage and
@@ -24,6 +27,7 @@
 // words it is, each value in it quoted where it stands.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "base/layout.h"
@@ -35,6 +39,10 @@ namespace tunepar::runner {
 // The template with the layout's values substituted, quoted for the shell; kInvalidArgument
 // for an unknown placeholder, an unclosed brace or a placeholder inside single quotes.
 Result<std::string> ExpandCommand(const std::string& command, const Layout& layout, const TrialContext& context);
+
+// The names of the placeholders the template holds ("tp", "mlp", ...), conditional ones and those
+// inside conditional text included: what the template passes to its program.
+Result<std::set<std::string>> TemplatePlaceholders(const std::string& command);
 
 // Where a trial's DeepSpeed config is written: "<trial_dir>/deepspeed_config.json".
 std::string DeepSpeedConfigPath(const std::string& trial_dir);

@@ -607,5 +607,19 @@ TEST(Cli, AStoreThatIsAFileTimeoutsBelowZeroAndTwoCommandsAreRefused) {
   EXPECT_FALSE(std::filesystem::exists(dir / "s"));
 }
 
+// Issue 33: a command config whose program cannot train the model is refused when the study
+// starts (exit 3, the field named), before the store is touched.
+TEST(Cli, ACommandConfigThatCannotTrainTheModelIsRefusedAtStudyStart) {
+  TempDir dir;
+  const std::string configs = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/";
+  const std::string search = "--store " + (dir / "s") + " search --world 64 --hardware lumi-g --backend command ";
+  ExpectOneLineError(RunTunepar(search + "--model llama3-8b --command-config " + configs + "megatron-deepspeed.toml"),
+                     kExitConfig, "command config megatron-deepspeed.toml does not pass {ffn_hidden}: its program "
+                                  "would train model llama3-8b with ffn_hidden 16384 (what it takes untold), not 14336");
+  ExpectOneLineError(RunTunepar(search + "--model gpt-22b --command-config " + configs + "torchtitan.toml"),
+                     kExitConfig, "model gpt-22b has the shape of none of torchtitan's (llama3 8B, 70B, 405B");
+  EXPECT_FALSE(std::filesystem::exists(dir / "s"));
+}
+
 }  // namespace
 }  // namespace tunepar

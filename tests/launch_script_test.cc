@@ -303,7 +303,7 @@ TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
             "train.py --dp 2'");
   // The shipped torchtitan config on 8 nodes: 8 launchers of 8 workers, not 512 trainers.
   const CliRun titan = RunTunepar(
-      "launch-script --model gpt-22b --hardware dgx-h100 --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 "
+      "launch-script --model llama3-8b --hardware dgx-h100 --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 "
       "--command-config " + kTorchtitan + " --steps 1000");
   ASSERT_EQ(titan.exit_code, 0) << titan.err;
   const std::string step = Steps(titan.out).back();
@@ -315,19 +315,58 @@ TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
   EXPECT_EQ(Count(step, "torchrun"), 1) << step;
   EXPECT_EQ(Count(step, "--nnodes"), 1) << step;
   EXPECT_NE(step.find("--training.steps 1000"), std::string::npos) << step;
+  EXPECT_NE(step.find("--model.name llama3 --model.flavor 8B --training.seq_len 8192"), std::string::npos) << step;
 }
 
 // A command config says in [knobs] what its program runs: a layout outside them (torchtitan has
 // no fp16 and no interleaving) gets no script, whose program would fail or run another layout.
 TEST(LaunchScript, ALayoutTheCommandConfigDoesNotRunGetsNoScript) {
   const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-";
-  const std::string titan = "launch-script --model gpt-22b --hardware dgx-h100 --steps 1000 --command-config " + kTorchtitan;
+  const std::string titan = "launch-script --model llama3-8b --hardware dgx-h100 --steps 1000 --command-config " + kTorchtitan;
   ExpectOneLineError(RunTunepar(titan + layout + "fp16-zero1-rcnone-sp0-vpp1-fa0"), kExitUsage,
                      "runs precision bf16, fp32 only (its [knobs]); layout tp8-pp2-dp4-mbs1-nmb256-fp16-zero1-rcnone-"
                      "sp0-vpp1-fa0 has precision fp16");
   ExpectOneLineError(RunTunepar(titan + " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp2-fa0"),
                      kExitUsage, "runs virtual_stages 1 only");
   EXPECT_EQ(RunTunepar(titan + layout + "bf16-zero1-rcnone-sp0-vpp1-fa0").exit_code, 0);
+}
+
+// The Megatron-LM config's launch carries the layout and the model's shape as its flags (llama3-70b:
+// GQA, SwiGLU, rotary, RMSNorm, untied, no biases; 80 layers over 4 stages of 2 chunks).
+TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
+  const CliRun run = RunTunepar(
+      "launch-script --model llama3-70b --hardware dgx-h100 --layout tp8-pp4-dp2-mbs1-nmb512-bf16-zero0-rcselective-"
+      "sp1-vpp2-fa1 --steps 1000 --command-config " + std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-lm.toml");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string training = Steps(run.out).back();
+  EXPECT_NE(training.find(
+                " python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+                "--num-layers-per-virtual-pipeline-stage 10 --sequence-parallel --micro-batch-size 1 --global-batch-size "
+                "1024 --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+                "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "
+                "--position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights "
+                "--disable-bias-linear --attention-backend flash --recompute-granularity selective --bf16 "
+                "--train-iters 1000 "),
+            std::string::npos)
+      << training;
+}
+
+// A model the command config's program cannot train gets no script either (exit 3, the field
+// named): torchtitan trains its flavours only, Megatron-DeepSpeed no Llama shape, and a
+// --training-command that does not pass a field the model sets.
+TEST(LaunchScript, AModelTheProgramCannotTrainGetsNoScript) {
+  const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 --steps 1000";
+  ExpectOneLineError(RunTunepar("launch-script --model gpt-22b --hardware dgx-h100 --command-config " + kTorchtitan +
+                                layout),
+                     kExitConfig, "command config torchtitan.toml passes the model as a torchtitan flavour "
+                                  "({torchtitan_flavor}): model gpt-22b has the shape of none of torchtitan's");
+  ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware dgx-h100 --command-config " + kMegatron +
+                                layout),
+                     kExitConfig, "command config megatron-deepspeed.toml does not pass {ffn_hidden}");
+  ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware dgx-h100 --training-command 'python "
+                                "train.py --tp {tp} --ffn {ffn_hidden} {tied_embeddings=0?--untie}'" + layout),
+                     kExitConfig, "--training-command does not pass {kv_heads}: its program would train model "
+                                  "llama3-8b with kv_heads 32 (what it takes untold), not 8");
 }
 
 TEST(LaunchScript, LaunchersThatStartEveryNodesRanksThemselvesAreRefused) {

@@ -1,11 +1,15 @@
 #include "tuner/backends/command_config.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/knobs.h"
+#include "base/model_shape.h"
 #include "base/toml_fields.h"
 
 namespace tunepar {
@@ -32,6 +36,52 @@ Status ReadKnobs(TomlFields& f, std::string* knobs) {
   return Status::Ok();
 }
 
+// One [shape] value as the field's placeholder gives it: a choice's name, 1/0 for a switch, else
+// the integer; empty when it is no value of the field.
+std::string ShapeValueText(const ShapeRow& row, const toml::node& item) {
+  if (row.is_switch) return item.is_boolean() ? (item.as_boolean()->get() ? "1" : "0") : "";
+  if (!row.choices.empty()) {
+    const auto* name = item.as_string();
+    return name != nullptr && ShapeChoiceIndex(row, name->get()) >= 0 ? name->get() : "";
+  }
+  const auto* number = item.as_integer();
+  return number != nullptr && number->get() >= row.min ? std::to_string(number->get()) : "";
+}
+
+std::string ShapeValuesExpected(const ShapeRow& row) {
+  if (row.is_switch) return "true or false";
+  if (!row.choices.empty()) return fmt::format("{}", fmt::join(row.choices, ", "));
+  return fmt::format("integers of at least {}", row.min);
+}
+
+// The [shape] table: the values of shape fields the program can train (no ALiBi in Megatron-LM).
+Status ReadShape(TomlFields& f, std::vector<runner::ShapeValues>* shape) {
+  const toml::table* table = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(f.Table("shape", &table, false));
+  if (table == nullptr) return Status::Ok();
+  for (auto&& [key, value] : *table) {
+    const std::string name(key.str());
+    const auto row = std::find_if(ShapeRows().begin(), ShapeRows().end(),
+                                  [&](const ShapeRow& r) { return r.name == name; });
+    if (row == ShapeRows().end()) {
+      std::vector<std::string_view> fields;
+      for (const ShapeRow& r : ShapeRows()) fields.push_back(r.name);
+      return f.ErrorAt(value, "shape." + name, fmt::format("is no shape field ({})", fmt::join(fields, ", ")));
+    }
+    if (!value.is_array() || value.as_array()->empty())
+      return f.ErrorAt(value, "shape." + name, "must be a non-empty list of values, e.g. [\"learned\", \"rotary\"]");
+    runner::ShapeValues allowed{name, {}};
+    for (const toml::node& item : *value.as_array()) {
+      const std::string text = ShapeValueText(*row, item);
+      if (text.empty())
+        return f.ErrorAt(item, "shape." + name, fmt::format("values must be {}", ShapeValuesExpected(*row)));
+      allowed.values.push_back(text);
+    }
+    shape->push_back(std::move(allowed));
+  }
+  return Status::Ok();
+}
+
 Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::string* metric, std::string* knobs) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ConfigError(fmt::format("cannot read command config '{}'", path));
@@ -50,6 +100,8 @@ Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::
   TUNEPAR_RETURN_IF_ERROR(f.String("workdir", &o->workdir, false));
   TUNEPAR_RETURN_IF_ERROR(f.Bool("reads_layout_env", &o->reads_layout_env, false));
   TUNEPAR_RETURN_IF_ERROR(ReadKnobs(f, knobs));
+  TUNEPAR_RETURN_IF_ERROR(ReadShape(f, &o->shape));
+  o->source = fmt::format("command config {}", std::filesystem::path(path).filename().string());
   if (const toml::node* patterns = f.Take("oom_patterns")) {
     if (!patterns->is_array()) return f.Error("oom_patterns", "must be an array of regular expressions");
     o->oom_patterns.clear();

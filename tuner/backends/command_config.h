@@ -14,6 +14,9 @@
 //   [knobs]                                      # the values the program supports (they replace
 //   tp = [1]                                     # the space's; same keys and values as a space file)
 //   precision = ["fp32", "bf16"]
+//   [shape]                                      # the shape values the program can train (a model
+//   positions = ["learned", "rotary", "none"]    # with another is refused at study start, exit 3;
+//                                                # runner::CheckTrainsModel); a field not listed: any
 //   [env]
 //   NCCL_DEBUG = "WARN"
 #pragma once

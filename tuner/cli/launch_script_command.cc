@@ -318,7 +318,13 @@ Status SetTrainingCommand(const LaunchScriptOptions& o, const Chosen& chosen, ru
       return InvalidArgument(runs.message() +
                              "; search with this --command-config (its study holds only layouts it runs), or give --layout");
     }
+    TUNEPAR_RETURN_IF_ERROR(runner::CheckTrainsModel(*config, chosen.model));
     template_command = config->command;
+  } else if (!template_command.empty()) {
+    runner::CommandBackendOptions given;
+    given.command = template_command;
+    given.source = "--training-command";
+    TUNEPAR_RETURN_IF_ERROR(runner::CheckTrainsModel(given, chosen.model));
   }
   if (template_command.empty() && chosen.program) {
     // A study measured with its own command launches that program, never tunepar-core.

@@ -41,6 +41,7 @@ Result<Proposed> ProposeStudy(const SessionRequest& r) {
   p.settings = r.settings;
   p.settings.world = static_cast<int>(r.world);
   if (r.backend != nullptr) {
+    TUNEPAR_RETURN_IF_ERROR(r.backend->SupportsModel(p.problem.model));
     Result<KnobSupport> support = r.backend->SupportedKnobs(p.problem.space, p.settings.world);
     if (support.ok()) p.settings.pinned_knobs = PinnedKnobs(*support);
     p.support = support.status();
