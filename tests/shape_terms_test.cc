@@ -153,6 +153,9 @@ TEST_F(ShapeTerms, VitHasPatchEmbeddingAndHead) {
   EXPECT_GT(w.compute_terms.head_and_embedding, p.compute_terms.head_and_embedding);
   EXPECT_DOUBLE_EQ(w.compute_terms.mlp, p.compute_terms.mlp);
   EXPECT_GT(p.compute_terms.head_and_embedding, 0);
+  ModelShape wider_patches = vit;  // the patch embedding alone: (T, h, P) forward and weight gradient
+  wider_patches.patch_tokens = 768;
+  EXPECT_GT(P(wider_patches, l).compute_terms.head_and_embedding, p.compute_terms.head_and_embedding);
 }
 
 // The terms add up to the compute time, and the labels name the shape.
