@@ -21,7 +21,7 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
     {C::kTpDividesHeads, "tp_divides_heads", "tp divides heads", Knob::kTp,
      [](const Q& q, const L& l) { return q.model->heads % l.tp != 0; }},
     {C::kTpFitsKvHeads, "tp_fits_kv_heads",
-     "tp divides kv heads, or kv heads divide tp (each KV head replicated on tp/kv_heads ranks)", Knob::kTp,
+     "tp divides kv heads, or kv heads divide tp", Knob::kTp,
      [](const Q& q, const L& l) {
        const int g = q.model->KvHeads();
        return g % l.tp != 0 && l.tp % g != 0;
