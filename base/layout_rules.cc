@@ -20,6 +20,12 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
     {C::kTpWithinNode, "tp_within_node", "tp fits in one node (divides GPUs per node)", Knob::kTp, TpOutsideNode},
     {C::kTpDividesHeads, "tp_divides_heads", "tp divides heads", Knob::kTp,
      [](const Q& q, const L& l) { return q.model->heads % l.tp != 0; }},
+    {C::kTpFitsKvHeads, "tp_fits_kv_heads",
+     "tp divides kv heads, or kv heads divide tp", Knob::kTp,
+     [](const Q& q, const L& l) {
+       const int g = q.model->KvHeads();
+       return g % l.tp != 0 && l.tp % g != 0;
+     }},
     {C::kTpDividesFfn, "tp_divides_ffn", "tp divides the MLP width", Knob::kTp,
      [](const Q& q, const L& l) { return q.model->MlpWidth() % l.tp != 0; }},
     {C::kTpPpDivideWorld, "tp_pp_divide_world", "tp * pp divides the world size", Knob::kPp,
@@ -40,6 +46,8 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
      [](const Q&, const L& l) { return l.zero == 1 && l.dp == 1; }, true},
     {C::kSeqParallelNeedsTp, "seq_parallel_needs_tp", "sequence parallelism needs tp > 1", Knob::kSeqParallel,
      [](const Q&, const L& l) { return l.seq_parallel && l.tp == 1; }, true},
+    {C::kSeqParallelSplitsSequence, "seq_parallel_splits_sequence", "sequence parallelism splits the sequence evenly over tp",
+     Knob::kSeqParallel, [](const Q& q, const L& l) { return l.seq_parallel && q.model->seq_len % l.tp != 0; }},
 }};
 
 }  // namespace

@@ -27,6 +27,7 @@ struct LayoutQuery {
 enum class Constraint {
   kTpWithinNode,            // tp <= GPUs per node and divides it (unless crossing is allowed)
   kTpDividesHeads,          // heads split evenly over tp
+  kTpFitsKvHeads,           // tp divides the K/V heads, or they divide tp (each replicated on tp / g ranks)
   kTpDividesFfn,            // the MLP width splits evenly over tp
   kTpPpDivideWorld,         // tp * pp * dp = world
   kPpDividesLayers,         // layers split evenly over pipeline stages
@@ -37,8 +38,9 @@ enum class Constraint {
   kFlashNeeds16Bit,         // flash attention kernels exist for fp16/bf16 only
   kZeroNeedsDp,             // ZeRO-1 with dp = 1 is the same layout as ZeRO-0
   kSeqParallelNeedsTp,      // sequence parallelism with tp = 1 is the same as without
+  kSeqParallelSplitsSequence,  // sequence parallelism splits the sequence evenly over tp
 };
-inline constexpr int kNumConstraints = 12;
+inline constexpr int kNumConstraints = 14;
 
 struct ConstraintRow {
   Constraint constraint;

@@ -106,7 +106,10 @@ const std::vector<ProblemSpec> kProblems = {
     // Not the lower-memory truths: the slowest problem to search, and its optima lie as gpt-175b's.
     {"gpt-1t@3072", "gpt-1t", 3072, "frontier-mi250x", true, false},
     // Issue 31's case: an A100 cluster whose fastest layouts needed less memory than predicted.
-    {"gpt-175b@1024-a100", "gpt-175b", 1024, "dgx-a100", false, true}};
+    {"gpt-175b@1024-a100", "gpt-175b", 1024, "dgx-a100", false, true},
+    // Issue 33: a Llama-style shape (GQA 64/8, SwiGLU, rotary, RMSNorm, untied) on LUMI-G, with
+    // the structural truths: the tuner must find its optima as it does a GPT's.
+    {"llama3-70b@1024", "llama3-70b", 1024, "lumi-g", true, false}};
 // The measured problem: tunepar-core's small model at world 8, all ranks on this machine.
 const ProblemSpec kCoreProblem = {"core-small@8", "small", 8};
 

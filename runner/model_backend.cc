@@ -4,10 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "base/provenance.h"
+#include "runner/compute_terms.h"
 
 namespace tunepar::runner {
 
-std::string PredictionJson(const Prediction& p) {
+std::string PredictionJson(const Prediction& p, const ModelShape& model) {
+  nlohmann::json terms = nlohmann::json::object();
+  for (const NamedTerm& term : NamedComputeTerms(model, p.compute_terms)) terms[std::string(term.key)] = term.seconds;
   nlohmann::json j = {
       {"step_time_s", p.step_time_s},
       {"tokens_per_s", p.tokens_per_s},
@@ -23,6 +26,8 @@ std::string PredictionJson(const Prediction& p) {
         {"dp_comm_exposed_s", p.time.dp_comm_exposed},
         {"optimizer_s", p.time.optimizer},
         {"device_sharing_s", p.time.device_sharing}}},
+      // breakdown.compute_s term by term (beside breakdown, whose values add up to the step time)
+      {"compute_terms", terms},
       {"memory",
        {{"weights", p.memory.weights},
         {"gradients", p.memory.gradients},
@@ -48,7 +53,7 @@ TrialResult ModelBackend::Evaluate(const Layout& layout) const {
   r.hosts = host_;
   r.started_at = UtcNow();
   const Prediction p = model_.Predict(layout);
-  r.details_json = PredictionJson(p);
+  r.details_json = PredictionJson(p, model_.model());
   r.metrics.peak_memory_bytes = p.memory_bytes;
   if (p.fits) {
     r.metrics.step_time_s = p.step_time_s;

@@ -28,7 +28,8 @@ class ModelBackend : public Backend {
 };
 
 // The prediction as a JSON object: step_time_s, tokens_per_s, tflops_per_gpu, mfu,
-// memory_bytes, fits, breakdown {...seconds}, memory {...bytes}.
-std::string PredictionJson(const Prediction& prediction);
+// memory_bytes, fits, breakdown {...seconds}, compute_terms {...seconds, named for `model`'s
+// terms}, memory {...bytes}.
+std::string PredictionJson(const Prediction& prediction, const ModelShape& model);
 
 }  // namespace tunepar::runner

@@ -21,8 +21,14 @@ namespace {
 constexpr double kValuesPerHidden = 11.0;
 constexpr double kValuesPerMlpUnit = 2.0;
 constexpr double kValuesPerScore = 4.5;
+// SwiGLU's product silu(gate) * up per MLP unit: read gate and up, write the product = 3.
+constexpr double kValuesPerSwigluUnit = 3.0;
+// Rotary embeddings per Q and K value: read and write (the cos/sin table is small and cached).
+constexpr double kValuesPerRotaryValue = 2.0;
 // The LM head's cross-entropy in fp32 (4 bytes): softmax read and write, loss, gradient.
 constexpr double kCrossEntropyValuesPerLogit = 4.0;
+// A ViT head's mean-squared error in fp32 per output: read, write the difference, gradient.
+constexpr double kMseValuesPerOutput = 3.0;
 // Fused attention's backward pass costs about 2.5 times its forward (Dao 2023).
 constexpr double kFlashBackwardFactor = 2.5;
 
@@ -34,6 +40,12 @@ double BytesPerValue(Precision p) {
 // gradients in fp32; fp32 training has fp32 gradients.
 double GradientBytes(Precision p) {
   return p == Precision::kFp16 ? 2.0 : 4.0;
+}
+
+// K/V heads summed over the tensor-parallel ranks: g when tp divides them; tp when tp exceeds g
+// (each rank holds one K/V head, replicated on tp / g ranks). Multi-head attention: a.
+double KvHeadsOverTp(const ModelShape& m, int tp) {
+  return std::max(m.KvHeads(), tp);
 }
 
 double PeakIndex(Precision p) {
@@ -114,6 +126,11 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
       l.virtual_stages < 1)
     return bad("sizes must be positive");
   if (m.heads % l.tp != 0) return bad(fmt::format("tp {} does not divide {} heads", l.tp, m.heads));
+  const int g = m.KvHeads();
+  if (g % l.tp != 0 && l.tp % g != 0)
+    return bad(fmt::format("tp {} neither divides {} kv heads nor is a multiple of them", l.tp, g));
+  if (l.seq_parallel && m.seq_len % l.tp != 0)
+    return bad(fmt::format("sequence parallelism: tp {} does not split the sequence of {} evenly", l.tp, m.seq_len));
   if (m.MlpWidth() % l.tp != 0)
     return bad(fmt::format("tp {} does not divide the MLP width {}", l.tp, m.MlpWidth()));
   if (m.layers % (l.pp * l.virtual_stages) != 0)
@@ -137,33 +154,46 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const double bv = BytesPerValue(l.precision);
   const double h = m.hidden, f = m.MlpWidth(), s = m.seq_len, a = m.heads;
   const double t = l.tp, b = l.micro_batch, tokens = b * s, head_dim = h / a;
-  const double overhead = eff_[K::kKernelOverheadUs] * 1e-6;
-  // GEMMs (M x N x K): QKV (T, 3h/t, h), attention output (T, h, h/t), MLP in (T, f/t, h), MLP out (T, h, f/t).
-  const double gemm = GemmTime(tokens, 3 * h / t, h, peak) + GemmTime(tokens, h, h / t, peak) +
-                      GemmTime(tokens, f / t, h, peak) + GemmTime(tokens, h, f / t, peak);
-  // Attention core, 4 b s^2 h / t FLOPs: a fused flash kernel, or batched GEMMs (s x d x s).
-  double attention_forward, attention_backward;
+  const double kv = KvHeadsOverTp(m, l.tp);
+  const bool swiglu = m.mlp == MlpKind::kSwiglu;
+  LayerTime layer;
+  layer.overhead = eff_[K::kKernelOverheadUs] * 1e-6;
+  // GEMMs (M x N x K): QKV (T, (h + 2 g d)/t, h): GQA's K and V projections are g/a of Q's (3h/t
+  // for multi-head attention); attention output (T, h, h/t); MLP in (T, f/t, h), SwiGLU's gate and
+  // up stacked in one (T, 2f/t, h) as Megatron's linear_fc1; MLP out (T, h, f/t).
+  layer.qkv = GemmTime(tokens, (h + 2 * kv * head_dim) / t, h, peak);
+  layer.attention_output = GemmTime(tokens, h, h / t, peak);
+  const double mlp_in = GemmTime(tokens, (swiglu ? 2 * f : f) / t, h, peak), mlp_out = GemmTime(tokens, h, f / t, peak);
+  layer.mlp = mlp_in + mlp_out;
+  const double gemm = layer.qkv + layer.attention_output + mlp_in + mlp_out;  // summed in this order (golden test)
+  // Attention core, 4 b s^2 h / t FLOPs (query heads: GQA shrinks K and V, not the scores): a
+  // fused flash kernel, or batched GEMMs (s x d x s). ALiBi's biases are added inside the
+  // softmax (or flash) kernel: nothing more moves.
   if (l.flash_attention) {
-    attention_forward = 4 * b * s * s * h / t / (peak * eff_[K::kFlashEfficiency]);
-    attention_backward = kFlashBackwardFactor * attention_forward;
+    layer.attention_forward = 4 * b * s * s * h / t / (peak * eff_[K::kFlashEfficiency]);
+    layer.attention_backward = kFlashBackwardFactor * layer.attention_forward;
   } else {
     const double per_head = GemmTime(s, s, head_dim, peak) + GemmTime(s, head_dim, s, peak);
-    attention_forward = b * (a / t) * per_head;
-    attention_backward = 2 * attention_forward;
+    layer.attention_forward = b * (a / t) * per_head;
+    layer.attention_backward = 2 * layer.attention_forward;
   }
-  // Memory-bound kernels. Without sequence parallelism every TP rank repeats the layer norms,
-  // dropouts and residuals on the whole sequence; with it, each handles s / t tokens.
+  // Memory-bound kernels. Without sequence parallelism every TP rank repeats the norms (RMSNorm
+  // moves the bytes LayerNorm does: it saves FLOPs, not traffic), dropouts and residuals on the
+  // whole sequence; with it, each handles s / t tokens. The MLP's activation and rotary's rotation
+  // of Q and K run on the rank's heads and MLP columns.
   const double hidden_values = tokens * kValuesPerHidden * h / (l.seq_parallel ? t : 1.0);
-  const double mlp_values = tokens * kValuesPerMlpUnit * f / t;
+  const double mlp_values = tokens * (swiglu ? kValuesPerSwigluUnit : kValuesPerMlpUnit) * f / t;
+  const double rotary_values =
+      m.positions == Positions::kRotary ? tokens * kValuesPerRotaryValue * (h + kv * head_dim) / t : 0.0;
   const double score_values = l.flash_attention ? 0.0 : b * (a / t) * s * s * kValuesPerScore;
-  const double elementwise = (hidden_values + mlp_values) * bv / memory_bandwidth_;
+  const double elementwise = (hidden_values + mlp_values + rotary_values) * bv / memory_bandwidth_;
   const double softmax = score_values * bv / memory_bandwidth_;
+  layer.elementwise = elementwise + softmax;
 
-  LayerTime layer;
-  layer.forward = gemm + attention_forward + elementwise + softmax + overhead;
-  layer.backward = 2 * gemm + attention_backward + 2 * (elementwise + softmax) + 2 * overhead;
+  layer.forward = gemm + layer.attention_forward + elementwise + softmax + layer.overhead;
+  layer.backward = 2 * gemm + layer.attention_backward + 2 * (elementwise + softmax) + 2 * layer.overhead;
   if (l.recompute == Recompute::kFull) layer.recompute = layer.forward;
-  if (l.recompute == Recompute::kSelective) layer.recompute = attention_forward + softmax;
+  if (l.recompute == Recompute::kSelective) layer.recompute = layer.attention_forward + softmax;
   // Tensor-parallel collectives: two all-reduces (or all-gather + reduce-scatter with sequence
   // parallelism, the same volume) of T x h values forward, two backward, two more when the
   // forward pass is recomputed.
@@ -172,19 +202,37 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   return layer;
 }
 
-// ---- The LM head on the last stage, per micro-batch: logits GEMM (T, V/t, h) forward and
-// backward, and the fp32 cross-entropy over the vocabulary shard.
+// ---- The head on the last stage, per micro-batch. A language model: logits GEMM (T, V/t, h)
+// forward and backward, and the fp32 cross-entropy over the vocabulary shard. A model without a
+// vocabulary (a ViT): the head GEMM (T, O, h), replicated over tp (no collective), and the fp32
+// mean-squared error over its outputs (read, write, gradient). Both: the final norm.
 PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
   const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
   const double bv = BytesPerValue(l.precision);
   const double h = model_.hidden, V = model_.vocab, t = l.tp;
   const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
   HeadTime head;
+  if (!model_.HasVocabulary()) {
+    const double O = model_.output_width;
+    head.compute = 3 * GemmTime(tokens, O, h, peak) + tokens * O * kMseValuesPerOutput * 4.0 / memory_bandwidth_ +
+                   3 * tokens * h * bv / memory_bandwidth_;
+    return head;
+  }
   head.compute = 3 * GemmTime(tokens, V / t, h, peak) +
                  tokens * (V / t) * kCrossEntropyValuesPerLogit * 4.0 / memory_bandwidth_ +
                  3 * tokens * h * bv / memory_bandwidth_;
   head.tp_comm = l.tp > 1 ? 3 * RingAllReduceTime(tokens * 4.0, l.tp, GroupLink(l.tp, RankOrder::Of(l).Stride(GridDim::kTp))) : 0.0;
   return head;
+}
+
+// ---- A ViT's patch embedding on the first stage, per micro-batch: the (T, h, P) GEMM forward
+// and its weight gradient (the input patches need no gradient); replicated over tp. A language
+// model's token embedding is a table lookup, counted nowhere (as before).
+double PerformanceModel::EmbedTime(const Layout& l) const {
+  if (model_.HasVocabulary()) return 0.0;
+  const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
+  const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
+  return 2 * GemmTime(tokens, model_.hidden, model_.patch_tokens, peak);
 }
 
 // ---- Pipeline transfers per micro-batch: activations forward and gradients backward at every
@@ -198,19 +246,39 @@ double PerformanceModel::PipelineTransferTime(const Layout& l) const {
   return 2.0 * l.virtual_stages * (bytes / pp_link.bandwidth + pp_link.latency);
 }
 
-// ---- Parameters per device of the first, the last and the most loaded stage.
+// ---- Parameters per device of the first, the last and the most loaded stage. Per layer,
+// split over tp: Q, K, V (GQA: K and V g/a of Q; replicated K/V heads when tp > g), the
+// attention output, the MLP's k matrices (SwiGLU 3), and their biases (none in Llama); on
+// every rank: the norms (LayerNorm weight and bias, RMSNorm a weight) and one row-parallel
+// bias. Megatron keeps both row-parallel biases replicated (6h for GPT, not 5h): the missing h
+// is kept for exactness with earlier predictions until its own issue fixes it.
 PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l) const {
   const ModelShape& m = model_;
   const double h = m.hidden, f = m.MlpWidth(), s = m.seq_len, V = m.vocab, t = l.tp;
+  const double d = h / m.heads, kv = KvHeadsOverTp(m, l.tp), k = m.MlpMatrices();
+  const double beta = m.linear_biases ? 1.0 : 0.0, norm_vectors = m.norm == NormKind::kLayerNorm ? 2.0 : 1.0;
+  const double qkv_width = h + 2 * kv * d;
+  // GPT: (4h^2 + 3h + 2hf + f) / t + 5h, every term an exact integer before the division.
+  const double split = h * qkv_width + h * h + k * h * f + beta * (qkv_width + (k - 1) * f);
+  const double layer_params = split / t + (2 * norm_vectors * h + beta * h);
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
-  const double layer_params = (4 * h * h + 3 * h + 2 * h * f + f) / t + 5 * h;  // LN and output biases replicated
+  const double positions = m.positions == Positions::kLearned ? s * h : 0.0;
+  const double final_norm = norm_vectors * h;
   StageParameters stage;
+  if (!m.HasVocabulary()) {  // a ViT: patch embedding and head replicated over tp, never tied
+    const double embed = m.patch_tokens * h + beta * h, head = h * m.output_width + beta * m.output_width;
+    stage.first = layers_per_stage * layer_params + embed + positions;
+    stage.last = layers_per_stage * layer_params + final_norm + head;
+    stage.most_loaded = l.pp == 1 ? layers_per_stage * layer_params + embed + head + positions + final_norm
+                                  : std::max(stage.first, stage.last);
+    return stage;
+  }
   stage.embedding = V * h / t;
-  stage.first = layers_per_stage * layer_params + stage.embedding + s * h;
-  stage.last = layers_per_stage * layer_params + 2 * h + (m.tied_embeddings && l.pp > 1 ? stage.embedding : 0.0) +
+  stage.first = layers_per_stage * layer_params + stage.embedding + positions;
+  stage.last = layers_per_stage * layer_params + final_norm + (m.tied_embeddings && l.pp > 1 ? stage.embedding : 0.0) +
                (m.tied_embeddings ? 0.0 : stage.embedding);
   stage.most_loaded = l.pp == 1 ? layers_per_stage * layer_params + stage.embedding * (m.tied_embeddings ? 1 : 2) +
-                                      s * h + 2 * h
+                                      positions + final_norm
                                 : std::max(stage.first, stage.last);
   return stage;
 }
@@ -257,6 +325,21 @@ double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown&
   return std::max(0.0, shared - dedicated);
 }
 
+// ---- Activations kept per layer and micro-batch (Korthikanti et al. 2022 §4.1), in 16-bit
+// units of s b h. R, kept whole on every TP rank without sequence parallelism: the two norms'
+// inputs 4, the QKV and MLP inputs (norm outputs) 2 each, two dropout masks 2. S, split over tp:
+// Q 2, K and V 4 g/a (GQA; one replicated K/V head per rank when tp > g), the attention output
+// projection's input 2, and the MLP: GeLU's input and fc2's input 2 f/h each; SwiGLU's stacked
+// gate and up 4 f/h and fc2's input silu(gate) * up 2 f/h. GPT: R 10, S 24 (f = 4h), Korthikanti's 34.
+// RMSNorm keeps what LayerNorm keeps; rotary keeps nothing (Q and K are stored rotated, and the
+// rotation's backward needs only the cos/sin table); ALiBi keeps nothing.
+PerformanceModel::ActivationUnits PerformanceModel::ActivationUnitsPerLayer(const ModelShape& m, int tp) {
+  const double f_over_h = static_cast<double>(m.MlpWidth()) / m.hidden;
+  const double kv_over_a = KvHeadsOverTp(m, tp) / m.heads;
+  const double mlp = m.mlp == MlpKind::kSwiglu ? 6 * f_over_h : 4 * f_over_h;
+  return {10.0, 2 + 4 * kv_over_a + 2 + mlp};
+}
+
 // ---- Memory: the first stage (embedding, the most activations in flight) or the last (LM head,
 // fp32 logits), whichever needs more; with one stage, both on one device. Activations per layer
 // per micro-batch (Korthikanti et al. 2022), in 16-bit units of s b h.
@@ -268,19 +351,22 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   const double t = l.tp, p = l.pp, d = l.dp, v = l.virtual_stages, mb = l.num_micro_batches;
   const double b = l.micro_batch, tokens = b * s, layers_per_stage = m.layers / p;
   const bool mixed = l.precision != Precision::kFp32;
-  const double scores = (l.flash_attention || l.recompute != Recompute::kNone) ? 0.0 : 5 * a * s / (h * t);
-  const double full_layer = l.seq_parallel ? 34 / t + scores : (l.tp == 1 ? 34 + scores : 10 + 24 / t + scores);
+  const double scores_kept = l.flash_attention ? 0.0 : 5 * a * s / (h * t);
+  const double scores = l.recompute != Recompute::kNone ? 0.0 : scores_kept;
+  const ActivationUnits units = ActivationUnitsPerLayer(m, l.tp);
+  // Without sequence parallelism every TP rank keeps R whole and S / t; with it, both split.
+  const double kept = l.seq_parallel ? (units.replicated + units.split) / t
+                                     : (l.tp == 1 ? units.replicated + units.split : units.replicated + units.split / t);
+  const double full_layer = kept + scores;
   const double stored = l.recompute == Recompute::kFull ? (l.seq_parallel ? 2 / t : 2.0) : full_layer;
   // Full recomputation: the layer being recomputed holds its full activations meanwhile.
-  const double working = l.recompute == Recompute::kFull
-                             ? (l.seq_parallel ? 34 / t : (l.tp == 1 ? 34.0 : 10 + 24 / t)) +
-                                   (l.flash_attention ? 0.0 : 5 * a * s / (h * t))
-                             : 0.0;
+  const double working = l.recompute == Recompute::kFull ? kept + scores_kept : 0.0;
   const double sbh = s * b * h * bv / 2.0;
   // 1F1B: the first stage holds min(p, m) micro-batches in flight (L layers' worth when m >= p),
   // more with interleaving; the last stage holds one micro-batch, and the logits (16-bit and fp32).
   const double in_flight = std::min(p, mb) * (v > 1 ? 1.0 + (p - 1) / (p * v) : 1.0);
-  const double logits = tokens * V / t * (4.0 + bv);
+  // The head's outputs, 16-bit and fp32: a vocabulary shard's logits, or a ViT's O values (replicated).
+  const double logits = m.HasVocabulary() ? tokens * V / t * (4.0 + bv) : tokens * m.output_width * (4.0 + bv);
   const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
   auto stage_memory = [&](double stage_params, double activations) {
     MemoryBreakdown mem;
@@ -298,6 +384,22 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   return first.Total() >= last.Total() ? first : last;
 }
 
+// ---- time.compute, term by term: per micro-batch, the stage's layers (each GEMM forward and
+// twice backward; element-wise kernels and overhead once forward, twice backward) and its end.
+ComputeTerms PerformanceModel::TermsPerStep(const Layout& l, const LayerTime& layer, double ends) const {
+  const double per_step = static_cast<double>(l.num_micro_batches) * model_.layers / l.pp;
+  ComputeTerms terms;
+  terms.qkv_projections = per_step * 3 * layer.qkv;
+  terms.attention_output = per_step * 3 * layer.attention_output;
+  terms.mlp = per_step * 3 * layer.mlp;
+  terms.attention_core = per_step * (layer.attention_forward + layer.attention_backward);
+  terms.elementwise = per_step * 3 * layer.elementwise;
+  terms.kernel_overhead = per_step * 3 * layer.overhead;
+  terms.recompute = per_step * layer.recompute;
+  terms.head_and_embedding = static_cast<double>(l.num_micro_batches) * ends;
+  return terms;
+}
+
 // The step: m slots of the slowest stage's per-micro-batch time plus the (p - 1) / v slots of
 // the bubble, the exposed data-parallel reduction, the optimizer, and the time ranks wait for
 // shared devices.
@@ -307,11 +409,15 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   const LayerTime layer = LayerTimes(l);
   const HeadTime head = HeadTimes(l);
   const double p2p = PipelineTransferTime(l);
-  const double compute_mb = layers_per_stage * (layer.forward + layer.backward + layer.recompute) + head.compute;
+  // The head runs on the last stage, a ViT's patch embedding on the first: with one stage both.
+  const double embed = EmbedTime(l);
+  const double ends_mb = l.pp == 1 ? head.compute + embed : std::max(head.compute, embed);
+  const double compute_mb = layers_per_stage * (layer.forward + layer.backward + layer.recompute) + ends_mb;
   const double tp_mb = layers_per_stage * layer.tp_comm + head.tp_comm;
   const double slot = compute_mb + tp_mb + p2p;
   Prediction out;
   out.time.compute = mb * compute_mb;
+  out.compute_terms = TermsPerStep(l, layer, ends_mb);
   out.time.tp_comm = mb * tp_mb;
   out.time.pp_p2p = mb * p2p;
   out.time.bubble = (p - 1) / v * slot;
@@ -322,7 +428,7 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   out.time.optimizer = OptimizerTime(l, stage.most_loaded);
   const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
                            out.time.dp_comm_exposed + out.time.optimizer;
-  out.time.device_sharing = DeviceSharingTime(l, out.time, head.compute, dedicated);
+  out.time.device_sharing = DeviceSharingTime(l, out.time, ends_mb, dedicated);
   out.step_time_s = dedicated + out.time.device_sharing;
   out.tokens_per_s = model_.TokensPerStep() / out.step_time_s;
   out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;

@@ -52,6 +52,23 @@ struct TimeBreakdown {         // seconds per optimizer step; they add up to the
   double device_sharing = 0;   // ranks waiting for a device other ranks use (oversubscribed runs)
 };
 
+// What `TimeBreakdown::compute` is spent on, seconds per step (the slowest stage's micro-batches):
+// they add up to it. Each GEMM term counts its forward and backward passes.
+struct ComputeTerms {
+  double qkv_projections = 0;     // Q, K, V GEMM (GQA: K and V g/a of Q)
+  double attention_output = 0;    // the attention's output projection
+  double mlp = 0;                 // the MLP's GEMMs (SwiGLU: gate and up stacked, then down)
+  double attention_core = 0;      // softmax(Q K^T) V: batched GEMMs or the flash kernel
+  double elementwise = 0;         // norms, dropout, residuals, GeLU / SwiGLU product, rotary, softmax
+  double kernel_overhead = 0;     // fixed per-layer launch and synchronisation cost
+  double recompute = 0;           // the forward pass again (full) or the attention core (selective)
+  double head_and_embedding = 0;  // LM head and cross-entropy; a ViT's patch embedding and head
+  double Total() const {
+    return qkv_projections + attention_output + mlp + attention_core + elementwise + kernel_overhead + recompute +
+           head_and_embedding;
+  }
+};
+
 struct MemoryBreakdown {  // bytes per device, on the most loaded pipeline stage
   double weights = 0;
   double gradients = 0;
@@ -74,6 +91,7 @@ struct Prediction {
   double memory_bytes = 0;
   bool fits = false;  // memory_bytes <= device memory
   TimeBreakdown time;
+  ComputeTerms compute_terms;  // time.compute, term by term
   MemoryBreakdown memory;
 };
 
@@ -98,6 +116,7 @@ class PerformanceModel {
   Status CheckLayout(const Layout& layout) const;
 
   const Efficiency& efficiency() const { return eff_; }
+  const ModelShape& model() const { return model_; }
 
  private:
   struct LinkSpeed {
@@ -107,8 +126,11 @@ class PerformanceModel {
   // The terms of a prediction (performance_model.cc says what each counts).
   struct LayerTime {  // one layer, one micro-batch, one tensor-parallel rank, seconds
     double forward = 0, backward = 0, recompute = 0, tp_comm = 0;
+    // The forward pass's parts (the backward pass runs each GEMM twice, the rest as LayerTimes says).
+    double qkv = 0, attention_output = 0, mlp = 0, attention_forward = 0, attention_backward = 0;
+    double elementwise = 0, overhead = 0;
   };
-  struct HeadTime {  // the LM head per micro-batch
+  struct HeadTime {  // the LM head (or a ViT's head and patch embedding) per micro-batch
     double compute = 0, tp_comm = 0;
   };
   struct StageParameters {  // parameters per device
@@ -116,6 +138,8 @@ class PerformanceModel {
   };
   LayerTime LayerTimes(const Layout& layout) const;
   HeadTime HeadTimes(const Layout& layout) const;
+  double EmbedTime(const Layout& layout) const;
+  ComputeTerms TermsPerStep(const Layout& layout, const LayerTime& layer, double head_and_embed) const;
   double PipelineTransferTime(const Layout& layout) const;
   StageParameters StageParams(const Layout& layout) const;
   double DataParallelExposedTime(const Layout& layout, double params, double hide) const;
@@ -124,6 +148,11 @@ class PerformanceModel {
   double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,
                            double dedicated) const;
   MemoryBreakdown Memory(const Layout& layout, const StageParameters& stage) const;
+  struct ActivationUnits {  // 16-bit units of s b h per layer and micro-batch
+    double replicated = 0;  // R: on every TP rank (split only by sequence parallelism)
+    double split = 0;       // S: split over tp
+  };
+  static ActivationUnits ActivationUnitsPerLayer(const ModelShape& model, int tp);
   // The link a group of `size` ranks, `stride` ranks apart, runs its collectives over.
   LinkSpeed GroupLink(int size, int stride) const;
   double GemmTime(double m, double n, double k, double peak) const;

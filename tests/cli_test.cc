@@ -72,6 +72,21 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   EXPECT_NE(exported["model_toml"].get<std::string>().find("gpt-1t"), std::string::npos);
 }
 
+// Issue 33's done-when: the dry run of a Llama-style model names its terms from the shape (it
+// runs in well under a second; tests do not assert timings).
+TEST(Cli, LlamaDryRunNamesGqaAndSwiglu) {
+  TempDir dir;
+  testing::CliRun run =
+      RunTunepar("--store " + (dir / "store") + " search --world 1024 --model llama3-70b --hardware lumi-g");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("shape: GQA 64/8, SwiGLU f 28672, rotary, RMSNorm, untied, no biases"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("Best 10 layouts by predicted throughput"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Q/K/V projections (GQA: 64 query heads, 8 KV groups; K and V 1/8 of Q)"),
+            std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("MLP (SwiGLU: 3 matrices, f 28672)"), std::string::npos) << run.out;
+}
+
 TEST(Cli, BadInputGivesOneLineAndAKnownExitCodeAndLeavesTheStoreAlone) {
   TempDir dir;
   const std::string store_dir = dir / "store";
@@ -259,7 +274,7 @@ TEST(Cli, SpaceCountsAndExplains) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("legal 13,770"), std::string::npos) << run.out;
   for (const char* c : {"tp_within_node", "pp_divides_layers", "batch_divisible", "interleave_micro_batches",
-                        "seq_parallel_needs_tp"}) {
+                        "seq_parallel_needs_tp", "tp_fits_kv_heads", "seq_parallel_splits_sequence"}) {
     EXPECT_NE(run.out.find(c), std::string::npos) << c;
   }
   testing::CliRun list = RunTunepar("space --world 64 --model gpt-22b --space megatron --list");

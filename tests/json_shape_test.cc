@@ -194,6 +194,9 @@ TEST(JsonShape, CommandsWithoutAStore) {
   ExpectShape("--json space --world 64 --model gpt-22b", "space.schema.json");
   ExpectShape("--json space --world 64 --model gpt-22b --list", "space.schema.json");
   ExpectShape("--json predict --world 1024 --model gpt-175b --tp 4 --pp 16 --mbs 1", "predict.schema.json");
+  // Issue 33: compute_terms (qkv_projections_s, mlp_s, ...) for a Llama-style shape.
+  ExpectShape("--json predict --world 1024 --model llama3-70b --hardware lumi-g --tp 8 --pp 4 --mbs 1",
+              "predict.schema.json");
   ExpectShape("--json report --of-model --world 64 --model gpt-22b --background-size 20", "report.schema.json");
   ExpectShape("--json calibrate --from " + std::string(TUNEPAR_SOURCE_DIR) +
                   "/bench/data/megatron_table1.csv --hardware dgx-a100 --fit gemm_efficiency",

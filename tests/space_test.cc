@@ -85,6 +85,57 @@ TEST(Space, TpMustDivideHeadsAndMlp) {
   ExpectConsistent(f);
 }
 
+// Grouped-query attention: tp divides the K/V heads, or they divide tp (each KV head then
+// replicated on tp / g ranks, as Llama 3's 8 KV heads on 16 ranks). World 8: dp = 8 / tp.
+TEST(Space, TpMustFitKvHeads) {
+  ModelShape m = SmallModel();
+  m.heads = 48;
+  m.hidden = 48 * 8;
+  m.ffn_hidden = 1536;
+  m.kv_heads = 8;
+  SpaceSpec s = PinnedSpace();
+  s.Of(Knob::kTp) = {false, {1, 2, 4, 8}};
+  SpaceEnumeration e = Enumerate(8, m, s);
+  EXPECT_EQ(e.Excluded(Constraint::kTpFitsKvHeads), 0);
+  std::set<int> tps;
+  for (const Layout& l : e.legal) tps.insert(l.tp);
+  EXPECT_EQ(tps, (std::set<int>{1, 2, 4, 8}));
+  m.kv_heads = 6;  // tp 4 and 8 neither divide 6 nor are multiples of it
+  SpaceEnumeration six = Enumerate(8, m, s);
+  EXPECT_EQ(six.Excluded(Constraint::kTpFitsKvHeads), 2);
+  for (const Layout& l : six.legal) EXPECT_LE(l.tp, 2);
+  m.kv_heads = 2;  // tp 4 and 8: each KV head replicated on 2 and 4 ranks
+  EXPECT_EQ(Enumerate(8, m, s).Excluded(Constraint::kTpFitsKvHeads), 0);
+  ExpectConsistent(six);
+}
+
+// Sequence parallelism shards the sequence over tp: it must split evenly.
+TEST(Space, SequenceParallelismSplitsTheSequence) {
+  ModelShape m = SmallModel();
+  m.seq_len = 36;  // 36 % 8 != 0; 36 % 4 == 0
+  SpaceSpec s = PinnedSpace();
+  s.Of(Knob::kTp) = {false, {2, 4, 8}};
+  s.Set(Knob::kSeqParallel, testing::Codes({false, true}));
+  SpaceEnumeration e = Enumerate(8, m, s);
+  EXPECT_EQ(e.Excluded(Constraint::kSeqParallelSplitsSequence), 1);  // tp 8, sp on
+  for (const Layout& l : e.legal) EXPECT_TRUE(!l.seq_parallel || m.seq_len % l.tp == 0) << LayoutKey(l);
+  ExpectConsistent(e);
+}
+
+// A model without a vocabulary (a ViT, vocab 0) meets no rule about the vocabulary.
+TEST(Space, ModelWithoutVocabularyHasLegalLayouts) {
+  ModelShape m = SmallModel();
+  m.vocab = 0;
+  m.patch_tokens = 12;
+  m.output_width = 12;
+  m.tied_embeddings = false;
+  SpaceSpec s = PinnedSpace();
+  s.Of(Knob::kTp) = {false, {1, 2, 4, 8}};
+  SpaceEnumeration e = Enumerate(8, m, s);
+  EXPECT_EQ(e.legal.size(), 4u);
+  ExpectConsistent(e);
+}
+
 TEST(Space, TpTimesPpMustDivideWorld) {
   ModelShape m = SmallModel();
   SpaceSpec s = PinnedSpace();
@@ -204,6 +255,9 @@ TEST(Space, Gpt1tAtWorld3072) {
   SpaceEnumeration e = Enumerate(3072, m, s);
   EXPECT_EQ(e.candidates, 522720);
   EXPECT_EQ(e.legal.size(), 13770u);
+  // Issue 33's rules for GQA and sequence parallelism exclude no GPT layout.
+  EXPECT_EQ(e.Excluded(Constraint::kTpFitsKvHeads), 0);
+  EXPECT_EQ(e.Excluded(Constraint::kSeqParallelSplitsSequence), 0);
   ExpectConsistent(e);
 }
 
@@ -282,6 +336,10 @@ std::vector<Layout> AllCandidates(int world, const ModelShape& m, const SpaceSpe
 // exactly when the enumeration lists it, and a failure names the constraint it was counted under.
 TEST(Space, CheckLegalAgreesWithTheEnumeration) {
   ModelShape m = SmallModel();
+  m.heads = 12;  // with 6 KV heads: tp 4 fits neither way
+  m.hidden = 96;
+  m.kv_heads = 6;
+  m.seq_len = 33;  // sequence parallelism over tp 2 cannot split it
   SpaceSpec s;
   s.name = "wide";
   s.Set(Knob::kMicroBatch, testing::Codes({1, 2, 4, 8}));
@@ -306,6 +364,10 @@ TEST(Space, CheckLegalAgreesWithTheEnumeration) {
     }
     for (int c = 0; c < kNumConstraints; ++c)
       EXPECT_EQ(named[c], e.excluded[c]) << "world " << world << " " << ConstraintId(static_cast<Constraint>(c));
+    if (world == 16) {
+      EXPECT_GT(e.Excluded(Constraint::kTpFitsKvHeads), 0);
+      EXPECT_GT(e.Excluded(Constraint::kSeqParallelSplitsSequence), 0);
+    }
   }
   // A value the space does not list is named as such.
   Layout odd;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/knobs.h"
+#include "runner/compute_terms.h"
 #include "runner/model_backend.h"
 #include "runner/performance_model.h"
 #include "search/space.h"
@@ -123,7 +124,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   const runner::Prediction p = model->Predict(*layout);
 
   if (global.json) {
-    nlohmann::json j = nlohmann::json::parse(runner::PredictionJson(p));
+    nlohmann::json j = nlohmann::json::parse(runner::PredictionJson(p, problem->model));
     j["layout"] = LayoutKey(*layout);
     j["world"] = world;
     j["model"] = problem->model.name;
@@ -137,6 +138,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   fmt::print("tunepar predict: {} ({} parameters) on {}, world {}, global batch {}\n", problem->model.name,
              HumanCount(problem->model.Parameters()), problem->hardware.name, world,
              problem->model.global_batch);
+  fmt::print("shape {}\n", runner::ShapeFeatures(problem->model));
   fmt::print("layout {}\n\n", LayoutKey(*layout));
   fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {}   MFU {:.1f}%\n", Seconds(p.step_time_s),
              WithCommas(static_cast<int64_t>(p.tokens_per_s)), TflopsText(p.tflops_per_gpu), 100 * p.mfu);
@@ -152,6 +154,9 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
     time.AddRow({what, fmt::format("{:.4g}", s), fmt::format("{:.1f}%", 100 * s / p.step_time_s)});
   };
   add_time("compute (GEMMs, attention, element-wise, recompute)", p.time.compute);
+  for (const runner::NamedTerm& term : runner::NamedComputeTerms(problem->model, p.compute_terms)) {
+    if (term.seconds > 0) add_time(("  " + term.label).c_str(), term.seconds);
+  }
   add_time("tensor-parallel communication", p.time.tp_comm);
   add_time("pipeline point-to-point", p.time.pp_p2p);
   add_time("pipeline bubble", p.time.bubble);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "runner/compute_terms.h"
 #include "runner/model_backend.h"
 #include "tuner/loops/searches.h"
 #include "tuner/output/text_table.h"
@@ -53,6 +54,16 @@ void PrintJson(const GlobalOptions& global, const StudySession& session, const s
   fmt::print("{}\n", j.dump(2));
 }
 
+// Where the best layout's compute time goes, named from the shape (GQA, SwiGLU, ...).
+void PrintComputeTerms(const StudyContext& context, const Layout& best) {
+  const runner::Prediction p = context.model().Predict(best);
+  fmt::print("Compute of the best layout, {:.4g} s of its {:.4g} s step:\n", p.time.compute, p.step_time_s);
+  for (const runner::NamedTerm& term : runner::NamedComputeTerms(context.problem.model, p.compute_terms)) {
+    if (term.seconds > 0) fmt::print("  {:5.1f}%  {}\n", 100 * term.seconds / p.time.compute, term.label);
+  }
+  fmt::print("\n");
+}
+
 void PrintText(const GlobalOptions& global, const StudySession& session, const std::vector<store::TrialRecord>& all,
                const std::vector<const store::TrialRecord*>& best, size_t evaluated_now, double eval_s) {
   const size_t stored_before = all.size() - evaluated_now;
@@ -66,6 +77,7 @@ void PrintText(const GlobalOptions& global, const StudySession& session, const s
   fmt::print("tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{} x {}), space {}\n",
              problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, context.world, context.Nodes(),
              context.Nodes() == 1 ? "" : "s", std::min(context.world, problem.hardware.gpus_per_node), problem.space.name);
+  fmt::print("shape: {}\n", runner::ShapeFeatures(problem.model));
   fmt::print("backend model: {}\n", runner::kPerformanceModelVersion);
   fmt::print("legal layouts {} of {} candidates (tunepar space --world {} shows the exclusions)\n",
              WithCommas(static_cast<int64_t>(context.space.legal.size())), WithCommas(context.space.candidates), context.world);
@@ -79,6 +91,7 @@ void PrintText(const GlobalOptions& global, const StudySession& session, const s
   } else {
     fmt::print("Best {} by predicted throughput (TFLOP/s/GPU counts model FLOPs, no recompute):\n{}\n",
                Counted(static_cast<int64_t>(best.size()), "layout"), TrialTable(best, false).Render());
+    PrintComputeTerms(context, best.front()->layout);
   }
   fmt::print("Study {} ({}) in store {}, shard {}\n", session.study().name, session.resumed ? "resumed" : "new", global.store,
              session.writer->snapshot_path());

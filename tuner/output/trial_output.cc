@@ -159,7 +159,7 @@ nlohmann::json PredictionDetails(const store::TrialRecord& t, const StudyContext
     return {{"breakdown_unavailable",
              "stored by another version of the performance model; tunepar predict gives today's breakdown"}};
   }
-  return nlohmann::json::parse(runner::PredictionJson(p));
+  return nlohmann::json::parse(runner::PredictionJson(p, context.problem.model));
 }
 
 }  // namespace

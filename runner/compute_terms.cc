@@ -1,0 +1,78 @@
+#include "runner/compute_terms.h"
+
+#include <fmt/format.h>
+
+namespace tunepar::runner {
+
+namespace {
+
+std::string AttentionKind(const ModelShape& m) {
+  const int g = m.KvHeads();
+  if (g == m.heads) return fmt::format("MHA {} heads", m.heads);
+  return fmt::format("{} {}/{}", g == 1 ? "MQA" : "GQA", m.heads, g);
+}
+
+std::string_view MlpName(const ModelShape& m) { return m.mlp == MlpKind::kSwiglu ? "SwiGLU" : "GeLU"; }
+
+std::string_view NormName(const ModelShape& m) { return m.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm"; }
+
+std::string_view PositionsName(const ModelShape& m) {
+  switch (m.positions) {
+    case Positions::kLearned: return "learned positions";
+    case Positions::kRotary: return "rotary";
+    case Positions::kAlibi: return "ALiBi";
+    case Positions::kNone: return "no positions";
+  }
+  return "";
+}
+
+std::string QkvLabel(const ModelShape& m) {
+  const int g = m.KvHeads();
+  if (g == m.heads) return fmt::format("Q/K/V projections (MHA: {} heads)", m.heads);
+  return fmt::format("Q/K/V projections ({}: {} query heads, {} KV group{}; K and V 1/{} of Q)", g == 1 ? "MQA" : "GQA",
+                     m.heads, g, g == 1 ? "" : "s", m.heads / g);
+}
+
+std::string ElementwiseLabel(const ModelShape& m) {
+  std::string label = fmt::format("norms ({}), dropout, residuals, {}", NormName(m),
+                                  m.mlp == MlpKind::kSwiglu ? "SwiGLU product" : "GeLU");
+  if (m.positions == Positions::kRotary) label += ", rotary";
+  return label + ", softmax";
+}
+
+std::string EndsLabel(const ModelShape& m) {
+  if (!m.HasVocabulary())
+    return fmt::format("patch embedding ({} values per patch) and head ({} outputs per token)", m.patch_tokens,
+                       m.output_width);
+  return fmt::format("LM head and cross-entropy (vocabulary {}, {})", m.vocab, m.tied_embeddings ? "tied" : "untied");
+}
+
+}  // namespace
+
+std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms& t) {
+  const std::string core = std::string("attention core (QK^T, softmax, V") +
+                           (m.positions == Positions::kAlibi ? "; ALiBi biases" : "") +
+                           (m.Causal() ? ")" : "; bidirectional)");
+  return {{"qkv_projections_s", QkvLabel(m), t.qkv_projections},
+          {"attention_output_s", "attention output projection", t.attention_output},
+          {"mlp_s", fmt::format("MLP ({}: {} matrices, f {})", MlpName(m), m.MlpMatrices(), m.MlpWidth()), t.mlp},
+          {"attention_core_s", core, t.attention_core},
+          {"elementwise_s", ElementwiseLabel(m), t.elementwise},
+          {"kernel_overhead_s", "kernel launches (per layer)", t.kernel_overhead},
+          {"recompute_s", "recomputation", t.recompute},
+          {"head_and_embedding_s", EndsLabel(m), t.head_and_embedding}};
+}
+
+std::string ShapeFeatures(const ModelShape& m) {
+  std::string line = fmt::format("{}, {} f {}, {}, {}", AttentionKind(m), MlpName(m), m.MlpWidth(), PositionsName(m),
+                                 NormName(m));
+  if (m.HasVocabulary()) {
+    line += m.tied_embeddings ? ", tied" : ", untied";
+  } else {
+    line += fmt::format(", ViT (patch {} -> head {})", m.patch_tokens, m.output_width);
+  }
+  if (!m.linear_biases) line += ", no biases";
+  return line;
+}
+
+}  // namespace tunepar::runner

@@ -1,0 +1,28 @@
+// The names of what a step's compute time is spent on, said in the model's own words: "Q/K/V
+// projections (GQA: 64 query heads, 8 KV groups; K and V 1/8 of Q)", "MLP (SwiGLU: 3 matrices,
+// f 28672)". `tunepar predict`, the model backend's dry run and the JSON read them from here.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/model_shape.h"
+#include "runner/performance_model.h"
+
+namespace tunepar::runner {
+
+struct NamedTerm {
+  std::string_view key;  // JSON key: "qkv_projections_s"
+  std::string label;     // for people, from the shape
+  double seconds = 0;    // per step
+};
+
+// ComputeTerms' fields in order, labelled for `model`.
+std::vector<NamedTerm> NamedComputeTerms(const ModelShape& model, const ComputeTerms& terms);
+
+// One line naming the shape's features: "GQA 64/8, SwiGLU f 28672, rotary, RMSNorm, untied, no
+// biases" (a GPT: "MHA 96 heads, GeLU f 49152, learned positions, LayerNorm, tied").
+std::string ShapeFeatures(const ModelShape& model);
+
+}  // namespace tunepar::runner
