@@ -203,7 +203,7 @@ TEST(FixtureStore, ShapeFieldsAtTheirNeutralValueKeepEveryStoredId) {
     EXPECT_NE(StudyId(with(s, "mlp = \"swiglu\"\n")), s.id) << s.name;
     EXPECT_NE(StudyId(with(s, "linear_biases = false\n")), s.id) << s.name;
     EXPECT_NE(StudyId(with(s, "positions = \"rotary\"\n")), s.id) << s.name;
-    EXPECT_NE(StudyId(with(s, "kv_heads = 4\n")), s.id) << s.name;  // tiny and small: 4 heads
+    EXPECT_NE(StudyId(with(s, "kv_heads = 4\n")), s.id) << s.name;  // = heads for tiny, GQA for small
   }
 }
 
