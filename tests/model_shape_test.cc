@@ -8,6 +8,7 @@
 
 #include "base/model_shape.h"
 #include "tests/test_support.h"
+#include "tuner/loops/calibration_sweep.h"
 
 namespace tunepar {
 namespace {
@@ -130,6 +131,21 @@ TEST(ModelShapeParameters, GptPresetsCountAsBefore) {
       const double embeddings = (static_cast<double>(m.vocab) + m.seq_len) * h;
       const double lm_head = m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h;
       EXPECT_EQ(m.Parameters(), L * per_layer + embeddings + lm_head + 2 * h) << name << " tied " << tied;
+    }
+  }
+}
+
+// The calibration sweep's shape variants (half the hidden size halves the heads) keep every shape
+// rule: K/V heads halve with the query heads, so tiny (4 heads) and Llama's 8 KV groups stay legal.
+TEST(ModelShapeParameters, CalibrationVariantsKeepTheShapeRules) {
+  for (const char* name : {"tiny", "small", "tiny-llama", "llama3-8b", "climax"}) {
+    const ModelShape m = Preset(name);
+    const std::vector<ModelShape> variants = ShapeVariants(m, kMaxSweepShapes);
+    EXPECT_EQ(variants.size(), 4u) << name;
+    for (const ModelShape& v : variants) {
+      const ShapeRule broken = BrokenShapeRule(v);
+      EXPECT_TRUE(broken.field.empty()) << v.name << ": " << broken.field << " " << broken.rule;
+      EXPECT_EQ(v.heads / v.KvHeads(), m.heads / m.KvHeads()) << v.name;
     }
   }
 }
