@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "base/model_shape.h"
+#include "runner/core_backend.h"
 #include "tests/test_support.h"
 #include "tuner/loops/calibration_sweep.h"
 
@@ -148,6 +149,23 @@ TEST(ModelShapeParameters, CalibrationVariantsKeepTheShapeRules) {
       EXPECT_EQ(v.heads / v.KvHeads(), m.heads / m.KvHeads()) << v.name;
     }
   }
+}
+
+// The model file a trial hands tunepar-core reads back as the same shape for every preset (a
+// Llama's GQA, SwiGLU, rotary, RMSNorm and no biases; a ViT without a vocabulary), and a GPT's
+// file holds only the keys it always did.
+TEST(ModelShapeParameters, TheCoresModelFileReadsBackAsTheSameShape) {
+  for (const char* name : {"tiny", "gpt-1t", "tiny-llama", "llama3-70b", "climax"}) {
+    const ModelShape m = Preset(name);
+    const std::string text = runner::ModelToml(m);
+    Result<ModelShape> back = ParseModelShape(text, "model.toml");
+    ASSERT_TRUE(back.ok()) << name << ": " << back.status().message() << "\n" << text;
+    for (const ShapeRow& row : ShapeRows()) EXPECT_EQ(row.get(*back), row.get(m)) << name << " " << row.name;
+    EXPECT_EQ(back->Parameters(), m.Parameters()) << name;
+  }
+  const std::string gpt = runner::ModelToml(Preset("tiny"));
+  for (const char* key : {"kv_heads", "mlp", "positions", "norm", "linear_biases", "patch_tokens", "output_width"})
+    EXPECT_EQ(gpt.find(key), std::string::npos) << key << "\n" << gpt;
 }
 
 }  // namespace
