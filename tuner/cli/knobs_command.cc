@@ -79,7 +79,7 @@ nlohmann::json KnobJson(Knob knob) {
 
 std::string ShapeKind(const ShapeRow& row) {
   if (row.is_switch) return "switch";
-  if (!row.choices.empty()) return fmt::format("{}", fmt::join(row.choices, " | "));
+  if (!row.choices.empty()) return "choice";
   return row.min == 0 ? "non-negative integer" : "positive integer";
 }
 
@@ -99,7 +99,7 @@ TextTable ShapeTable() {
     t.AddColumn(column, TextTable::Align::kLeft);
   for (const ShapeRow& row : ShapeRows()) {
     t.AddRow({std::string(row.name), row.symbol.empty() ? "-" : std::string(row.symbol),
-              ShapeKind(row), row.required ? "required" : "optional",
+              row.choices.empty() ? ShapeKind(row) : fmt::format("{}", fmt::join(row.choices, " | ")), row.required ? "required" : "optional",
               std::string(row.help)});
   }
   return t;

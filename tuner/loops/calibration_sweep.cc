@@ -109,12 +109,14 @@ std::vector<ModelShape> ShapeVariants(const ModelShape& m, int count) {
     shapes.push_back(v);
   };
   add("-batch" + std::to_string(2 * m.global_batch), [](ModelShape& v) { v.global_batch *= 2; });
-  const bool kv_halves = m.KvHeads() % 2 == 0 || m.KvHeads() == 1;
-  if (m.hidden % 2 == 0 && m.heads % 2 == 0 && kv_halves && (m.ffn_hidden == 0 || m.ffn_hidden % 2 == 0)) {
+  if (m.hidden % 2 == 0 && m.heads % 2 == 0 && (m.ffn_hidden == 0 || m.ffn_hidden % 2 == 0) &&
+      m.KvHeads() % 2 == 0) {
     add("-hidden" + std::to_string(m.hidden / 2), [](ModelShape& v) {
       v.hidden /= 2;
-      v.heads /= 2;  // the same head size: the attention shapes change with the sequence only
-      if (v.KvHeads() > 1) v.kv_heads = v.KvHeads() / 2;  // the same query groups (MQA stays MQA)
+      // The same head size (the attention shapes change with the sequence only) and query heads
+      // per K/V head.
+      v.kv_heads = v.KvHeads() / 2;
+      v.heads /= 2;
       v.ffn_hidden /= 2;
     });
   }
