@@ -4,26 +4,45 @@ namespace tunepar {
 
 namespace {
 
-// One layer's forward pass for one sequence: the four GEMMs (QKV, projection, MLP in and out)
-// and the attention core (scores and their product with the values).
-double LayerForwardFlops(const ModelShape& m) {
+// The share of the s x s score matrix counted: half for kCausalHalf of a causal model.
+double ScoreShare(const ModelShape& m, ScoreFlops scores) {
+  return scores == ScoreFlops::kCausalHalf && m.Causal() ? 0.5 : 1.0;
+}
+
+// The attention core of one layer's forward pass for one sequence: Q K^T and its product with V.
+double AttentionCoreForwardFlops(const ModelShape& m, ScoreFlops scores) {
+  const double s = m.seq_len, h = m.hidden;
+  return ScoreShare(m, scores) * 4 * s * s * h;
+}
+
+// One layer's forward pass for one sequence: the GEMMs (Q and the projection h x h each, K and V
+// h x g d each, the MLP's k matrices h x f) and the attention core. Every term is an integer
+// below 2^53, so for GPT (g d = h, k = 2) this is today's 2s (4h^2 + 2hf) + 4 s^2 h, bit for bit.
+double LayerForwardFlops(const ModelShape& m, ScoreFlops scores) {
   const double s = m.seq_len, h = m.hidden, f = m.MlpWidth();
-  return 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
+  const double kv_width = static_cast<double>(m.KvHeads()) * m.HeadDim();
+  return 2 * s * (2 * h * h + 2 * h * kv_width + m.MlpMatrices() * h * f) + AttentionCoreForwardFlops(m, scores);
+}
+
+// The forward pass outside the layers for one sequence: a language model's logits (s x h x V),
+// or a ViT's head (s x h x O) and patch embedding (s x P x h).
+double HeadForwardFlops(const ModelShape& m) {
+  const double s = m.seq_len, h = m.hidden;
+  if (m.HasVocabulary()) return 2.0 * s * h * m.vocab;
+  return 2.0 * s * h * m.output_width + 2.0 * s * m.patch_tokens * h;
 }
 
 }  // namespace
 
-double ModelFlopsPerStep(const ModelShape& m) {
-  const double logits_forward = 2.0 * m.seq_len * m.hidden * m.vocab;
-  return 3 * (m.layers * LayerForwardFlops(m) + logits_forward) * m.global_batch;
+double ModelFlopsPerStep(const ModelShape& m, ScoreFlops scores) {
+  return 3 * (m.layers * LayerForwardFlops(m, scores) + HeadForwardFlops(m)) * m.global_batch;
 }
 
-double HardwareFlopsPerStep(const ModelShape& m, Recompute recompute) {
-  const double s = m.seq_len, h = m.hidden;
+double HardwareFlopsPerStep(const ModelShape& m, Recompute recompute, ScoreFlops scores) {
   double extra_forward = 0;
-  if (recompute == Recompute::kFull) extra_forward = m.layers * LayerForwardFlops(m);
-  if (recompute == Recompute::kSelective) extra_forward = m.layers * 4 * s * s * h;
-  return ModelFlopsPerStep(m) + extra_forward * m.global_batch;
+  if (recompute == Recompute::kFull) extra_forward = m.layers * LayerForwardFlops(m, scores);
+  if (recompute == Recompute::kSelective) extra_forward = m.layers * AttentionCoreForwardFlops(m, scores);
+  return ModelFlopsPerStep(m, scores) + extra_forward * m.global_batch;
 }
 
 double ModelTflopsPerGpu(const ModelShape& model, double step_time_s, int gpus) {

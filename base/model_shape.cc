@@ -25,6 +25,10 @@ double ModelShape::Parameters() const {
   return L * per_layer + input + positions_table + head + norm_vectors * h;
 }
 
+std::string ModelShape::VocabularyText() const {
+  return HasVocabulary() ? fmt::format("V {}", vocab) : fmt::format("P {} O {}", patch_tokens, output_width);
+}
+
 #define TUNEPAR_SHAPE_FIELD(field)                                \
   [](const ModelShape& m) { return static_cast<int>(m.field); }, \
       [](ModelShape& m, int v) { m.field = static_cast<decltype(m.field)>(v); }
@@ -45,18 +49,18 @@ const std::vector<ShapeRow>& ShapeRows() {
       {"kv_heads", "g", false, false, "K/V heads, the query groups of grouped-query attention (default heads; 1 = MQA)",
        TUNEPAR_SHAPE_FIELD(kv_heads)},
       {"mlp", "", false, false, "the MLP: gelu (2 matrices) or swiglu (3; needs ffn_hidden)",
-       TUNEPAR_SHAPE_FIELD(mlp), {"gelu", "swiglu"}},
+       TUNEPAR_SHAPE_FIELD(mlp), {"gelu", "swiglu"}, 1, "\"gelu\""},
       {"positions", "", false, false, "positions: learned table, rotary, alibi or none",
-       TUNEPAR_SHAPE_FIELD(positions), {"learned", "rotary", "alibi", "none"}},
+       TUNEPAR_SHAPE_FIELD(positions), {"learned", "rotary", "alibi", "none"}, 1, "\"learned\""},
       {"norm", "", false, false, "normalisation: layernorm or rmsnorm", TUNEPAR_SHAPE_FIELD(norm),
-       {"layernorm", "rmsnorm"}},
+       {"layernorm", "rmsnorm"}, 1, "\"layernorm\""},
       {"linear_biases", "", false, true, "the linear layers have biases (default true; Llama: false)",
        [](const ModelShape& m) { return m.linear_biases ? 1 : 0; },
-       [](ModelShape& m, int v) { m.linear_biases = v != 0; }},
+       [](ModelShape& m, int v) { m.linear_biases = v != 0; }, {}, 1, "true"},
       {"patch_tokens", "P", false, false, "values per input patch (channels p^2) of a model without a vocabulary",
-       TUNEPAR_SHAPE_FIELD(patch_tokens), {}, 0},
+       TUNEPAR_SHAPE_FIELD(patch_tokens), {}, 0, "0"},
       {"output_width", "O", false, false, "values the head predicts per token of a model without a vocabulary",
-       TUNEPAR_SHAPE_FIELD(output_width), {}, 0},
+       TUNEPAR_SHAPE_FIELD(output_width), {}, 0, "0"},
   };
   return rows;
 }

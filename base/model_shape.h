@@ -56,6 +56,8 @@ struct ModelShape {
   bool Causal() const { return HasVocabulary(); }
   // Matrices of the MLP: 2 (GELU) or 3 (SwiGLU).
   int MlpMatrices() const { return mlp == MlpKind::kSwiglu ? 3 : 2; }
+  // What the model reads and predicts per token, in summaries: "V 51200", or a ViT's "P 192 O 192".
+  std::string VocabularyText() const;
   // Tokens per optimizer step: B s.
   double TokensPerStep() const { return static_cast<double>(global_batch) * seq_len; }
 };
@@ -74,6 +76,11 @@ struct ShapeRow {
   // A named choice ("gelu" | "swiglu"): a string in files, CSV and placeholders, stored as its index.
   std::vector<std::string_view> choices = {};
   int min = 1;  // the smallest integer allowed (0 where 0 means absent)
+  // For a field added after stored studies existed (issue 33), the TOML text of the value that
+  // means what leaving it out means ("\"gelu\"", "true", "0"): a model file that writes it keeps
+  // its study id (tuner/study/study_identity.cc, LateInputs). Empty: no such value (kv_heads's
+  // neutral is heads, not a constant) or an older field.
+  std::string_view neutral = {};
 };
 const std::vector<ShapeRow>& ShapeRows();
 

@@ -41,15 +41,38 @@ std::string_view ToString(SliceMode mode) {
   return "?";
 }
 
+namespace {
+
+// The shape fields issue 33 added, as TOML lines, each only away from its neutral value (kv_heads
+// only when it is not heads), so a GPT's file reads as it always did; without them a Llama shape
+// would run as a GPT of its size.
+std::string LateShapeFields(const ModelShape& m) {
+  std::string lines;
+  if (m.KvHeads() != m.heads) lines += fmt::format("kv_heads = {}\n", m.KvHeads());
+  for (const ShapeRow& row : ShapeRows()) {
+    if (row.neutral.empty()) continue;
+    const std::string text = ShapeFieldText(row, m);
+    const std::string value = row.is_switch ? (text == "1" ? "true" : "false")
+                              : row.choices.empty() ? text
+                                                    : fmt::format("\"{}\"", text);
+    if (value != row.neutral) lines += fmt::format("{} = {}\n", row.name, value);
+  }
+  return lines;
+}
+
+}  // namespace
+
 std::string ModelToml(const ModelShape& m) {
   std::ostringstream name;
   name << toml::value<std::string>(m.name);  // quoted and escaped as TOML
   return fmt::format(
-      "# written by tunepar for tunepar-core\nname = {}\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = "
-      "{}\n"
-      "vocab = {}\nglobal_batch = {}\nffn_hidden = {}\ntied_embeddings = {}\n",
-      name.str(), m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.global_batch,
-      m.MlpWidth(), m.tied_embeddings ? "true" : "false");
+             "# written by tunepar for tunepar-core\nname = {}\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = "
+             "{}\n"
+             "{}global_batch = {}\nffn_hidden = {}\ntied_embeddings = {}\n",
+             name.str(), m.layers, m.hidden, m.heads, m.seq_len,
+             m.HasVocabulary() ? fmt::format("vocab = {}\n", m.vocab) : "", m.global_batch, m.MlpWidth(),
+             m.tied_embeddings ? "true" : "false") +
+         LateShapeFields(m);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/flops.h"
 #include "base/knobs.h"
 
 namespace tunepar::runner {
@@ -20,8 +21,16 @@ double ModelFormulaFlops(const ModelShape& m) {
   return 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
 }
 
+std::optional<double> FlopsPerStepByFormula(const ModelShape& m, std::string_view formula) {
+  if (formula == "recompute-counted") return RecomputeCountedFlops(m);
+  if (formula == "model") return ModelFormulaFlops(m);
+  if (formula == "megatron-full") return ModelFlopsPerStep(m, ScoreFlops::kFull);
+  if (formula == "megatron-causal") return ModelFlopsPerStep(m, ScoreFlops::kCausalHalf);
+  return std::nullopt;
+}
+
 double MeasuredRun::FlopsPerStep() const {
-  return tflops_formula == "recompute-counted" ? RecomputeCountedFlops(model) : ModelFormulaFlops(model);
+  return FlopsPerStepByFormula(model, tflops_formula).value_or(ModelFormulaFlops(model));
 }
 
 namespace {
@@ -186,15 +195,12 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   double tflops = 0;
   TUNEPAR_RETURN_IF_ERROR(r.Number("tflops_per_gpu", &tflops));
   const std::string& formula = r.Text("tflops_formula");
-  double flops;
-  if (formula == "recompute-counted")
-    flops = RecomputeCountedFlops(m);
-  else if (formula == "model")
-    flops = ModelFormulaFlops(m);
-  else
-    return r.Error("tflops_formula", fmt::format("'{}' is not recompute-counted or model", formula));
+  const std::optional<double> flops = FlopsPerStepByFormula(m, formula);
+  if (!flops)
+    return r.Error("tflops_formula",
+                   fmt::format("'{}' is not recompute-counted, model, megatron-full or megatron-causal", formula));
   run->tflops_formula = formula;
-  run->step_time_s = flops / (tflops * 1e12 * gpus);
+  run->step_time_s = *flops / (tflops * 1e12 * gpus);
   return Status::Ok();
 }
 

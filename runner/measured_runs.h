@@ -3,6 +3,7 @@
 // built from a study's measured trials.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,7 @@ struct MeasuredRun {
   Layout layout;
   double step_time_s = 0;  // measured wall clock per optimizer step
   std::string source;      // where the measurement comes from
-  // The FLOP formula the run's TFLOP/s were published with ("recompute-counted" or "model"), so
+  // The FLOP formula the run's TFLOP/s were published with (one of ParseMeasuredRuns'), so
   // reports compare like with like; "model" when the run was measured as a step time.
   std::string tflops_formula = "model";
   // Ranks the run placed on each node; 0: one per GPU (the profile's GPUs per node). More ranks
@@ -38,11 +39,17 @@ struct MeasuredRun {
 //     "recompute-counted": 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) FLOPs per step (Narayanan
 //                          et al. 2021 eq. 3, what Megatron's Table 1 and Megatron-DeepSpeed print)
 //     "model":             72 B L s h^2 (1 + s/(6h) + V/(12 h L)) (Korthikanti et al. eq. 7)
+//     "megatron-full":     ModelFlopsPerStep(kFull) (base/flops.h): GQA, SwiGLU and the full s^2
+//                          score term, as Megatron-LM counted before 2025-03 (NeMo 24.07's tables)
+//     "megatron-causal":   ModelFlopsPerStep(kCausalHalf): half the score term of a causal model,
+//                          as Megatron-LM since 2025-03 and Megatron-Bridge (NeMo 26.04's tables)
 // Errors name the source, the line and the column.
 Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, std::string_view source);
 
-// FLOPs per step by the two formulas above, for converting TFLOP/s to step time and back.
+// FLOPs per step by the formulas above, for converting TFLOP/s to step time and back.
 double RecomputeCountedFlops(const ModelShape& model);
 double ModelFormulaFlops(const ModelShape& model);
+// By the formula's name; nothing for a name that is none of the four.
+std::optional<double> FlopsPerStepByFormula(const ModelShape& model, std::string_view formula);
 
 }  // namespace tunepar::runner

@@ -58,6 +58,24 @@ TEST(CliOwnConfigs, AFileWithoutANameKeyIsNamedAfterTheFile) {
                      "key 'name': must not be empty");
 }
 
+// A model file that breaks a shape rule (base/model_shape.cc, BrokenShapeRule; one case per rule
+// in config_test.cc) stops every command with exit 3, naming the file, the key and the rule.
+TEST(CliOwnConfigs, ABrokenShapeExitsThreeNamingTheKeyAndTheRule) {
+  TempDir dir;
+  std::string text = WithoutName("models", "tiny");
+  text.insert(text.find("\nlayers"), "\nmlp = \"relu\"");
+  testing::WriteFile(dir / "relu.toml", text);
+  ExpectOneLineError(RunTunepar("predict --world 2 --model " + (dir / "relu.toml")), kExitConfig,
+                     "relu.toml:");
+  ExpectOneLineError(RunTunepar("predict --world 2 --model " + (dir / "relu.toml")), kExitConfig,
+                     "key 'mlp': unknown mlp 'relu' (expected gelu or swiglu)");
+  text = WithoutName("models", "tiny");
+  text.insert(text.find("\nlayers"), "\nkv_heads = 3");
+  testing::WriteFile(dir / "gqa.toml", text);
+  ExpectOneLineError(RunTunepar("space --world 2 --model " + (dir / "gqa.toml")), kExitConfig,
+                     "key 'kv_heads': must divide heads");
+}
+
 TEST(CliPredict, RefusesWhatTheSpaceCallsIllegalAndNamesTheConstraint) {
   const std::string gpt = "predict --world 1024 --model gpt-175b ";
   ExpectOneLineError(RunTunepar(gpt + "--tp 16 --pp 8"), kExitUsage, "tp_within_node");

@@ -63,6 +63,45 @@ TEST(ModelConfig, NamesFileKeyAndProblem) {
                     {"m.toml:", "malformed TOML"});
 }
 
+// One case per rule of BrokenShapeRule (base/model_shape.cc) and per unknown choice: a config
+// error (exit 3) that names the file, the key and the rule.
+TEST(ModelConfig, EveryShapeRuleNamesItsKey) {
+  const auto with = [](const std::string& extra) { return Edit(kModel, "global_batch = 512", "global_batch = 512\n" + extra); };
+  ExpectConfigError(ParseModelShape(with("kv_heads = 6"), "m.toml"),
+                    {"m.toml", "kv_heads", "must divide heads (16 heads are not a multiple of 6 KV heads)"});
+  ExpectConfigError(ParseModelShape(with("kv_heads = 32"), "m.toml"),
+                    {"m.toml", "kv_heads", "at most heads (16 heads, 32 KV heads)"});
+  ExpectConfigError(ParseModelShape(with("mlp = \"relu\""), "m.toml"),
+                    {"m.toml:", "mlp", "unknown mlp 'relu' (expected gelu or swiglu)"});
+  ExpectConfigError(ParseModelShape(with("positions = \"sinusoid\""), "m.toml"),
+                    {"m.toml:", "positions", "unknown positions 'sinusoid' (expected learned or rotary or alibi or none)"});
+  ExpectConfigError(ParseModelShape(with("norm = \"batchnorm\""), "m.toml"),
+                    {"m.toml:", "norm", "unknown norm 'batchnorm' (expected layernorm or rmsnorm)"});
+  ExpectConfigError(ParseModelShape(with("mlp = \"swiglu\""), "m.toml"),
+                    {"m.toml", "ffn_hidden", "required with mlp = \"swiglu\""});
+  ExpectConfigError(
+      ParseModelShape(Edit(Edit(kModel, "hidden = 2048", "hidden = 528"), "global_batch = 512",
+                           "global_batch = 512\npositions = \"rotary\""),
+                      "m.toml"),
+      {"m.toml", "positions", "rotary needs an even head size (hidden / heads = 33)"});
+  ExpectConfigError(ParseModelShape(Edit(kModel, "vocab = 51200\n", ""), "m.toml"),
+                    {"m.toml", "vocab", "required (or patch_tokens"});
+  ExpectConfigError(ParseModelShape(with("patch_tokens = 192\noutput_width = 192\ntied_embeddings = false"), "m.toml"),
+                    {"m.toml", "vocab", "give a vocabulary or patch_tokens, not both"});
+  const std::string vit = Edit(kModel, "vocab = 51200\n", "patch_tokens = 192\n");
+  ExpectConfigError(ParseModelShape(vit + "tied_embeddings = false\n", "m.toml"),
+                    {"m.toml", "output_width", "required with patch_tokens"});
+  ExpectConfigError(ParseModelShape(with("output_width = 192"), "m.toml"),
+                    {"m.toml", "output_width", "only with patch_tokens"});
+  ExpectConfigError(ParseModelShape(vit + "output_width = 192\n", "m.toml"),
+                    {"m.toml", "tied_embeddings", "no token embedding to tie"});
+  ExpectConfigError(ParseModelShape(with("patch_tokens = -1"), "m.toml"), {"m.toml", "patch_tokens", "non-negative"});
+  Result<ModelShape> fine = ParseModelShape(vit + "output_width = 192\ntied_embeddings = false\n", "m.toml");
+  ASSERT_TRUE(fine.ok()) << fine.status().message();
+  EXPECT_FALSE(fine->HasVocabulary());
+  EXPECT_EQ(fine->vocab, 0);
+}
+
 constexpr const char* kSpace = R"(
 name = "s"
 [knobs]

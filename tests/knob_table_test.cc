@@ -203,6 +203,28 @@ TEST(KnobTable, ATestOnlyRowAtItsNeutralValueKeepsEveryStudyId) {
   EXPECT_NE(StudyId(pinned), before);
 }
 
+// A study of a preset keeps the id it has always had (the one the README's dry run prints for
+// gpt-1t at 3072), and writing the shape fields of issue 33 at their neutral values keeps it.
+TEST(KnobTable, NeutralShapeFieldsKeepAPresetsStudyId) {
+  store::StudyRecord study;
+  study.world = 3072;
+  study.model_toml = testing::PresetText("models", "gpt-1t");
+  study.hardware_toml = testing::PresetText("hardware", "frontier-mi250x");
+  study.space_toml = testing::PresetText("spaces", "default");
+  study.objective = "max_tokens_per_s";
+  study.backend = "model";
+  study.backend_settings = R"({"performance_model":"roofline-v1"})";
+  const std::string before = StudyId(study);
+  EXPECT_EQ(before.substr(0, 8), "9b4ca91b");  // README.md: Study gpt-1t-w3072-9b4ca91b
+  store::StudyRecord neutral = study;
+  neutral.model_toml += "mlp = \"gelu\"\npositions = \"learned\"\nnorm = \"layernorm\"\nlinear_biases = true\n"
+                        "patch_tokens = 0\noutput_width = 0\n";
+  EXPECT_EQ(StudyId(neutral), before);
+  store::StudyRecord rms = study;
+  rms.model_toml += "norm = \"rmsnorm\"\n";
+  EXPECT_NE(StudyId(rms), before);
+}
+
 // schemas/trial.schema.json states every knob of the table, with the JSON type its kind gives.
 TEST(KnobTable, TheTrialSchemaListsEveryKnobAsItsRowSays) {
   std::ifstream in(std::string(TUNEPAR_SOURCE_DIR) + "/schemas/trial.schema.json");

@@ -180,6 +180,33 @@ TEST(FixtureStore, LateInputsAtTheirNeutralValueKeepEveryStoredId) {
   }
 }
 
+// The model-shape fields of issue 33 (base/model_shape.h, ShapeRow::neutral): a stored study keeps
+// its id under the rule the shape table now gives, and so does its model file with every such
+// field written at its neutral value; a value that says something (SwiGLU, a ViT's patches) makes
+// another id, and so does kv_heads = heads, which has no constant neutral value.
+TEST(FixtureStore, ShapeFieldsAtTheirNeutralValueKeepEveryStoredId) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  RebuildFixture(store);
+  const std::vector<store::StudyRecord> studies = StoredStudies(store);
+  ASSERT_EQ(studies.size(), Studies().size());
+  const std::string neutral_fields =
+      "mlp = \"gelu\"\npositions = \"learned\"\nnorm = \"layernorm\"\nlinear_biases = true\npatch_tokens = 0\n"
+      "output_width = 0\n";
+  auto with = [](store::StudyRecord s, const std::string& fields) {
+    s.model_toml = fields + s.model_toml;
+    return s;
+  };
+  for (const store::StudyRecord& s : studies) {
+    EXPECT_EQ(StudyId(s), s.id) << s.name;
+    EXPECT_EQ(StudyId(with(s, neutral_fields)), s.id) << s.name;
+    EXPECT_NE(StudyId(with(s, "mlp = \"swiglu\"\n")), s.id) << s.name;
+    EXPECT_NE(StudyId(with(s, "linear_biases = false\n")), s.id) << s.name;
+    EXPECT_NE(StudyId(with(s, "positions = \"rotary\"\n")), s.id) << s.name;
+    EXPECT_NE(StudyId(with(s, "kv_heads = 4\n")), s.id) << s.name;  // = heads for tiny, GQA for small
+  }
+}
+
 // `search --study NAME` with the inputs that made each study resumes it under its id: no new
 // study, a dry run evaluates nothing again, a Bayesian search goes on from its trials.
 TEST(FixtureStore, SearchStudyNameResumesEveryStudyUnderItsId) {

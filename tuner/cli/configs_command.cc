@@ -43,8 +43,8 @@ Status RunConfigs(const GlobalOptions& global) {
     if (p.kind == "models") {
       Result<ModelShape> m = ParseModelShape(p.text, origin);
       if (!m.ok()) return m.status();
-      summary = fmt::format("{} params: L {} h {} a {} s {} V {} batch {}", HumanCount(m->Parameters()),
-                            m->layers, m->hidden, m->heads, m->seq_len, m->vocab, m->global_batch);
+      summary = fmt::format("{} params: L {} h {} a {} s {} {} batch {}", HumanCount(m->Parameters()),
+                            m->layers, m->hidden, m->heads, m->seq_len, m->VocabularyText(), m->global_batch);
       description = m->description;
       models.AddRow({m->name, summary, description});
     } else if (p.kind == "hardware") {

@@ -143,8 +143,8 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {}   MFU {:.1f}%\n", Seconds(p.step_time_s),
              WithCommas(static_cast<int64_t>(p.tokens_per_s)), TflopsText(p.tflops_per_gpu), 100 * p.mfu);
   fmt::print(
-      "(model FLOPs 72 B L s h^2 (1 + s/6h + V/12hL) per step, recomputation not counted; MFU against the\n"
-      " {} dense peak of {:g} TFLOP/s)\n\n",
+      "(model FLOPs per step as docs/flop-convention.md counts them, 72 B L s h^2 (1 + s/6h + V/12hL) for GPT;\n"
+      " recomputation not counted; MFU against the {} dense peak of {:g} TFLOP/s)\n\n",
       ToString(layout->precision), problem->hardware.PeakFlops(layout->precision) / 1e12);
   TextTable time;
   time.AddColumn("time per step", TextTable::Align::kLeft);

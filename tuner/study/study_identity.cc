@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "base/knobs.h"
+#include "base/model_shape.h"
 #include "base/provenance.h"
 
 namespace tunepar {
@@ -79,6 +80,10 @@ std::span<const LateInput> LateInputs() {
                                                                     ? std::string_view(row.choices[row.neutral])
                                                                     : std::string_view(pinned_neutral)});
     }
+    // Per field of the model's shape added by issue 33 with a constant neutral value: writing it
+    // (mlp = "gelu", linear_biases = true, ...) says what leaving it out says.
+    for (const ShapeRow& row : ShapeRows())
+      if (!row.neutral.empty()) rows.push_back({StudyInput::kModel, row.name, row.neutral});
     built_for = NumKnobs();
   }
   return rows;

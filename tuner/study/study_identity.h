@@ -52,8 +52,11 @@ struct LateInput {
   std::string_view neutral;
 };
 
-// Every input added since issue 30, one row each: today, the knobs the table gains after it
-// (base/knobs.h, KnobRow::in_every_key false), none yet, so today's ids hash what they always did.
+// Every input added since issue 30, one row each: the knobs the table gains after it (base/knobs.h,
+// KnobRow::in_every_key false) and the model-shape fields with a constant neutral value
+// (base/model_shape.h, ShapeRow::neutral: mlp, positions, norm, linear_biases, patch_tokens,
+// output_width), so today's ids hash what they always did. kv_heads has none: writing
+// kv_heads = heads makes a new id.
 std::span<const LateInput> LateInputs();
 
 // TOML re-serialised from its parse (sorted keys; no comments, layout, descriptions or number
