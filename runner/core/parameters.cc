@@ -26,7 +26,7 @@ Shard ShardOf(const ModelDims& d, int tp, int tp_rank, int pp, int pp_rank) {
   s.first_layer = pp_rank * base + (pp_rank < extra ? pp_rank : extra);
   s.Cl = d.C / tp;
   s.NHl = d.NH / tp;
-  s.KVl = d.KV / tp;
+  s.KVl = d.KvHeads() / tp;
   s.Fl = d.F / tp;
   s.Vl = d.V / tp;
   s.v0 = tp_rank * s.Vl;
@@ -152,7 +152,7 @@ namespace {
 
 // Q, K and V rows of qkv.w: C query rows, then KV hs key and KV hs value rows (MHA: C each).
 std::vector<int64_t> QkvBlocks(const ModelDims& d) {
-  const int64_t kv_rows = int64_t{d.KV} * d.HeadSize();
+  const int64_t kv_rows = int64_t{d.KvHeads()} * d.HeadSize();
   return {d.C, kv_rows, kv_rows};
 }
 // fc.w's rows: F units, or SwiGLU's gate (Meta's w1) then up (w3) blocks of F.

@@ -27,6 +27,7 @@ struct ModelDims {
   bool swiglu = false, rotary = false, rmsnorm = false, biases = true;
   bool learned_positions = true;  // a position table added to the token embedding
   int HeadSize() const { return C / NH; }
+  int KvHeads() const { return KV > 0 ? KV : NH; }  // KV, or NH (multi-head) where not given
   int MlpInRows() const { return swiglu ? 2 * F : F; }  // SwiGLU's fc holds gate and up
 };
 ModelDims DimsOf(const ModelShape& shape);
