@@ -81,10 +81,12 @@ class CoreBackend : public Backend {
     if (options_.launcher != Launcher::kLocal) return 0;
     return options_.capacity > 0 ? std::min(world, options_.capacity) : world;
   }
-  // The knobs of the tunepar-core build it launches (runner/core/supported_knobs.h).
+  // The knobs of the tunepar-core build it launches for its model, and the models it trains
+  // (runner/core/supported_knobs.h).
   Result<KnobSupport> SupportedKnobs(const SpaceSpec&, int) const override {
-    return core::SupportedKnobs(options_.build);
+    return core::SupportedKnobs(options_.build, model_);
   }
+  Status SupportsModel(const ModelShape& model) const override { return core::SupportsModel(model); }
   // The seconds of exposed data-parallel communication the full layout adds over its slice.
   double SliceCorrection(const Layout& full, const Layout& slice) const;
 

@@ -307,6 +307,54 @@ TEST(LocalBackend, BadSetupIsOneLineAndTouchesNothing) {
   EXPECT_EQ(SnapshotFiles(store), before);
 }
 
+// A model the core does not train (a ViT, ALiBi positions) is refused when the study starts, as a
+// config contradiction (exit 3), before anything is stored.
+TEST(LocalBackend, AModelTheCoreCannotTrainIsRefusedBeforeAnythingIsStored) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  ASSERT_EQ(RunTunepar(LocalSearch(store, 1)).exit_code, 0);
+  const auto before = SnapshotFiles(store);
+  testing::WriteFile(dir / "alibi.toml", "layers = 2\nhidden = 32\nheads = 2\nseq_len = 16\nvocab = 64\n"
+                                         "global_batch = 4\npositions = \"alibi\"\n");
+  for (const std::string model : {std::string("climax"), dir / "alibi.toml"}) {
+    const testing::CliRun run =
+        RunTunepar("--store " + store + " search --backend local --world 4 --hardware local-cpu --budget 1 --model " +
+                   model + " --core " + TUNEPAR_CORE);
+    EXPECT_EQ(run.exit_code, 3) << model << "\n" << run.err;
+    EXPECT_NE(run.err.find(model == "climax" ? "no vocabulary" : "ALiBi"), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+  EXPECT_EQ(SnapshotFiles(store), before);
+}
+
+// A local search of the Llama-style model measures it (GQA, SwiGLU, rotary, RMSNorm, untied, no
+// biases reach the core's model file) and proposes only the tp sizes that split its 2 K/V heads.
+TEST(LocalBackend, ALlamaStyleSearchMeasuresOnlyTpSizesThatSplitItsKvHeads) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run =
+      RunTunepar("--store " + store + " search --backend local --world 4 --model tiny-llama --hardware local-cpu "
+                 "--budget 3 --steps 2 --warmup 1 --node-id n0 --fix tp=4 --core " + TUNEPAR_CORE);
+  EXPECT_NE(run.exit_code, 0) << "tp 4 splits no 2 K/V heads: " << run.out;
+  const testing::CliRun ok =
+      RunTunepar("--store " + store + " search --backend local --world 4 --model tiny-llama --hardware local-cpu "
+                 "--budget 3 --steps 2 --warmup 1 --node-id n0 --core " + TUNEPAR_CORE);
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 3u);
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "ok") << t.layout << ": " << t.message;
+    EXPECT_EQ(t.layout.find("tp4"), std::string::npos) << t.layout;
+    const std::string trial_dir = store + "/trials/" + study + "/n0-" + std::to_string(t.number);
+    EXPECT_NE(ReadFile(trial_dir + "/model.toml").find("kv_heads = 2"), std::string::npos);
+    const nlohmann::json result = nlohmann::json::parse(ReadFile(trial_dir + "/result.json"));
+    EXPECT_EQ(result["model"]["kv_heads"], 2) << result["model"].dump();
+    EXPECT_EQ(result["model"]["mlp"], "swiglu");
+    EXPECT_EQ(result["model"]["norm"], "rmsnorm");
+  }
+}
+
 }  // namespace
 }  // namespace tunepar
 

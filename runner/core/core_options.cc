@@ -211,15 +211,10 @@ Status ResolveComm(const std::string& comm, CoreOptions& o) {
   return CheckCommMode(o.comm, BackendName());
 }
 
-// The model features the core trains: language models (a ViT's patch input is not built), with
-// learned, rotary or no positions (ALiBi is not), K/V heads split whole over tp as Megatron-LM
-// splits them.
+// The model features the core trains (supported_knobs.h SupportsModel), K/V heads split whole
+// over tp as Megatron-LM splits them.
 Status CheckModelRunnable(const ModelShape& m, const Layout& l) {
-  if (!m.HasVocabulary())
-    return InvalidArgument(fmt::format("tunepar-core trains language models; model {} has no vocabulary (a ViT): "
-                                       "use the model or command backend", m.name));
-  if (m.positions == Positions::kAlibi)
-    return InvalidArgument(fmt::format("model {}: ALiBi positions are not implemented in tunepar-core", m.name));
+  if (Status supported = SupportsModel(m); !supported.ok()) return InvalidArgument(supported.message());
   if (m.KvHeads() % l.tp != 0)
     return InvalidArgument(fmt::format("tp {} must divide the {} K/V heads of {} (as Megatron-LM's query groups)",
                                        l.tp, m.KvHeads(), m.name));

@@ -9,7 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "base/knob_support.h"
+#include "base/model_shape.h"
+#include "base/status.h"
 
 namespace tunepar::core {
 
@@ -52,6 +56,30 @@ inline KnobSupport SupportedKnobs(CoreBuild build) {
   support.Of(Knob::kSeqParallel) = {0};
   support.Of(Knob::kVirtualStages) = {1};
   if (const std::vector<int> fa = FlashAttentionValues(build); fa.size() == 1) support.Of(Knob::kFlashAttention) = fa;
+  return support;
+}
+
+// The models it trains: language models (a ViT's patch input is not built) with learned, rotary
+// or no positions (ALiBi is not implemented). The local and slurm backends refuse another model
+// when a study starts; the core's option parser refuses it too.
+inline Status SupportsModel(const ModelShape& m) {
+  if (!m.HasVocabulary()) {
+    return ConfigError(fmt::format("tunepar-core trains language models; model {} has no vocabulary (a ViT): "
+                                   "use the model or command backend", m.name));
+  }
+  if (m.positions == Positions::kAlibi)
+    return ConfigError(fmt::format("model {}: ALiBi positions are not implemented in tunepar-core", m.name));
+  return Status::Ok();
+}
+
+// The knobs of `build` for `model`: with grouped-query attention also the tp sizes it splits the
+// K/V heads over (tp divides them: K/V heads replicated over tp > kv_heads are not implemented).
+// A multi-head model adds nothing, so its studies keep their ids.
+inline KnobSupport SupportedKnobs(CoreBuild build, const ModelShape& model) {
+  KnobSupport support = SupportedKnobs(build);
+  if (model.KvHeads() == model.heads) return support;
+  for (int tp = 1; tp <= model.KvHeads(); ++tp)
+    if (model.KvHeads() % tp == 0) support.Of(Knob::kTp).push_back(tp);
   return support;
 }
 
