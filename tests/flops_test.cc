@@ -18,17 +18,13 @@
 namespace tunepar {
 namespace {
 
-ModelShape Preset(const std::string& name) {
-  Result<ModelShape> m = ParseModelShape(testing::PresetText("models", name), name + ".toml");
-  EXPECT_TRUE(m.ok()) << name << ": " << m.status().message();
-  return m.ok() ? *m : ModelShape{};
-}
+using testing::PresetModel;
 
 // Dense GPT presets count what they did before the shape fields (base/flops.cc at ca7c228), the
 // same double bit for bit, under the default convention.
 TEST(Flops, GptPresetsCountAsBefore) {
   for (const char* name : {"gpt-1.3b", "gpt-22b", "gpt-175b", "gpt-1t", "small", "tiny"}) {
-    const ModelShape m = Preset(name);
+    const ModelShape m = PresetModel(name);
     const double s = m.seq_len, h = m.hidden, f = m.MlpWidth();
     const double layer = 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
     const double logits_forward = 2.0 * m.seq_len * m.hidden * m.vocab;
@@ -47,7 +43,7 @@ TEST(Flops, GptPresetsCountAsBefore) {
 class FlopsOneField : public ::testing::Test {
  protected:
   FlopsOneField() { base_.global_batch = 1; }
-  ModelShape base_ = Preset("llama3-8b");
+  ModelShape base_ = PresetModel("llama3-8b");
   const double L = base_.layers, h = base_.hidden, f = base_.ffn_hidden, s = base_.seq_len, a = base_.heads;
   double Delta(const ModelShape& changed, ScoreFlops scores = ScoreFlops::kFull) const {
     return ModelFlopsPerStep(changed, scores) - ModelFlopsPerStep(base_, scores);
@@ -96,7 +92,7 @@ TEST_F(FlopsOneField, WhatCostsNoFlops) {  // norms, positions, biases and tying
 // A ViT attends both ways, so kCausalHalf counts its full scores; its head and patch embedding
 // stand in the logits' place: 6 B s h O + 6 B s P h.
 TEST(Flops, VitHeadAndPatchEmbedding) {
-  ModelShape vit = Preset("climax");
+  ModelShape vit = PresetModel("climax");
   vit.global_batch = 1;
   EXPECT_EQ(ModelFlopsPerStep(vit, ScoreFlops::kCausalHalf), ModelFlopsPerStep(vit));
   const double s = vit.seq_len, h = vit.hidden, L = vit.layers, f = vit.ffn_hidden;

@@ -14,11 +14,7 @@
 namespace tunepar {
 namespace {
 
-ModelShape Preset(const std::string& name) {
-  Result<ModelShape> m = ParseModelShape(testing::PresetText("models", name), name + ".toml");
-  EXPECT_TRUE(m.ok()) << name << ": " << m.status().message();
-  return m.ok() ? *m : ModelShape{};
-}
+using testing::PresetModel;
 
 // Meta's published sizes (arXiv 2407.21783: 8B, 70B, 405B; Hugging Face model cards 8.03B, 70.6B,
 // 405.8B) from the shapes of meta-llama/llama-models sku_list.py; the exact totals are the plan's
@@ -32,7 +28,7 @@ TEST(ModelShapeParameters, Llama3MatchesMetasSizes) {
               {"llama3-70b", 70'553'706'496, 70.6e9},
               {"llama3-405b", 405'853'388'800, 405.8e9}};
   for (const auto& r : rows) {
-    const double p = Preset(r.preset).Parameters();
+    const double p = PresetModel(r.preset).Parameters();
     EXPECT_EQ(p, static_cast<double>(r.exact)) << r.preset;
     EXPECT_LT(std::abs(p / r.published - 1), 0.01) << r.preset;
   }
@@ -42,7 +38,7 @@ TEST(ModelShapeParameters, Llama3MatchesMetasSizes) {
 // biases) and checks the change against its closed form.
 class OneField : public ::testing::Test {
  protected:
-  ModelShape base_ = Preset("llama3-8b");
+  ModelShape base_ = PresetModel("llama3-8b");
   const int64_t L = base_.layers, h = base_.hidden, f = base_.ffn_hidden, V = base_.vocab, s = base_.seq_len;
   double Delta(const ModelShape& changed) const { return changed.Parameters() - base_.Parameters(); }
 };
@@ -107,7 +103,7 @@ TEST_F(OneField, FfnHidden) {  // three h x f matrices
 // A ViT (the climax preset): a P x h patch embedding with its bias in the vocabulary's place, a
 // learned s x h position table, and an h x O head with its bias.
 TEST(ModelShapeParameters, VitInputAndHeadInTheVocabularysPlace) {
-  const ModelShape vit = Preset("climax");
+  const ModelShape vit = PresetModel("climax");
   ASSERT_FALSE(vit.HasVocabulary());
   const int64_t L = vit.layers, h = vit.hidden, f = vit.ffn_hidden, P = vit.patch_tokens, O = vit.output_width,
                 s = vit.seq_len;
@@ -125,7 +121,7 @@ TEST(ModelShapeParameters, VitInputAndHeadInTheVocabularysPlace) {
 TEST(ModelShapeParameters, GptPresetsCountAsBefore) {
   for (const char* name : {"gpt-1.3b", "gpt-22b", "gpt-175b", "gpt-1t", "small", "tiny"}) {
     for (bool tied : {true, false}) {
-      ModelShape m = Preset(name);
+      ModelShape m = PresetModel(name);
       m.tied_embeddings = tied;
       const double h = m.hidden, f = m.MlpWidth(), L = m.layers;
       const double per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
@@ -140,7 +136,7 @@ TEST(ModelShapeParameters, GptPresetsCountAsBefore) {
 // rule: K/V heads halve with the query heads, so tiny (4 heads) and Llama's 8 KV groups stay legal.
 TEST(ModelShapeParameters, CalibrationVariantsKeepTheShapeRules) {
   for (const char* name : {"tiny", "small", "tiny-llama", "llama3-8b", "climax"}) {
-    const ModelShape m = Preset(name);
+    const ModelShape m = PresetModel(name);
     const std::vector<ModelShape> variants = ShapeVariants(m, kMaxSweepShapes);
     EXPECT_EQ(variants.size(), 4u) << name;
     for (const ModelShape& v : variants) {
@@ -156,14 +152,14 @@ TEST(ModelShapeParameters, CalibrationVariantsKeepTheShapeRules) {
 // file holds only the keys it always did.
 TEST(ModelShapeParameters, TheCoresModelFileReadsBackAsTheSameShape) {
   for (const char* name : {"tiny", "gpt-1t", "tiny-llama", "llama3-70b", "climax"}) {
-    const ModelShape m = Preset(name);
+    const ModelShape m = PresetModel(name);
     const std::string text = runner::ModelToml(m);
     Result<ModelShape> back = ParseModelShape(text, "model.toml");
     ASSERT_TRUE(back.ok()) << name << ": " << back.status().message() << "\n" << text;
     for (const ShapeRow& row : ShapeRows()) EXPECT_EQ(row.get(*back), row.get(m)) << name << " " << row.name;
     EXPECT_EQ(back->Parameters(), m.Parameters()) << name;
   }
-  const std::string gpt = runner::ModelToml(Preset("tiny"));
+  const std::string gpt = runner::ModelToml(PresetModel("tiny"));
   for (const char* key : {"kv_heads", "mlp", "positions", "norm", "linear_biases", "patch_tokens", "output_width"})
     EXPECT_EQ(gpt.find(key), std::string::npos) << key << "\n" << gpt;
 }
