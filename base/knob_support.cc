@@ -41,6 +41,21 @@ SpaceSpec Restrict(SpaceSpec space, const KnobSupport& s, int world) {
   return space;
 }
 
+std::string KnobLeftWithoutValues(const SpaceSpec& space, const KnobSupport& s, int world) {
+  for (Knob k : Knobs()) {
+    const std::vector<int>& allowed = s.Of(k);
+    const std::vector<int> asked = space.Values(k, world);
+    if (allowed.empty() || asked.empty()) continue;
+    auto runs = [&](int v) { return std::find(allowed.begin(), allowed.end(), v) != allowed.end(); };
+    if (std::any_of(asked.begin(), asked.end(), runs)) continue;
+    std::vector<std::string> asked_text, allowed_text;
+    for (int v : asked) asked_text.push_back(KnobFragment(k, v));
+    for (int v : allowed) allowed_text.push_back(KnobFragment(k, v));
+    return fmt::format("{} (it runs {})", fmt::join(asked_text, " "), fmt::join(allowed_text, " "));
+  }
+  return "";
+}
+
 Status CheckSupported(const Layout& l, const KnobSupport& support, std::string_view program) {
   std::vector<std::string> missing;
   for (Knob k : Knobs()) {

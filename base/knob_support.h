@@ -1,5 +1,6 @@
-// Which knob values a trial program can run and tell apart. tunepar-core implements neither
-// sequence parallelism nor interleaved pipeline stages (nor, in its HIP build, flash attention:
+// Which knob values a trial program can run and tell apart. tunepar-core does not implement
+// interleaved pipeline stages (nor, in its HIP build, sequence parallelism or flash attention;
+// with grouped-query attention it runs only the tp sizes that split the K/V heads:
 // runner/core/supported_knobs.h); a training command
 // receives only what its template passes on (runner/command_backend.h). A study's space is
 // restricted to what its backend supports, so the search never proposes a layout that cannot be
@@ -35,12 +36,15 @@ struct KnobSupport {
 
 // The space without the values the program cannot run or tell apart.
 SpaceSpec Restrict(SpaceSpec space, const KnobSupport& support, int world);
+// "tp4 (it runs tp1 tp2)": the first knob whose values in `space` (non-empty) the program runs
+// none of, so that Restrict leaves it empty; "" when every knob keeps a value.
+std::string KnobLeftWithoutValues(const SpaceSpec& space, const KnobSupport& support, int world);
 
 // Ok, or one line naming what `program` cannot run of the layout.
 Status CheckSupported(const Layout& layout, const KnobSupport& support, std::string_view program);
 
 // As a study records it: the layout-key fragments of the allowed values, in knob order, e.g.
-// "sp0 vpp1" for tunepar-core ("sp0 vpp1 fa0" for its HIP build), "rcnone rcfull vpp1" for a
+// "vpp1" for tunepar-core ("sp0 vpp1 fa0" for its HIP build), "rcnone rcfull vpp1" for a
 // command that receives {recompute=full?...} but not {vpp}; "" when the program runs and tells
 // apart every value.
 std::string PinnedKnobs(const KnobSupport& support);

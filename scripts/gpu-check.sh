@@ -7,10 +7,12 @@
 #     gradient that is zero in exact arithmetic, like the key bias's, is rounding noise that
 #     AdamW's first step scales up to lr on either side);
 #  3. two ranks on one GPU with --comm mpi-staged, TP = 2 and PP = 2 (and PP = 2 in bf16: 16-bit
-#     transfers), against the one-rank GPU run
+#     transfers), TP = 2 with sequence parallelism (fp32, and bf16: the stream's rows all-gathered
+#     as 16-bit numbers), against the one-rank GPU run
 #     (the same tolerance as 2: the CPU tests hold every layout exact against one rank, the GPU
 #     sums in another order);
-#  4. --comm nccl on one rank (several ranks on one GPU are refused by NCCL: said so, exit 2);
+#  4. --comm nccl on one rank (several ranks on one GPU are refused by NCCL: said so, exit 2;
+#     also with sequence parallelism);
 #  5. the phases from events: none negative, together no more than the step (staged DP = 2, and
 #     nccl on one rank);
 #  6. with two or more GPUs: --comm nccl with TP = 2, PP = 2 and DP = 2 (the bucket all-reduce on
@@ -96,7 +98,8 @@ single_rank_args() {  # what a layout's one-rank baseline shares with it
   echo "$1" | grep -oE -- '--(micro-batches|precision) [a-z0-9]+' | tr '\n' ' '
 }
 # bf16 PP = 2: the activations and their gradients cross stages as 16-bit numbers.
-for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2 --zero 1" "--pp 2 --micro-batches 2 --precision bf16"; do
+for layout in "--tp 2" "--pp 2 --micro-batches 2" "--dp 2 --zero 1" "--pp 2 --micro-batches 2 --precision bf16" \
+              "--tp 2 --sequence-parallel" "--tp 2 --sequence-parallel --precision bf16"; do
   name=$(echo "$layout" | tr -d ' -')
   tol=1e-5 ltol=1e-6; case "$layout" in *bf16*) tol=$BF16_TOL ltol=1e-4 ;; esac
   run "$O/one-$name" 1 "$B/tunepar-core-cuda" --model tiny --comm mpi-staged $(single_rank_args "$layout")
@@ -114,6 +117,9 @@ compare "$O/one-tp2" "$O/nccl-1" gradients.json 1e-6 "nccl one rank vs staged on
 rm -rf "$O/nccl-2"; mkdir -p "$O/nccl-2"
 $MPI -np 2 "$B/tunepar-core-cuda" --model tiny --tp 2 --comm nccl --steps 1 --warmup 0 -o "$O/nccl-2/result.json" -q 2> "$O/nccl-2/stderr"
 echo "two ranks, one GPU, --comm nccl: exit $? ($(tail -n 1 "$O/nccl-2/stderr"))"
+$MPI -np 2 "$B/tunepar-core-cuda" --model tiny --tp 2 --sequence-parallel --comm nccl --steps 1 --warmup 0 \
+  -o "$O/nccl-2/result-sp.json" -q 2> "$O/nccl-2/stderr-sp"
+echo "two ranks, one GPU, --comm nccl --sequence-parallel: exit $? ($(tail -n 1 "$O/nccl-2/stderr-sp"))"
 
 fi
 

@@ -65,8 +65,9 @@ TEST(LocalBackend, EveryTrialRunsTheCoreAndLandsInTheStore) {
   for (const Trial& t : trials) {
     EXPECT_EQ(t.status, "ok") << t.message;
     EXPECT_EQ(t.backend, "local");
-    // The core's knobs only (the CPU build runs fused attention: fa0 or fa1).
-    EXPECT_NE(t.layout.find("-sp0-vpp1-fa"), std::string::npos) << t.layout;
+    // The core's knobs only (the CPU build runs sequence parallelism and fused attention: sp0 or
+    // sp1, fa0 or fa1; never interleaved stages).
+    EXPECT_NE(t.layout.find("-vpp1-fa"), std::string::npos) << t.layout;
     ASSERT_TRUE(t.details.is_object());
     EXPECT_EQ(t.details["placement"].size(), 4u) << t.details.dump();
     EXPECT_EQ(t.details["core"]["status"], "ok");
@@ -327,18 +328,28 @@ TEST(LocalBackend, AModelTheCoreCannotTrainIsRefusedBeforeAnythingIsStored) {
   EXPECT_EQ(SnapshotFiles(store), before);
 }
 
+// A local search of three trials of tiny-llama at world 4, with `fixes` (e.g. "--fix tp=4").
+testing::CliRun TinyLlamaSearch(const std::string& store, const std::string& fixes) {
+  return RunTunepar("--store " + store + " search --backend local --world 4 --model tiny-llama --hardware local-cpu "
+                    "--budget 3 --steps 2 --warmup 1 --node-id n0 " + fixes + " --core " + TUNEPAR_CORE);
+}
+
+// The result.json tunepar-core wrote for trial `t` of `study`.
+nlohmann::json CoreResultOf(const std::string& store, const std::string& study, const Trial& t) {
+  const std::string trial_dir = store + "/trials/" + study + "/n0-" + std::to_string(t.number);
+  return nlohmann::json::parse(ReadFile(trial_dir + "/result.json"));
+}
+
 // A local search of the Llama-style model measures it (GQA, SwiGLU, rotary, RMSNorm, untied, no
 // biases reach the core's model file) and proposes only the tp sizes that split its 2 K/V heads.
 TEST(LocalBackend, ALlamaStyleSearchMeasuresOnlyTpSizesThatSplitItsKvHeads) {
   TempDir dir;
   const std::string store = dir / "s";
-  const testing::CliRun run =
-      RunTunepar("--store " + store + " search --backend local --world 4 --model tiny-llama --hardware local-cpu "
-                 "--budget 3 --steps 2 --warmup 1 --node-id n0 --fix tp=4 --core " + TUNEPAR_CORE);
+  const testing::CliRun run = TinyLlamaSearch(store, "--fix tp=4");
   EXPECT_NE(run.exit_code, 0) << "tp 4 splits no 2 K/V heads: " << run.out;
-  const testing::CliRun ok =
-      RunTunepar("--store " + store + " search --backend local --world 4 --model tiny-llama --hardware local-cpu "
-                 "--budget 3 --steps 2 --warmup 1 --node-id n0 --core " + TUNEPAR_CORE);
+  EXPECT_NE(run.err.find("the local backend cannot run the space's tp4 (it runs tp1 tp2)"), std::string::npos)
+      << run.err;
+  const testing::CliRun ok = TinyLlamaSearch(store, "");
   ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   const std::string study = OnlyStudy(store);
   const std::vector<Trial> trials = Trials(store, study);
@@ -348,10 +359,31 @@ TEST(LocalBackend, ALlamaStyleSearchMeasuresOnlyTpSizesThatSplitItsKvHeads) {
     EXPECT_EQ(t.layout.find("tp4"), std::string::npos) << t.layout;
     const std::string trial_dir = store + "/trials/" + study + "/n0-" + std::to_string(t.number);
     EXPECT_NE(ReadFile(trial_dir + "/model.toml").find("kv_heads = 2"), std::string::npos);
-    const nlohmann::json result = nlohmann::json::parse(ReadFile(trial_dir + "/result.json"));
+    const nlohmann::json result = CoreResultOf(store, study, t);
     EXPECT_EQ(result["model"]["kv_heads"], 2) << result["model"].dump();
     EXPECT_EQ(result["model"]["mlp"], "swiglu");
     EXPECT_EQ(result["model"]["norm"], "rmsnorm");
+  }
+}
+
+// The issue's check: a local search of the tiny Llama-style model at world 4 measures
+// sequence-parallel layouts (the core runs sp1; before, it pinned sp0 and such a study had no
+// candidates). Each trial's core result is of that layout, with its TP communication timed.
+TEST(LocalBackend, ALocalSearchMeasuresSequenceParallelLayouts) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run = TinyLlamaSearch(store, "--fix seq_parallel=on");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 3u);
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "ok") << t.layout << ": " << t.message;
+    EXPECT_NE(t.layout.find("tp2-"), std::string::npos) << t.layout;
+    EXPECT_NE(t.layout.find("-sp1-"), std::string::npos) << t.layout;
+    const nlohmann::json result = CoreResultOf(store, study, t);
+    EXPECT_EQ(result["layout"], t.layout);
+    EXPECT_GT(result["phases"]["tp_comm"]["max"].get<double>(), 0) << result.dump();
   }
 }
 
@@ -483,7 +515,8 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
     EXPECT_EQ(row["ranks_per_node"].get<int>(), 3) << row.dump();
   }
 
-  // report: the same legal set (no knob that tunepar-core cannot run is ranked) and placement.
+  // report: the same legal set (no knob that tunepar-core cannot run, interleaving, is ranked) and
+  // placement.
   const testing::CliRun report = testing::RunTunepar("--json --store " + store + " report " + study +
                                                      " --shap --background legal");
   ASSERT_EQ(report.exit_code, 0) << report.err;
@@ -492,7 +525,7 @@ TEST(StudyContext, ReportLaunchScriptAndCalibrateSeeWhatTheSearchSaw) {
   EXPECT_EQ(reported["ranks_per_node"].get<int>(), 3) << report.out;
   for (const auto& knob : reported["shap"]["knobs"]) {
     const std::string name = knob["knob"].get<std::string>();
-    EXPECT_TRUE(name != "seq_parallel" && name != "virtual_stages") << name;
+    EXPECT_NE(name, "virtual_stages");
   }
 
   // launch-script: a layout outside the study's legal set is refused with the constraint named
@@ -522,10 +555,11 @@ namespace tunepar {
 namespace {
 
 // The local study of a schema-1 store (tests/data/v1-store) was searched with a CPU core that
-// pinned "sp0 vpp1 fa0"; today's CPU core runs fused attention too (pinned "sp0 vpp1"), so the
-// same search is a new study (tiny-w4-17f06380) beside the migrated one, which keeps its id and
-// its two trials, and is named by the new one; `--study` of the old one resumes it as it was made
-// (fa fixed at 0), under its id (issue 29 item 4, the id rule of the issue "A knob is one row").
+// pinned "sp0 vpp1 fa0"; today's CPU core runs fused attention and sequence parallelism too
+// (pinned "vpp1"), so the same search is a new study (tiny-w4-19f6db81) beside the migrated one,
+// which keeps its id and its two trials, and is named by the new one; `--study` of the old one
+// resumes it as it was made (sp and fa fixed at 0), under its id (issue 29 item 4, the id rule of
+// the issue "A knob is one row").
 TEST(LocalBackend, AStudyFromSchemaOneStaysBesideTheStudyOfACoreWithFusedAttention) {
   testing::TempDir dir;
   const std::string store = dir / "s";
@@ -537,15 +571,15 @@ TEST(LocalBackend, AStudyFromSchemaOneStaysBesideTheStudyOfACoreWithFusedAttenti
       data + "v1-store/space.toml --hardware " + data +
       "test-cpu.toml --budget 2 --steps 1 --warmup 0 --max-ranks 2 --slice auto --node-id n0 --core " + TUNEPAR_CORE);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_NE(run.out.find("study tiny-w4-17f06380 (new; 0 finished trials so far)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("study tiny-w4-19f6db81 (new; 0 finished trials so far)"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("the budget of 2 trials is reached"), std::string::npos) << run.out;
   EXPECT_NE(run.err.find("these inputs were searched as study 'tiny-w4-4a864f6e' (id 4a864f6e"), std::string::npos)
       << run.err;
-  EXPECT_NE(run.err.find("with sp0 vpp1 fa0 fixed; this one fixes sp0 vpp1: a new study, 'tiny-w4-17f06380'"),
+  EXPECT_NE(run.err.find("with sp0 vpp1 fa0 fixed; this one fixes vpp1: a new study, 'tiny-w4-19f6db81'"),
             std::string::npos)
       << run.err;
   EXPECT_EQ(testing::Trials(store, "tiny-w4-4a864f6e").size(), 2u);
-  EXPECT_EQ(testing::Trials(store, "tiny-w4-17f06380").size(), 2u);
+  EXPECT_EQ(testing::Trials(store, "tiny-w4-19f6db81").size(), 2u);
   const testing::CliRun resumed = testing::RunTunepar(
       "--store " + store + " search --backend local --world 4 --model " + data + "v1-store/model.toml --space " +
       data + "v1-store/space.toml --hardware " + data +
@@ -558,7 +592,7 @@ TEST(LocalBackend, AStudyFromSchemaOneStaysBesideTheStudyOfACoreWithFusedAttenti
   const std::vector<testing::Trial> old = testing::Trials(store, "tiny-w4-4a864f6e");
   ASSERT_EQ(old.size(), 3u);
   for (const testing::Trial& t : old) EXPECT_NE(t.layout.find("-fa0"), std::string::npos) << t.layout;
-  EXPECT_EQ(testing::Trials(store, "tiny-w4-17f06380").size(), 2u);
+  EXPECT_EQ(testing::Trials(store, "tiny-w4-19f6db81").size(), 2u);
 }
 
 // A store path with every character a shell misreads: the core's trials run healthy through

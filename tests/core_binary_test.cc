@@ -62,11 +62,12 @@ TEST(CoreBuild, FollowsTheVendorOfTheProfilesDevices) {
                                     std::string("its device 'H100' and launch.visible_devices_env name no GPU vendor")));
 }
 
-// The CPU and CUDA builds run fused attention (fa0 and fa1), so a study of theirs pins "sp0
-// vpp1"; the HIP build keeps fa0 pinned until its kernel is measured on 64-wide waves.
+// The CPU and CUDA builds run fused attention (fa0 and fa1) and sequence parallelism (sp0 and
+// sp1), so a study of theirs pins "vpp1"; the HIP build keeps sp0 and fa0 pinned until they run
+// on an AMD GPU (its fused kernel is written for 32-lane warps, not 64-wide waves).
 TEST(CoreBuild, EveryBuildRunsTheKnobsTheCoreAlwaysRan) {
   for (CoreBuild build : {CoreBuild::kCpu, CoreBuild::kCuda})
-    EXPECT_EQ(PinnedKnobs(core::SupportedKnobs(build)), "sp0 vpp1") << core::BinaryName(build);
+    EXPECT_EQ(PinnedKnobs(core::SupportedKnobs(build)), "vpp1") << core::BinaryName(build);
   EXPECT_EQ(PinnedKnobs(core::SupportedKnobs(CoreBuild::kHip)), "sp0 vpp1 fa0");
   EXPECT_EQ(core::CoreBuildNamed("cuda"), CoreBuild::kCuda);
   EXPECT_EQ(core::CoreBuildNamed("hip"), CoreBuild::kHip);
@@ -110,16 +111,17 @@ TEST(CoreBinary, SearchRunsTheProfilesBuildAndNamesItFirst) {
 }
 
 // The ids of a study of the CPU build, and of a GPU profile: the same whichever way the build is
-// found (the same searches with --core tunepar-core give them too). They changed once, when the
-// CPU and CUDA builds gained fused attention (pinned knobs "sp0 vpp1 fa0" -> "sp0 vpp1"; before:
-// tiny-w2-1eb8838e and tiny-w2-fba600c0), as a new capability should.
+// found (the same searches with --core tunepar-core give them too). They changed when the CPU
+// and CUDA builds gained fused attention (pinned knobs "sp0 vpp1 fa0" -> "sp0 vpp1"; before:
+// tiny-w2-1eb8838e and tiny-w2-fba600c0) and again with sequence parallelism ("sp0 vpp1" ->
+// "vpp1"; before: tiny-w2-cf42d4b2 and tiny-w2-e5fc8311), as a new capability should.
 TEST(CoreBinary, StudyIdsStayAsTheyWere) {
   TempDir dir;
   const std::string tunepar = testing::InstallTunepar(dir.path(), {"tunepar-core", "tunepar-core-cuda"});
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "cpu", "")).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "cpu"), "tiny-w2-cf42d4b2");
+  EXPECT_EQ(testing::OnlyStudy(dir / "cpu"), "tiny-w2-677b2afd");
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "h100", "dgx-h100")).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "h100"), "tiny-w2-e5fc8311");
+  EXPECT_EQ(testing::OnlyStudy(dir / "h100"), "tiny-w2-37623368");
 }
 
 void ExpectOneLineError(const CliRun& run, const std::string& fragment) {
@@ -152,7 +154,7 @@ TEST(CoreBinary, WithoutTheProfilesBuildOnlyCoreRuns) {
             std::string::npos)
       << given.out;
   EXPECT_NE(TrialCommand(store).find(" " + (dir / "tunepar-core") + " --model "), std::string::npos);
-  EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-e5fc8311");  // the CUDA build's (StudyIdsStayAsTheyWere)
+  EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-37623368");  // the CUDA build's (StudyIdsStayAsTheyWere)
 }
 
 // Not beside tunepar: the build on $PATH, named by its path.

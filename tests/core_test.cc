@@ -124,7 +124,16 @@ struct LayoutCase {
   std::string recompute;
   std::string comm = "mpi";  // mpi-staged: through host staging buffers, as on a GPU without NCCL
   std::string model = "tiny";  // tiny-llama: GQA, SwiGLU, rotary, RMSNorm, untied, no biases
+  bool sequence_parallel = false;
 };
+
+// The case as tunepar-core's flags (the comm mode included).
+std::string LayoutFlags(const LayoutCase& c) {
+  return "--model " + c.model + " --tp " + std::to_string(c.tp) + " --pp " + std::to_string(c.pp) + " --dp " +
+         std::to_string(c.dp) + " --zero " + std::to_string(c.zero) + " --recompute " + c.recompute +
+         " --micro-batches " + std::to_string(c.micro_batches) + " --comm " + c.comm +
+         (c.sequence_parallel ? " --sequence-parallel" : "");
+}
 
 void PrintTo(const LayoutCase& c, std::ostream* out);
 
@@ -132,7 +141,7 @@ std::string Name(const LayoutCase& c) {
   return "tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) + "_zero" +
          std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches) +
          (c.comm == "mpi" ? "" : "_" + c.comm.substr(c.comm.find('-') + 1)) +
-         (c.model == "tiny" ? "" : "_" + c.model.substr(c.model.find('-') + 1));
+         (c.model == "tiny" ? "" : "_" + c.model.substr(c.model.find('-') + 1)) + (c.sequence_parallel ? "_sp" : "");
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out) {
@@ -145,13 +154,11 @@ TEST_P(CoreExactness, MatchesTheSingleRankRun) {
   const LayoutCase& c = GetParam();
   const CoreRun& ref = Reference("fp32", c.model);
   ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
-  const CoreRun run =
-      RunCore(c.tp * c.pp * c.dp, "--model " + c.model + " --tp " + std::to_string(c.tp) + " --pp " +
-                                      std::to_string(c.pp) + " --dp " + std::to_string(c.dp) + " --zero " +
-                                      std::to_string(c.zero) + " --recompute " + c.recompute +
-                                      " --micro-batches " + std::to_string(c.micro_batches) + " --comm " + c.comm);
+  const CoreRun run = RunCore(c.tp * c.pp * c.dp, LayoutFlags(c));
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   EXPECT_EQ(run.result["status"], "ok");
+  EXPECT_NE(run.result["layout"].get<std::string>().find(c.sequence_parallel ? "-sp1-" : "-sp0-"), std::string::npos)
+      << run.result["layout"];
   EXPECT_EQ(run.result["comm"], c.comm);
   EXPECT_EQ(run.result["world"], c.tp * c.pp * c.dp);
   EXPECT_EQ(run.result["global_batch"], 8);
@@ -200,6 +207,23 @@ std::vector<LayoutCase> ExactnessCases() {
     c.model = "tiny-llama";
     cases.push_back(c);
   }
+  // Sequence parallelism (the stream split over TP by rows; all-gathers and reduce-scatters around
+  // the TP layers; the norms' gradients summed over TP once a step), a covering design over both
+  // models: tp 2 and 4, pp 1, 2 and 4, dp, ZeRO-1, every recomputation, 1, 2 and 4
+  // micro-batches, staged transfers.
+  for (LayoutCase c : std::vector<LayoutCase>{{2, 1, 1, 0, 1, "none"},
+                                              {4, 1, 2, 1, 2, "selective"},
+                                              {2, 2, 2, 1, 4, "full"},
+                                              {4, 2, 1, 0, 4, "none"},
+                                              {2, 4, 1, 0, 2, "selective"},
+                                              {2, 2, 2, 0, 2, "none", "mpi-staged"},
+                                              {2, 1, 2, 0, 4, "full", "mpi", "tiny-llama"},
+                                              {2, 2, 2, 1, 2, "selective", "mpi", "tiny-llama"},
+                                              {2, 4, 1, 0, 4, "none", "mpi", "tiny-llama"},
+                                              {2, 1, 1, 0, 2, "none", "mpi-staged", "tiny-llama"}}) {
+    c.sequence_parallel = true;
+    cases.push_back(c);
+  }
   return cases;
 }
 
@@ -223,6 +247,19 @@ void PrintTo(const PrecisionCase& c, std::ostream* out) {
   *out << c.precision;
 }
 
+// Every gradient within `fraction` of its tensor's largest.
+void ExpectGradientsWithin(const Tensors& ref, const Tensors& run, double fraction) {
+  for (const auto& [name, a] : ref) {
+    const std::vector<double>& b = run.at(name);
+    double g_max = 0, d_max = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      g_max = std::max(g_max, std::abs(a[i]));
+      d_max = std::max(d_max, std::abs(a[i] - b[i]));
+    }
+    EXPECT_LE(d_max, fraction * g_max) << name;
+  }
+}
+
 class CorePrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(CorePrecision, LayoutsAgreeWithinTheStorageRounding) {
@@ -233,15 +270,7 @@ TEST_P(CorePrecision, LayoutsAgreeWithinTheStorageRounding) {
       RunCore(8, "--model tiny --tp 2 --pp 2 --dp 2 --zero 1 --micro-batches 2 --precision " + c.precision);
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   ExpectLossesMatch(ref, run, c.loss_rel);
-  for (const auto& [name, a] : ref.gradients) {
-    const std::vector<double>& b = run.gradients.at(name);
-    double g_max = 0, d_max = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      g_max = std::max(g_max, std::abs(a[i]));
-      d_max = std::max(d_max, std::abs(a[i] - b[i]));
-    }
-    EXPECT_LE(d_max, c.grad_rel * g_max) << name;
-  }
+  ExpectGradientsWithin(ref.gradients, run.gradients, c.grad_rel);
   ExpectLossesMatch(Reference(), ref, c.vs_fp32);
   if (c.precision == "fp16") {
     EXPECT_EQ(run.result["loss_scale"][0], 65536.0);
@@ -255,6 +284,19 @@ INSTANTIATE_TEST_SUITE_P(Storage, CorePrecision,
                          [](const ::testing::TestParamInfo<PrecisionCase>& info) {
                            return info.param.precision;
                          });
+
+// Sequence parallelism with 16-bit storage: the stream's rows all-gathered as 16-bit numbers, the
+// reduce-scattered sums rounded once, with fused attention too; within the bf16 layout bounds.
+TEST(CorePrecision, SequenceParallelAgreesInBf16WithFusedAttention) {
+  const CoreRun& ref = Reference("bf16");
+  ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
+  const CoreRun run =
+      RunCore(4, "--model tiny --tp 2 --pp 2 --micro-batches 2 --precision bf16 --sequence-parallel --flash-attention");
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  EXPECT_EQ(run.result["layout"], "tp2-pp2-dp1-mbs4-nmb2-bf16-zero0-rcnone-sp1-vpp1-fa1");
+  ExpectLossesMatch(ref, run, 2e-3);
+  ExpectGradientsWithin(ref.gradients, run.gradients, 5e-2);
+}
 
 // ZeRO-1 all-gathers 16-bit weights as 16-bit numbers: with three replicas the larger stage of
 // two has an odd shard (118400 values / 3 -> 39467), so the gather moves an odd count per rank,
@@ -467,6 +509,23 @@ TEST(CoreMemory, PipelineStagesHoldOnlyTheMicroBatchesInFlight) {
   EXPECT_GT(activations("--micro-batch 2 --micro-batches 2"), 1.5 * two);
 }
 
+// Sequence parallelism keeps 1/tp of what the norms and the residual stream hold: per block ln1,
+// res2 and ln2 (3 C values a row) and the norms' statistics (mean and rstd, 4 a row), the stage's
+// L + 1 stream buffers (C a row) and the final norm's output and statistics (C + 2): at tp 2 the
+// activations shrink by exactly half of those rows (fp32, one micro-batch of N = 8 x 32 rows),
+// and nothing else changes.
+TEST(CoreMemory, SequenceParallelHoldsTheStreamsRowsOncePerTpGroup) {
+  auto activations = [](const std::string& args) {
+    const CoreRun run = RunCore(2, "--model tiny --tp 2 --micro-batches 1 " + args, false);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result["memory"]["peak_by_category"]["activations"].get<double>();
+  };
+  const double N = 8 * 32, C = 64, L = 4;
+  const double rows_saved = N / 2;
+  const double bytes_per_row = 4 * (L * (3 * C + 4) + (L + 1) * C + (C + 2));
+  EXPECT_EQ(activations("") - activations("--sequence-parallel"), rows_saved * bytes_per_row);
+}
+
 // What the buffers hold on the device against what is counted: in fp32 the same; with 16-bit
 // storage the weights, every saved activation, the residual stream and every activation gradient
 // are real 16-bit numbers, so a bf16 run holds less than the fp32 run. It still holds more than it
@@ -510,6 +569,7 @@ TEST(CoreFaults, CrashHangAndOomAreWhatTheySay) {
 TEST(CoreInput, BadInputIsOneLineAndExitTwo) {
   for (const std::string args : {"--model tiny --tp 3", "--model nope", "--model tiny --precision fp8",
                                  "--model tiny --layout tp1-pp1-dp1-mbs8-nmb1-fp32-zero0-rcnone-sp1-vpp1-fa0",
+                                 "--model tiny --sequence-parallel",
                                  "--model tiny --memory-cap lots"}) {
     const CoreRun run = RunCore(1, args, false);
     EXPECT_EQ(run.process.exit_code, 2) << args << ": " << run.process.err;
@@ -595,15 +655,11 @@ TEST(CoreComm, NcclPathsReproduceTheSingleRankRunOnCpuRanks) {
   const std::vector<LayoutCase> layouts = {{2, 2, 2, 1, 4, "none", "nccl"},
                                            {2, 2, 2, 0, 2, "full", "nccl"},
                                            {1, 4, 1, 0, 4, "selective", "nccl"},
-                                           {2, 1, 2, 0, 1, "none", "nccl"}};
+                                           {2, 1, 2, 0, 1, "none", "nccl"},
+                                           {2, 2, 1, 0, 2, "none", "nccl", "tiny", true}};
   for (const LayoutCase& c : layouts) {
     SCOPED_TRACE(Name(c));
-    const CoreRun run = RunCore(c.tp * c.pp * c.dp,
-                                "--model tiny --tp " + std::to_string(c.tp) + " --pp " + std::to_string(c.pp) +
-                                    " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(c.zero) +
-                                    " --recompute " + c.recompute + " --micro-batches " +
-                                    std::to_string(c.micro_batches) + " --comm nccl",
-                                true, TUNEPAR_CORE_NCCL_OVER_MPI);
+    const CoreRun run = RunCore(c.tp * c.pp * c.dp, LayoutFlags(c), true, TUNEPAR_CORE_NCCL_OVER_MPI);
     ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
     EXPECT_EQ(run.result["comm"], "nccl");
     ExpectLossesMatch(ref, run, 1e-5);

@@ -42,13 +42,13 @@ void StageContext::TpAllReduce(real* p, int64_t n) const {
 }
 
 BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_scores) {
-  const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
+  const size_t N = ctx.N(), R = ctx.StreamRows(), C = ctx.dims.C, T = ctx.dims.T;
   const Shard& s = ctx.shard;
   BlockActivations a;
   const bool centered = !ctx.dims.rmsnorm;  // RMSNorm keeps no mean
-  a.ln1 = ctx.Activation(N * C);
-  if (centered) a.ln1_mean = ctx.Statistics(N);
-  a.ln1_rstd = ctx.Statistics(N);
+  a.ln1 = ctx.Activation(R * C);
+  if (centered) a.ln1_mean = ctx.Statistics(R);
+  a.ln1_rstd = ctx.Statistics(R);
   a.qkv = ctx.Activation(N * ctx.QkvCols());
   if (ctx.flash_attention) {
     a.lse = ctx.Statistics(static_cast<size_t>(ctx.B) * s.NHl * T);
@@ -56,26 +56,30 @@ BlockActivations AllocateBlockActivations(const StageContext& ctx, bool keep_sco
     a.att = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
   }
   a.atty = ctx.Activation(N * s.Cl);
-  a.res2 = ctx.Activation(N * C);
-  a.ln2 = ctx.Activation(N * C);
-  if (centered) a.ln2_mean = ctx.Statistics(N);
-  a.ln2_rstd = ctx.Statistics(N);
+  a.res2 = ctx.Activation(R * C);
+  a.ln2 = ctx.Activation(R * C);
+  if (centered) a.ln2_mean = ctx.Statistics(R);
+  a.ln2_rstd = ctx.Statistics(R);
   a.fch = ctx.Activation(N * ctx.MlpInCols());
   a.fcg = ctx.Activation(N * s.Fl);
   return a;
 }
 
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
-  const size_t N = ctx.N(), C = ctx.dims.C, T = ctx.dims.T;
+  const size_t N = ctx.N(), R = ctx.StreamRows(), C = ctx.dims.C, T = ctx.dims.T;
   const Shard& s = ctx.shard;
   BlockWorkspace w;
   w.partial = ctx.PartialSum(N * C);
-  w.dres2 = ctx.ActivationGradient(N * C);
+  w.dres2 = ctx.ActivationGradient(R * C);
   w.datty = ctx.ActivationGradient(N * s.Cl);
   w.dqkv = ctx.ActivationGradient(N * ctx.QkvCols());
   w.dfcg = ctx.ActivationGradient(N * s.Fl);
   w.dfch = ctx.ActivationGradient(N * ctx.MlpInCols());
   if (selective && !ctx.flash_attention) w.scores = ctx.Activation(static_cast<size_t>(ctx.B) * s.NHl * T * T);
+  if (ctx.sequence_parallel) {
+    w.all_rows = ctx.ActivationGradient(N * C);
+    w.row_sum = ctx.PartialSum(R * C);
+  }
   return w;
 }
 
@@ -89,9 +93,9 @@ namespace {
 void Normalize(const StageContext& ctx, Buffer& out, Buffer& mean, Buffer& rstd, const Buffer& inp, const real* w,
                const real* b) {
   if (ctx.precision == 0) {
-    LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), w, b, ctx.N(), ctx.dims.C, 0);
+    LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), w, b, ctx.StreamRows(), ctx.dims.C, 0);
   } else {
-    LayerNormForward16(out.bits16(), mean.data(), rstd.data(), inp.bits16(), w, b, ctx.N(), ctx.dims.C,
+    LayerNormForward16(out.bits16(), mean.data(), rstd.data(), inp.bits16(), w, b, ctx.StreamRows(), ctx.dims.C,
                        ctx.precision);
   }
 }
@@ -101,21 +105,53 @@ void Normalize(const StageContext& ctx, Buffer& out, Buffer& mean, Buffer& rstd,
 void NormalizeGradient(const StageContext& ctx, Buffer& dinp, real* dw, real* db, const real* dout, const Buffer& inp,
                        const real* w, const Buffer& mean, const Buffer& rstd) {
   if (ctx.precision == 0) {
-    LayerNormBackward(dinp.data(), dw, db, dout, inp.data(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C, 0);
+    LayerNormBackward(dinp.data(), dw, db, dout, inp.data(), w, mean.data(), rstd.data(), ctx.StreamRows(),
+                      ctx.dims.C, 0);
   } else {
-    LayerNormBackward16(dinp.bits16(), dw, db, dout, inp.bits16(), w, mean.data(), rstd.data(), ctx.N(), ctx.dims.C,
-                        ctx.precision);
+    LayerNormBackward16(dinp.bits16(), dw, db, dout, inp.bits16(), w, mean.data(), rstd.data(), ctx.StreamRows(),
+                        ctx.dims.C, ctx.precision);
   }
 }
 
-// out = x + branch (branch rounded first, as ResidualAdd), N C values.
+// out = x + branch (branch rounded first, as ResidualAdd), the stream's values.
 void Residual(const StageContext& ctx, Buffer& out, const Buffer& x, const real* branch) {
-  const int64_t NC = int64_t{ctx.N()} * ctx.dims.C;
+  const int64_t n = ctx.StreamValues();
   if (ctx.precision == 0) {
-    ResidualAdd(out.data(), x.data(), branch, NC, 0);
+    ResidualAdd(out.data(), x.data(), branch, n, 0);
   } else {
-    ResidualAdd16(out.bits16(), x.bits16(), branch, NC, ctx.precision);
+    ResidualAdd16(out.bits16(), x.bits16(), branch, n, ctx.precision);
   }
+}
+
+// The stream's rows (R, C) at storage width as all N rows: themselves, or with sequence
+// parallelism all-gathered over TP into `all` (this rank's rows copied to their place first).
+const Buffer& AllRows(const StageContext& ctx, const Buffer& rows, Buffer& all) {
+  if (!ctx.sequence_parallel) return rows;
+  const int64_t n = ctx.StreamValues(), at = n * ctx.shard.tp_rank;
+  if (ctx.precision == 0) {
+    Copy(all.data() + at, rows.data(), n);
+  } else {
+    Copy16(all.bits16() + at, rows.bits16(), n);
+  }
+  TimedScope timed(*ctx.clock, Phase::kTpComm);
+  if (ctx.precision == 0) {
+    DeviceAllGather(all.data(), n, ctx.tp_comm);
+  } else {
+    DeviceAllGather16(all.bits16(), n, ctx.tp_comm);
+  }
+  return all;
+}
+
+// A partial sum over all N rows (fp32), summed over TP: in place (all-reduce), or with sequence
+// parallelism reduce-scattered into `rows` (this rank's stream rows). Returns where the sum is.
+real* SumOverTp(const StageContext& ctx, real* partial, real* rows) {
+  if (!ctx.sequence_parallel) {
+    ctx.TpAllReduce(partial, int64_t{ctx.N()} * ctx.dims.C);
+    return partial;
+  }
+  TimedScope timed(*ctx.clock, Phase::kTpComm);
+  DeviceReduceScatter(partial, rows, ctx.StreamValues(), ctx.tp_comm);
+  return rows;
 }
 
 void CopyValues(const StageContext& ctx, Buffer& to, const Buffer& from, int64_t n) {
@@ -265,112 +301,151 @@ void LinearGradientPartial(const StageContext& ctx, real* partial, real* G, cons
   }
 }
 
-}  // namespace
-
-void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, const Buffer& x,
-                  BlockActivations& a, BlockWorkspace& w, Buffer& out) {
-  real* partial = w.partial.data();
+// The attention half of a block: res2 = x + attention(ln1(x)) Wo^T + bo. The row-parallel
+// partial sum is rounded only after its sum over TP (inside the residual add), so that any TP
+// size rounds the same sums.
+void AttentionHalfForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, const Buffer& x,
+                          BlockActivations& a, BlockWorkspace& w) {
+  const int C = ctx.dims.C;
   Buffer& att = a.att.data() != nullptr ? a.att : w.scores;
-  const int C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl;
   const bool adds_bias = ctx.shard.tp_rank == 0;
-  const int64_t NC = int64_t{N} * C;
-
-  // The row-parallel partial sums are rounded only after their all-reduce (inside the residual
-  // add), so that any TP size rounds the same sums.
   Normalize(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
-  Linear(ctx, a.qkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
+  Linear(ctx, a.qkv, AllRows(ctx, a.ln1, w.all_rows), W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
   RotateQueriesAndKeys(ctx, a.qkv, false);
   if (ctx.flash_attention) {
     FlashAttention(ctx, a.atty, a.lse, a.qkv);
   } else {
     Attention(ctx, a.atty, att, a.qkv);
   }
-  LinearInto(ctx, partial, a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, Cl, C, 0);
-  ctx.TpAllReduce(partial, NC);
-  Residual(ctx, a.res2, x, partial);
-
-  Normalize(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.Vector(t.ln2_w, C, 2), W.Vector(t.ln2_b, C, 3));
-  Linear(ctx, a.fch, a.ln2, W, {t.fc_w, t.fc_b}, C, ctx.MlpInCols());
-  Activate(ctx, a.fcg, a.fch);
-  LinearInto(ctx, partial, a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, Fl, C, 0);
-  ctx.TpAllReduce(partial, NC);
-  Residual(ctx, out, a.res2, partial);
+  LinearInto(ctx, w.partial.data(), a.atty, W, {t.attproj_w, adds_bias ? t.attproj_b : -1}, ctx.shard.Cl, C, 0);
+  Residual(ctx, a.res2, x, SumOverTp(ctx, w.partial.data(), w.row_sum.data()));
 }
 
-void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t, const Buffer& x,
-                   const BlockActivations& a, BlockWorkspace& w, Buffer& dx) {
-  real* partial = w.partial.data();
-  const int C = ctx.dims.C, N = ctx.N();
-  const int Cl = ctx.shard.Cl, Fl = ctx.shard.Fl;
-  const int64_t NC = int64_t{N} * C;
+// The MLP half: out = res2 + act(ln2(res2) Wfc^T + bfc) Wp^T + bp.
+void MlpHalfForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, BlockActivations& a,
+                    BlockWorkspace& w, Buffer& out) {
+  const int C = ctx.dims.C;
+  const bool adds_bias = ctx.shard.tp_rank == 0;
+  Normalize(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.Vector(t.ln2_w, C, 2), W.Vector(t.ln2_b, C, 3));
+  Linear(ctx, a.fch, AllRows(ctx, a.ln2, w.all_rows), W, {t.fc_w, t.fc_b}, C, ctx.MlpInCols());
+  Activate(ctx, a.fcg, a.fch);
+  LinearInto(ctx, w.partial.data(), a.fcg, W, {t.fcproj_w, adds_bias ? t.fcproj_b : -1}, ctx.shard.Fl, C, 0);
+  Residual(ctx, out, a.res2, SumOverTp(ctx, w.partial.data(), w.row_sum.data()));
+}
 
-  // MLP: out = res2 + h Wp^T + bp, h = gelu(fch), fch = ln2 Wfc^T + bfc. (As in the forward pass,
-  // each op rounds what it stores; the gradients of the column-parallel layers' inputs only after
-  // their all-reduce.)
-  LinearGradient(ctx, w.dfcg, G, dx, a.fcg, W, {t.fcproj_w, t.fcproj_b}, Fl, C);
+// The input gradient of a column-parallel layer, summed over TP and rounded to the storage
+// grid, then through the norm before it: dinp = dskip + the norm's input gradient (`dskip`, the
+// residual path's gradient, is copied into dinp first).
+void ThroughNormGradient(const StageContext& ctx, Buffer& dinp, const Buffer& dskip, real* G, int64_t norm_w,
+                         int64_t norm_b, const StageWeights& W, const Buffer& inp, const Buffer& mean,
+                         const Buffer& rstd, BlockWorkspace& w) {
+  real* sum = SumOverTp(ctx, w.partial.data(), w.row_sum.data());
+  ctx.Store(sum, ctx.StreamValues());
+  CopyValues(ctx, dinp, dskip, ctx.StreamValues());
+  NormalizeGradient(ctx, dinp, G + norm_w, GradientAt(G, norm_b), sum, inp, W.Vector(norm_w, ctx.dims.C, 2), mean,
+                    rstd);
+}
+
+// The MLP half's backward: from dx (the block output's gradient) to dres2. (As in the forward
+// pass, each op rounds what it stores; the column-parallel layer's input gradient only after its
+// sum over TP.) The stream's rows are all-gathered for the GEMMs (dx, then ln2 again).
+void MlpHalfBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t,
+                     const BlockActivations& a, BlockWorkspace& w, const Buffer& dx) {
+  const int C = ctx.dims.C;
+  LinearGradient(ctx, w.dfcg, G, AllRows(ctx, dx, w.all_rows), a.fcg, W, {t.fcproj_w, t.fcproj_b}, ctx.shard.Fl, C);
   ActivationGradientOf(ctx, w.dfch, a.fch, w.dfcg);
-  LinearGradientPartial(ctx, partial, G, w.dfch, a.ln2, W, {t.fc_w, t.fc_b}, C, ctx.MlpInCols());
-  ctx.TpAllReduce(partial, NC);
-  ctx.Store(partial, NC);
-  CopyValues(ctx, w.dres2, dx, NC);
-  NormalizeGradient(ctx, w.dres2, G + t.ln2_w, GradientAt(G, t.ln2_b), partial, a.res2, W.Vector(t.ln2_w, C, 2), a.ln2_mean,
-                    a.ln2_rstd);
+  LinearGradientPartial(ctx, w.partial.data(), G, w.dfch, AllRows(ctx, a.ln2, w.all_rows), W, {t.fc_w, t.fc_b}, C,
+                        ctx.MlpInCols());
+  ThroughNormGradient(ctx, w.dres2, dx, G, t.ln2_w, t.ln2_b, W, a.res2, a.ln2_mean, a.ln2_rstd, w);
+}
 
-  // Attention: res2 = x + y Wo^T + bo, y = attention(qkv), qkv = ln1 Wqkv^T + bqkv.
+// The attention half's backward: from dres2 to dx (the block input's gradient).
+void AttentionHalfBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t,
+                           const Buffer& x, const BlockActivations& a, BlockWorkspace& w, Buffer& dx) {
+  const int C = ctx.dims.C;
   const Buffer* att = &a.att;
   if (!ctx.flash_attention && a.att.data() == nullptr) {  // selective recomputation (y too, into datty)
     Attention(ctx, w.datty, w.scores, a.qkv);
     att = &w.scores;
   }
-  LinearGradient(ctx, w.datty, G, w.dres2, a.atty, W, {t.attproj_w, t.attproj_b}, Cl, C);
+  LinearGradient(ctx, w.datty, G, AllRows(ctx, w.dres2, w.all_rows), a.atty, W, {t.attproj_w, t.attproj_b},
+                 ctx.shard.Cl, C);
   if (ctx.flash_attention) {
     FlashAttentionGradient(ctx, w.dqkv, w.datty, a.qkv, a.atty, a.lse);
   } else {
     AttentionGradient(ctx, w.dqkv, w.datty, a.qkv, *att);
   }
   RotateQueriesAndKeys(ctx, w.dqkv, true);
-  LinearGradientPartial(ctx, partial, G, w.dqkv, a.ln1, W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
-  ctx.TpAllReduce(partial, NC);
-  ctx.Store(partial, NC);
-  CopyValues(ctx, dx, w.dres2, NC);
-  NormalizeGradient(ctx, dx, G + t.ln1_w, GradientAt(G, t.ln1_b), partial, x, W.Vector(t.ln1_w, C, 2), a.ln1_mean, a.ln1_rstd);
+  LinearGradientPartial(ctx, w.partial.data(), G, w.dqkv, AllRows(ctx, a.ln1, w.all_rows), W, {t.qkv_w, t.qkv_b}, C,
+                        ctx.QkvCols());
+  ThroughNormGradient(ctx, dx, w.dres2, G, t.ln1_w, t.ln1_b, W, x, a.ln1_mean, a.ln1_rstd, w);
+}
+
+// All-reduces a replicated vector's gradient over TP (nothing for a tensor the model lacks).
+void SumGradientOverTp(const StageContext& ctx, real* G, int64_t offset) {
+  if (offset >= 0) ctx.TpAllReduce(G + offset, ctx.dims.C);
+}
+
+}  // namespace
+
+void BlockForward(const StageContext& ctx, const StageWeights& W, const BlockTensors& t, const Buffer& x,
+                  BlockActivations& a, BlockWorkspace& w, Buffer& out) {
+  AttentionHalfForward(ctx, W, t, x, a, w);
+  MlpHalfForward(ctx, W, t, a, w, out);
+}
+
+void BlockBackward(const StageContext& ctx, const StageWeights& W, real* G, const BlockTensors& t, const Buffer& x,
+                   const BlockActivations& a, BlockWorkspace& w, Buffer& dx) {
+  MlpHalfBackward(ctx, W, G, t, a, w, dx);
+  AttentionHalfBackward(ctx, W, G, t, x, a, w, dx);
+}
+
+void SumRowGradientsOverTp(const StageContext& ctx, real* G, const BlockTensors& t) {
+  if (!ctx.sequence_parallel) return;
+  for (int64_t offset : {t.ln1_w, t.ln1_b, t.ln2_w, t.ln2_b}) SumGradientOverTp(ctx, G, offset);
+}
+
+void SumRowGradientsOverTp(const StageContext& ctx, real* G, const ParameterLayout& p) {
+  if (!ctx.sequence_parallel) return;
+  for (int64_t offset : {p.lnf_w, p.lnf_b}) SumGradientOverTp(ctx, G, offset);
 }
 
 void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const ParameterLayout& p, const int* tokens,
-                      Buffer& x, Buffer& partial) {
+                      Buffer& x, BlockWorkspace& w) {
   const Shard& s = ctx.shard;
   const int T = ctx.dims.T, C = ctx.dims.C;
-  const int64_t NC = int64_t{ctx.N()} * C;
   const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;  // null without a table
-  real* sum = ctx.precision == 0 ? x.data() : partial.data();
+  const bool in_place = ctx.precision == 0 && !ctx.sequence_parallel;
+  real* lookup = in_place ? x.data() : w.partial.data();
   if (W.bits16 == nullptr) {
-    EncoderForward(sum, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
+    EncoderForward(lookup, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
   } else {
-    EncoderForward16(sum, tokens, W.bits16 + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C, W.precision);
+    EncoderForward16(lookup, tokens, W.bits16 + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C, W.precision);
   }
-  ctx.TpAllReduce(sum, NC);
-  ctx.Store(sum, NC);
-  if (ctx.precision != 0) To16Bit(x.bits16(), sum, NC, ctx.precision);  // exact: rounded above
+  real* sum = SumOverTp(ctx, lookup, ctx.precision == 0 ? x.data() : w.row_sum.data());  // (R, C)
+  ctx.Store(sum, ctx.StreamValues());
+  if (ctx.precision != 0) To16Bit(x.bits16(), sum, ctx.StreamValues(), ctx.precision);  // exact: rounded above
 }
 
 void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& p, const int* tokens,
-                       const Buffer& dx) {
+                       const Buffer& dx, BlockWorkspace& w) {
   const Shard& s = ctx.shard;
+  const Buffer& all = AllRows(ctx, dx, w.all_rows);
   if (ctx.precision == 0) {
-    EncoderBackward(G + p.wte, GradientAt(G, p.wpe), dx.data(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C);
+    EncoderBackward(G + p.wte, GradientAt(G, p.wpe), all.data(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C);
   } else {
-    EncoderBackward16(G + p.wte, GradientAt(G, p.wpe), dx.bits16(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C,
-                      ctx.precision);
+    EncoderBackward16(G + p.wte, GradientAt(G, p.wpe), all.bits16(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T,
+                      ctx.dims.C, ctx.precision);
   }
 }
 
 void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,
-                         const Buffer& x, const int* targets, double grad_scale, Buffer& dx, double* loss) {
-  const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0;
+                         const Buffer& x, const int* targets, double grad_scale, BlockWorkspace& w, Buffer& dx,
+                         double* loss) {
+  const int N = ctx.N(), C = ctx.dims.C, Vl = ctx.shard.Vl, v0 = ctx.shard.v0, R = ctx.StreamRows();
   const int64_t NC = int64_t{N} * C;
-  Buffer lnf = ctx.Activation(NC), rstd = ctx.Statistics(N);
-  Buffer mean = ctx.dims.rmsnorm ? Buffer() : ctx.Statistics(N);
+  Buffer lnf = ctx.Activation(ctx.StreamValues()), rstd = ctx.Statistics(R);
+  Buffer mean = ctx.dims.rmsnorm ? Buffer() : ctx.Statistics(R);
   // Logits in fp32 whatever the storage precision (the loss is computed in fp32): the LM head's
   // GEMM sums as they come (one GEMM call); with 16-bit storage the cross-entropy rounds each
   // to the grid as it reads it: the same numbers as a rounding pass over the N x Vl values,
@@ -382,7 +457,8 @@ void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G
   real* target_logit = row_sum + N;
 
   Normalize(ctx, lnf, mean, rstd, x, W.Vector(p.lnf_w, C, 2), W.Vector(p.lnf_b, C, 3));
-  LinearInto(ctx, logits.data(), lnf, W, {p.lm_head, -1}, C, Vl, 0);
+  const Buffer& lnf_all = AllRows(ctx, lnf, w.all_rows);  // unchanged until the LM head's backward
+  LinearInto(ctx, logits.data(), lnf_all, W, {p.lm_head, -1}, C, Vl, 0);
 
   CrossEntropyStats(row_max, nullptr, nullptr, logits.data(), targets, nullptr, v0, N, Vl, ctx.precision);
   AllReduceMax(row_max, N, ctx.tp_comm, *ctx.clock, Phase::kTpComm);
@@ -397,22 +473,22 @@ void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G
   Buffer dlnf = ctx.PartialSum(NC);
   if (ctx.precision == 0) {
     CrossEntropyBackward(logits.data(), logits.data(), row_max, targets, v0, scale, N, Vl, 0);
-    MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf.data(), W.values + p.lm_head, N, C,
+    MatmulBackward(dlnf.data(), G + p.lm_head, nullptr, logits.data(), lnf_all.data(), W.values + p.lm_head, N, C,
                    Vl, 0, 0);
   } else {
     uint16_t* dlogits = OpScratch16(Scratch16::kOutputGrad, static_cast<size_t>(N) * Vl);
     CrossEntropyBackward16(dlogits, logits.data(), row_max, targets, v0, scale, N, Vl, ctx.precision);
-    MatmulBackward16(dlnf.data(), G + p.lm_head, nullptr, dlogits, lnf.bits16(), W.bits16 + p.lm_head, N, C, Vl,
+    MatmulBackward16(dlnf.data(), G + p.lm_head, nullptr, dlogits, lnf_all.bits16(), W.bits16 + p.lm_head, N, C, Vl,
                      ctx.precision);
   }
-  ctx.TpAllReduce(dlnf.data(), NC);
-  ctx.Store(dlnf.data(), NC);
+  real* dsum = SumOverTp(ctx, dlnf.data(), w.row_sum.data());
+  ctx.Store(dsum, ctx.StreamValues());
   if (ctx.precision == 0) {
-    Fill(dx.data(), NC, 0);
+    Fill(dx.data(), ctx.StreamValues(), 0);
   } else {
-    Zero16(dx.bits16(), NC);
+    Zero16(dx.bits16(), ctx.StreamValues());
   }
-  NormalizeGradient(ctx, dx, G + p.lnf_w, GradientAt(G, p.lnf_b), dlnf.data(), x, W.Vector(p.lnf_w, C, 2), mean, rstd);
+  NormalizeGradient(ctx, dx, G + p.lnf_w, GradientAt(G, p.lnf_b), dsum, x, W.Vector(p.lnf_w, C, 2), mean, rstd);
 }
 
 }  // namespace tunepar::core

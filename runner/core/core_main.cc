@@ -160,6 +160,7 @@ TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
   t.zero1 = l.zero == 1;
   t.recompute = l.recompute == Recompute::kNone ? 0 : l.recompute == Recompute::kSelective ? 1 : 2;
   t.flash_attention = l.flash_attention;
+  t.sequence_parallel = l.seq_parallel;
   t.lr = o.lr;
   t.seed = o.seed;
   return t;

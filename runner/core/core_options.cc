@@ -66,6 +66,7 @@ struct CoreFlags {
               comm;
   int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0;
   bool flash_attention = false;
+  bool sequence_parallel = false;
 };
 
 void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
@@ -83,6 +84,9 @@ void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
   app.add_option("--recompute", f.recompute, "none | selective | full")->capture_default_str();
   app.add_flag("--flash-attention", f.flash_attention,
                "fused attention (fa1): no T x T probabilities kept or computed (CPU and CUDA builds)");
+  app.add_flag("--sequence-parallel", f.sequence_parallel,
+               "sequence parallelism (sp1, tp > 1): norms and residual adds on 1/tp of the tokens, all-gather and "
+               "reduce-scatter around the TP layers (CPU and CUDA builds)");
 }
 
 void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
@@ -154,6 +158,7 @@ Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   l.recompute = *r;
   l.zero = f.zero;
   l.flash_attention = f.flash_attention;
+  l.seq_parallel = f.sequence_parallel;
   const int gb = o.model.global_batch;
   l.micro_batch = f.micro_batch;
   l.num_micro_batches = f.micro_batches;
@@ -218,6 +223,10 @@ Status CheckModelRunnable(const ModelShape& m, const Layout& l) {
   if (m.KvHeads() % l.tp != 0)
     return InvalidArgument(fmt::format("tp {} must divide the {} K/V heads of {} (as Megatron-LM's query groups)",
                                        l.tp, m.KvHeads(), m.name));
+  if (l.seq_parallel && l.tp == 1) return InvalidArgument("sequence parallelism needs --tp > 1");
+  if (l.seq_parallel && m.seq_len % l.tp != 0)
+    return InvalidArgument(fmt::format("sequence parallelism: tp {} must divide the sequence length ({}) of {}", l.tp,
+                                       m.seq_len, m.name));
   return Status::Ok();
 }
 

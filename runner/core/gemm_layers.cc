@@ -137,63 +137,123 @@ uint16_t* SixteenBitCopy(Scratch16 slot, const real* values, int64_t n, int prec
   return out;
 }
 
+// One GEMM of the attention on either storage: fp32 operands (Gemm), or 16-bit ones (Gemm16:
+// fp32 sums, C in fp32 or rounded once to 16 bits).
+void GemmOf(Op op_a, Op op_b, int m, int n, int k, real alpha, const real* A, int lda, const real* B, int ldb,
+            real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
+  Gemm(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, precision);
+}
+void GemmOf(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, real* C, int ldc, const GemmBatch& batch, int precision) {
+  Gemm16(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, precision);
+}
+void GemmOf(Op op_a, Op op_b, int m, int n, int k, real alpha, const uint16_t* A, int lda, const uint16_t* B,
+            int ldb, real beta, uint16_t* C, int ldc, const GemmBatch& batch, int precision) {
+  Gemm16(op_a, op_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, precision);
+}
+
+// The products of one sequence's attention, per query-head offset r (one strided-batched GEMM
+// over the K/V groups each), on Value storage (real or 16-bit). Per head the T x T arrays
+// (scores, probabilities, their gradients) are T^2 apart.
+
+// S^T (T, T) = K Q^T scale, into fp32 `scores`.
+template <typename Value>
+void HeadScores(const HeadGroups& g, const SequenceHeads<Value>& s, int T, real scale, real* scores, int precision) {
+  const int64_t TT = int64_t{T} * T;
+  for (int r = 0; r < g.rep; ++r) {
+    GemmOf(Op::kT, Op::kN, T, T, g.hs, scale, s.k, s.ld, s.q + r * g.hs, s.ld, real(0), scores + r * TT, T,
+           GroupBatch(g, g.hs, int64_t{g.rep} * g.hs, g.rep * TT), precision);
+  }
+}
+
+// y^T (hs, T) = V^T (hs, T) P^T (T, T); y's rows (the sequence's) are Cl apart.
+template <typename Value>
+void HeadOutputs(const HeadGroups& g, const SequenceHeads<Value>& s, int T, const Value* p, Value* y, int Cl,
+                 int precision) {
+  const int64_t TT = int64_t{T} * T;
+  for (int r = 0; r < g.rep; ++r) {
+    GemmOf(Op::kN, Op::kN, g.hs, T, T, real(1), s.v, s.ld, p + r * TT, T, real(0), y + r * g.hs, Cl,
+           GroupBatch(g, g.hs, g.rep * TT, int64_t{g.rep} * g.hs), precision);
+  }
+}
+
+// dP^T (T, T) = V (T, hs) dy^T (hs, T), into fp32 `dp`; dy's rows are Cl apart.
+template <typename Value>
+void HeadProbabilityGradients(const HeadGroups& g, const SequenceHeads<Value>& s, int T, const Value* dy, int Cl,
+                              real* dp, int precision) {
+  const int64_t TT = int64_t{T} * T;
+  for (int r = 0; r < g.rep; ++r) {
+    GemmOf(Op::kT, Op::kN, T, T, g.hs, real(1), s.v, s.ld, dy + r * g.hs, Cl, real(0), dp + r * TT, T,
+           GroupBatch(g, g.hs, int64_t{g.rep} * g.hs, g.rep * TT), precision);
+  }
+}
+
+// From the probabilities p and the score gradients ds: dV^T (hs, T) += dy^T P, dQ^T (hs, T) =
+// K^T dS^T, dK^T (hs, T) += Q^T dS. dK and dV of a K/V head sum over its group's query heads: the
+// first product writes (beta 0), the others add (beta 1), in ascending order.
+template <typename Value>
+void HeadInputGradients(const HeadGroups& g, const SequenceHeads<Value>& s, int T, const Value* dy, int Cl,
+                        const Value* p, const Value* ds, Value* dq, Value* dk, Value* dv, int precision) {
+  const int hs = g.hs, rep = g.rep;
+  const int64_t TT = int64_t{T} * T;
+  for (int r = 0; r < rep; ++r) {
+    const real beta = r == 0 ? real(0) : real(1);
+    GemmOf(Op::kN, Op::kT, hs, T, T, real(1), dy + r * hs, Cl, p + r * TT, T, beta, dv, s.ld,
+           GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
+    GemmOf(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, ds + r * TT, T, real(0), dq + r * hs, s.ld,
+           GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
+    GemmOf(Op::kN, Op::kT, hs, T, T, real(1), s.q + r * hs, s.ld, ds + r * TT, T, beta, dk, s.ld,
+           GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
+  }
+}
+
+// Sequence b's query, key and value gradients in dqkv (the layout of qkv).
+template <typename Value>
+struct SequenceGradients {
+  Value* dq;
+  Value* dk;
+  Value* dv;
+};
+template <typename Value>
+SequenceGradients<Value> GradientsOf(Value* dqkv, int b, int T, const HeadGroups& g) {
+  Value* dq = dqkv + int64_t{b} * T * g.Ld();
+  return {dq, dq + int64_t{g.NHl} * g.hs, dq + int64_t{g.NHl + g.KVl} * g.hs};
+}
+
 }  // namespace
 
 void AttentionForward16(uint16_t* y, uint16_t* att, const uint16_t* qkv, int B, int T, int Cl, int NHl,
                         int precision, int KVl) {
   const HeadGroups g = GroupsOf(Cl, NHl, KVl);
-  const int hs = g.hs, rep = g.rep;
-  const real scale = real(1) / Sqrt(static_cast<real>(hs));
+  const real scale = real(1) / Sqrt(static_cast<real>(g.hs));
   const int64_t TT = int64_t{T} * T;
   real* scores = OpScratch(static_cast<size_t>(NHl * TT));  // one sequence's, in fp32
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, g);
     uint16_t* p16 = att + int64_t{b} * NHl * TT;
-    for (int r = 0; r < rep; ++r) {
-      Gemm16(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q + r * hs, s.ld, real(0), scores + r * TT, T,
-             GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
-    }
+    HeadScores(g, s, T, scale, scores, precision);
     CausalSoftmaxForward(scores, int64_t{NHl} * T, T, precision, p16);
-    for (int r = 0; r < rep; ++r) {
-      Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p16 + r * TT, T, real(0),
-             y + int64_t{b} * T * Cl + r * hs, Cl, GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
-    }
+    HeadOutputs(g, s, T, static_cast<const uint16_t*>(p16), y + int64_t{b} * T * Cl, Cl, precision);
   }
 }
 
-// dK and dV of a K/V head sum over its group's query heads: the first product writes (beta 0),
-// the others add (beta 1), in ascending order.
 void AttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* att, int B, int T,
                          int Cl, int NHl, int precision, int KVl) {
   const HeadGroups g = GroupsOf(Cl, NHl, KVl);
-  const int hs = g.hs, rep = g.rep;
-  const real scale = real(1) / Sqrt(static_cast<real>(hs));
+  const real scale = real(1) / Sqrt(static_cast<real>(g.hs));
   const int64_t TT = int64_t{T} * T;
   real* dp = OpScratch(static_cast<size_t>(NHl * TT));
   real* p = OpScratch(static_cast<size_t>(NHl * TT), 1);  // one sequence's probabilities, in fp32
   uint16_t* ds16 = OpScratch16(Scratch16::kScoreGrads, static_cast<size_t>(NHl * TT));
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<uint16_t> s = HeadsOf(qkv, b, T, g);
-    uint16_t* dq = dqkv + int64_t{b} * T * g.Ld();
-    uint16_t* dk = dq + int64_t{NHl} * hs;
-    uint16_t* dv = dk + int64_t{g.KVl} * hs;
+    const SequenceGradients<uint16_t> d = GradientsOf(dqkv, b, T, g);
     const uint16_t* dyb = dy + int64_t{b} * T * Cl;
     const uint16_t* p16 = att + int64_t{b} * NHl * TT;
     From16Bit(p, p16, NHl * TT, precision);
-    for (int r = 0; r < rep; ++r) {
-      Gemm16(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb + r * hs, Cl, real(0), dp + r * TT, T,
-             GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
-    }
+    HeadProbabilityGradients(g, s, T, dyb, Cl, dp, precision);
     CausalSoftmaxBackward(dp, p, int64_t{NHl} * T, T, scale, precision, ds16);
-    for (int r = 0; r < rep; ++r) {
-      const real beta = r == 0 ? real(0) : real(1);
-      Gemm16(Op::kN, Op::kT, hs, T, T, real(1), dyb + r * hs, Cl, p16 + r * TT, T, beta, dv, s.ld,
-             GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
-      Gemm16(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, ds16 + r * TT, T, real(0), dq + r * hs, s.ld,
-             GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
-      Gemm16(Op::kN, Op::kT, hs, T, T, real(1), s.q + r * hs, s.ld, ds16 + r * TT, T, beta, dk, s.ld,
-             GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
-    }
+    HeadInputGradients(g, s, T, dyb, Cl, p16, static_cast<const uint16_t*>(ds16), d.dq, d.dk, d.dv, precision);
   }
 }
 
@@ -209,22 +269,13 @@ void AttentionForward(real* y, real* att, const real* qkv, int B, int T, int Cl,
     From16Bit(y, y16, int64_t{B} * T * Cl, precision);
     return;
   }
-  const int hs = g.hs, rep = g.rep;
-  const real scale = real(1) / Sqrt(static_cast<real>(hs));
+  const real scale = real(1) / Sqrt(static_cast<real>(g.hs));
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<real> s = HeadsOf(qkv, b, T, g);
     real* p = att + int64_t{b} * NHl * TT;
-    // S^T (T, T) = K Q^T scale, for each head (batch stride hs in qkv, T^2 in att).
-    for (int r = 0; r < rep; ++r) {
-      Gemm(Op::kT, Op::kN, T, T, hs, scale, s.k, s.ld, s.q + r * hs, s.ld, real(0), p + r * TT, T,
-           GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
-    }
+    HeadScores(g, s, T, scale, p, precision);
     CausalSoftmaxForward(p, int64_t{NHl} * T, T, precision);
-    // y^T (hs, T) = V^T (hs, T) P^T (T, T); y rows are Cl apart.
-    for (int r = 0; r < rep; ++r) {
-      Gemm(Op::kN, Op::kN, hs, T, T, real(1), s.v, s.ld, p + r * TT, T, real(0), y + int64_t{b} * T * Cl + r * hs,
-           Cl, GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
-    }
+    HeadOutputs(g, s, T, static_cast<const real*>(p), y + int64_t{b} * T * Cl, Cl, precision);
   }
 }
 
@@ -242,34 +293,16 @@ void AttentionBackward(real* dqkv, const real* dy, const real* qkv, const real* 
     From16Bit(dqkv, dqkv16, NQKV, precision);
     return;
   }
-  const int hs = g.hs, rep = g.rep;
   real* scratch = OpScratch(static_cast<size_t>(NHl) * T * T);
-  const real scale = real(1) / Sqrt(static_cast<real>(hs));
+  const real scale = real(1) / Sqrt(static_cast<real>(g.hs));
   for (int b = 0; b < B; ++b) {
     const SequenceHeads<real> s = HeadsOf(qkv, b, T, g);
-    real* dq = dqkv + int64_t{b} * T * g.Ld();
-    real* dk = dq + int64_t{NHl} * hs;
-    real* dv = dk + int64_t{g.KVl} * hs;
+    const SequenceGradients<real> d = GradientsOf(dqkv, b, T, g);
     const real* dyb = dy + int64_t{b} * T * Cl;
     const real* p = att + int64_t{b} * NHl * TT;
-    // dP^T (T, T) = V (T, hs) dy^T (hs, T).
-    for (int r = 0; r < rep; ++r) {
-      Gemm(Op::kT, Op::kN, T, T, hs, real(1), s.v, s.ld, dyb + r * hs, Cl, real(0), scratch + r * TT, T,
-           GroupBatch(g, hs, int64_t{rep} * hs, rep * TT), precision);
-    }
-    CausalSoftmaxBackward(scratch, p, int64_t{NHl} * T, T, scale, precision);  // dS (scaled)
-    for (int r = 0; r < rep; ++r) {
-      const real beta = r == 0 ? real(0) : real(1);
-      // dV^T (hs, T) += dy^T (hs, T) P (T, T), over the group's query heads.
-      Gemm(Op::kN, Op::kT, hs, T, T, real(1), dyb + r * hs, Cl, p + r * TT, T, beta, dv, s.ld,
-           GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
-      // dQ^T (hs, T) = K^T (hs, T) dS^T (T, T).
-      Gemm(Op::kN, Op::kN, hs, T, T, real(1), s.k, s.ld, scratch + r * TT, T, real(0), dq + r * hs, s.ld,
-           GroupBatch(g, hs, rep * TT, int64_t{rep} * hs), precision);
-      // dK^T (hs, T) += Q^T (hs, T) dS (T, T).
-      Gemm(Op::kN, Op::kT, hs, T, T, real(1), s.q + r * hs, s.ld, scratch + r * TT, T, beta, dk, s.ld,
-           GroupBatch(g, int64_t{rep} * hs, rep * TT, hs), precision);
-    }
+    HeadProbabilityGradients(g, s, T, dyb, Cl, scratch, precision);
+    CausalSoftmaxBackward(scratch, p, int64_t{NHl} * T, T, scale, precision);  // dS (scaled), in place
+    HeadInputGradients(g, s, T, dyb, Cl, p, static_cast<const real*>(scratch), d.dq, d.dk, d.dv, precision);
   }
 }
 

@@ -349,11 +349,15 @@ void LayerNormForward(real* out, real* mean, real* rstd, const real* inp, const 
 
 // The 16-bit forms of the row ops with several outputs or reductions run the real-held ops on
 // widened copies (host scratch, exact both ways: every value is on the grid), so they equal them
-// bit for bit; the GPU's kernels read and write the 16-bit numbers in place.
+// bit for bit: the same instantiation, so the same code, whatever the compiler contracts into
+// fused multiply-adds (a form reading the 16-bit numbers in place compiled to other code, and
+// rstd came out an ulp apart on an AVX-512 machine); the GPU's kernels read and write the
+// 16-bit numbers in place.
 void LayerNormForward16(uint16_t* out, real* mean, real* rstd, const uint16_t* inp, const real* w, const real* b,
                         int N, int C, int precision) {
+  const std::vector<real> x = FromSixteenBits(inp, int64_t{N} * C, precision);
   std::vector<real> normed(static_cast<size_t>(N) * C);
-  LayerNormForwardRows(normed.data(), mean, rstd, SixteenBitValues{inp, precision}, w, b, N, C, precision);
+  LayerNormForwardRows(normed.data(), mean, rstd, x.data(), w, b, N, C, precision);
   To16Bit(out, normed.data(), int64_t{N} * C, precision);
 }
 
@@ -365,7 +369,8 @@ void LayerNormBackward(real* dinp, real* dw, real* db, const real* dout, const r
 void LayerNormBackward16(uint16_t* dinp, real* dw, real* db, const real* dout, const uint16_t* inp, const real* w,
                          const real* mean, const real* rstd, int N, int C, int precision) {
   std::vector<real> d = FromSixteenBits(dinp, int64_t{N} * C, precision);
-  LayerNormBackwardRows(d.data(), dw, db, dout, SixteenBitValues{inp, precision}, w, mean, rstd, N, C, precision);
+  const std::vector<real> x = FromSixteenBits(inp, int64_t{N} * C, precision);
+  LayerNormBackwardRows(d.data(), dw, db, dout, x.data(), w, mean, rstd, N, C, precision);
   To16Bit(dinp, d.data(), int64_t{N} * C, precision);
 }
 

@@ -1,6 +1,6 @@
 // What tunepar-core runs of a layout: tensor, pipeline (1F1B) and data parallelism, ZeRO-1,
-// micro-batches, precision, recomputation and (CPU and CUDA builds) fused attention; neither
-// sequence parallelism nor interleaved stages. The one statement of it, per build: the core's option parser checks
+// micro-batches, precision, recomputation and (CPU and CUDA builds) fused attention and sequence
+// parallelism; not interleaved stages. The one statement of it, per build: the core's option parser checks
 // layouts against its own build's, and the local and slurm backends restrict their studies to
 // the build they launch.
 #pragma once
@@ -48,12 +48,21 @@ inline std::vector<int> FlashAttentionValues(CoreBuild build) {
   return {0, 1};
 }
 
-// sp0 vpp1, and fa0 unless the build has a fused attention: the knobs it does not implement, fixed off
-// (a knob whose every value runs has no entry, as KnobSupport says: "sp0 vpp1" for the CPU and
-// CUDA builds, "sp0 vpp1 fa0" for the HIP build).
+// Sequence parallelism (block.h) is plain device code around the TP collectives: the CPU build
+// runs it, and the CUDA build (its all-gather and reduce-scatter are NCCL's, as ZeRO-1's). The
+// HIP build keeps sp0 until it is measured on an AMD GPU (nothing HIP-specific links here).
+// A build that gains sp1 gives its studies new ids, as a new capability should.
+inline std::vector<int> SequenceParallelValues(CoreBuild build) {
+  if (build == CoreBuild::kHip) return {0};
+  return {0, 1};
+}
+
+// vpp1, and sp0 / fa0 unless the build runs them: the knobs it does not implement, fixed off (a
+// knob whose every value runs has no entry, as KnobSupport says: "vpp1" for the CPU and CUDA
+// builds, "sp0 vpp1 fa0" for the HIP build).
 inline KnobSupport SupportedKnobs(CoreBuild build) {
   KnobSupport support;
-  support.Of(Knob::kSeqParallel) = {0};
+  if (const std::vector<int> sp = SequenceParallelValues(build); sp.size() == 1) support.Of(Knob::kSeqParallel) = sp;
   support.Of(Knob::kVirtualStages) = {1};
   if (const std::vector<int> fa = FlashAttentionValues(build); fa.size() == 1) support.Of(Knob::kFlashAttention) = fa;
   return support;

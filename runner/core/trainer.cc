@@ -124,6 +124,7 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.allocator = &allocator;
   ctx_.clock = &clock_;
   ctx_.tp_comm = grid.tp_comm;
+  ctx_.sequence_parallel = options.sequence_parallel && grid.tp > 1;
   params_ = LayoutParameters(dims, ctx_.shard);
   loss_scale_ = options.precision == 1 ? options.initial_loss_scale : 1.0;
 
@@ -153,13 +154,13 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   StoreWeights(host);
 
   workspace_ = AllocateBlockWorkspace(ctx_, options.recompute == 1);
-  dx_ = ctx_.ActivationGradient(static_cast<size_t>(ctx_.N()) * dims.C);
+  dx_ = ctx_.ActivationGradient(static_cast<size_t>(ctx_.StreamValues()));
   if (ctx_.shard.has_head) {  // a double per micro-batch: two reals each
     losses_ = Buffer(allocator, MemoryCategory::kWorkspace, 2 * static_cast<size_t>(options.num_micro_batches), 4.0);
   }
   if (options.recompute == 2) {
     recompute_ = std::make_unique<BlockActivations>(AllocateBlockActivations(ctx_, true));
-    recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.N()) * dims.C);
+    recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.StreamValues()));
   }
   if (grid.dp > 1 && !zero) {
     const bool tied_copy = dims.tied && grid.pp > 1 && grid.last_stage();
@@ -200,7 +201,7 @@ std::vector<real> Trainer::LoadWeights() const {
 }
 
 void Trainer::SendGradient(const Buffer& gradient, int peer, int tag) {
-  const int64_t n = int64_t{ctx_.N()} * dims_.C;
+  const int64_t n = ctx_.StreamValues();
   PendingSend* free = nullptr;
   for (auto& s : sends_) {
     if (s->request.Test()) {
@@ -220,8 +221,8 @@ void Trainer::SendGradient(const Buffer& gradient, int peer, int tag) {
 }
 
 void Trainer::Forward(int64_t step, int j, bool sync_last) {
-  const int B = ctx_.B, T = dims_.T, C = dims_.C, N = ctx_.N(), P = options_.precision;
-  const int64_t NC = int64_t{N} * C;
+  const int B = ctx_.B, T = dims_.T, N = ctx_.N(), P = options_.precision;
+  const int64_t NC = ctx_.StreamValues();  // the stream's values between stages
   const Shard& s = ctx_.shard;
   auto mb = std::make_unique<MicroBatch>();
   std::vector<int> sample(static_cast<size_t>(T) + 1), tokens(N), targets(N);
@@ -247,7 +248,7 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
 
   if (s.has_embedding) {
     // The workspace's partial sum is free outside the blocks: the lookup's fp32 sum goes there.
-    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], workspace_.partial);
+    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], workspace_);
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
     RecvStream(mb->inputs[0], NC, P, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
@@ -261,7 +262,8 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
     // The gradient of the stage output goes to dx_, where this micro-batch's backward pass, next
     // on the last stage, takes it.
     HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(), mb->targets.as_ints(),
-                        loss_scale_ / tokens_per_step, dx_, MicroBatchLosses() + j);
+                        loss_scale_ / tokens_per_step, workspace_, dx_, MicroBatchLosses() + j);
+    if (LastMicroBatch(j)) SumRowGradientsOverTp(ctx_, grads_.data(), params_);
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
     mb->send = SendStream(mb->inputs.back(), NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j, grid_.world);
@@ -270,7 +272,7 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
 }
 
 void Trainer::Backward(int j, bool sync_last) {
-  const int64_t NC = int64_t{ctx_.N()} * dims_.C;
+  const int64_t NC = ctx_.StreamValues();
   const int P = options_.precision;
   const Shard& s = ctx_.shard;
   MicroBatch& mb = *in_flight_.front();
@@ -288,10 +290,11 @@ void Trainer::Backward(int j, bool sync_last) {
     }
     const BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb.saved[i];
     BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i], a, workspace_, dx_);
+    if (LastMicroBatch(j)) SumRowGradientsOverTp(ctx_, grads_.data(), params_.blocks[i]);
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin[i], clock_);
   }
   if (s.has_embedding) {
-    EmbeddingBackward(ctx_, grads_.data(), params_, mb.tokens.as_ints(), dx_);
+    EmbeddingBackward(ctx_, grads_.data(), params_, mb.tokens.as_ints(), dx_, workspace_);
   } else {
     SendGradient(dx_, grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
   }

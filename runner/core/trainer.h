@@ -35,6 +35,10 @@ struct TrainingOptions {
   // Fused attention (fa1): each row's log-sum-exp is kept instead of the attention probabilities
   // (block.h), so selective recomputation has nothing to recompute.
   bool flash_attention = false;
+  // Sequence parallelism (sp1, tp > 1): the residual stream split over the TP group by rows
+  // (block.h), so each stage's stream, its pipeline transfers and the norms' activations are
+  // 1 / tp of the micro-batch's.
+  bool sequence_parallel = false;
   double lr = 3e-4;  // constant
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;          // matrices only
@@ -86,6 +90,8 @@ class Trainer {
   // sync_last: this is the step's last micro-batch and its gradients are reduced as they become final.
   void Forward(int64_t step, int j, bool sync_last);
   void Backward(int j, bool sync_last);
+  // The step's last micro-batch (its backward pass finishes the gradients).
+  bool LastMicroBatch(int j) const { return j == options_.num_micro_batches - 1; }
   // To the previous stage: the gradient of this stage's input, copied into a pooled send buffer
   // (dx_ is overwritten by the next backward pass while the send may still be in flight).
   void SendGradient(const Buffer& gradient, int peer, int tag);

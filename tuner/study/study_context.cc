@@ -74,6 +74,11 @@ Result<StudyContext> MakeStudyContext(const store::StudyRecord& study, int ranks
   Result<KnobSupport> support = ParsePinnedKnobs(study.pinned_knobs);
   if (!support.ok()) return support.status().WithContext("study " + study.name);
   c.support = *support;
+  if (const std::string none = KnobLeftWithoutValues(c.problem.space, c.support, study.world); !none.empty()) {
+    return Status(StatusCode::kNoLegalLayout,
+                  fmt::format("no legal layout for world {} with model {}: the {} backend cannot run the space's {}",
+                              study.world, study.model_name, study.backend, none));
+  }
   c.problem.space = Restrict(c.problem.space, c.support, study.world);
   c.world = study.world;
   Result<search::SpaceEnumeration> space = search::EnumerateSpace(c.Query());
