@@ -198,7 +198,11 @@ def main():
     if not args.list and not os.access(os.path.join(build, "tunepar"), os.X_OK):
         sys.exit(f"readme-examples: no tunepar in {build} (build first, or give --build DIR)")
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TUNEPAR_"))}
+    # No allocation's or tunepar's settings leak into the examples; with --slurm the cluster's
+    # configuration file (SLURM_CONF, as scripts/slurm-cluster.sh and minislurm export it) stays,
+    # or salloc finds no controller.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM", "TUNEPAR_")) or (args.slurm and k == "SLURM_CONF")}
     env["PATH"] = build + os.pathsep + env.get("PATH", "")
     changed, varied, rewritten, scratches = [], [], [], {}
     try:
