@@ -247,7 +247,8 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   }
 
   if (s.has_embedding) {
-    // The workspace's partial sum is free outside the blocks: the lookup's fp32 sum goes there.
+    // The workspace is free outside the blocks: the lookup's fp32 sum (and its rows with sequence
+    // parallelism) are made there.
     EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], workspace_);
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
