@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -89,6 +90,21 @@ const std::regex kLaunchFailure(
     "An ORTE daemon has unexpectedly failed)",
     std::regex::icase);
 
+// The launcher's own report of a rank that ended badly (srun: "srun: error: n1: task 0:
+// Segmentation fault"; mpirun: "mpirun noticed that process rank 1 ... exited on signal 11"),
+// not of the ranks it then ended itself.
+const std::regex kRankEnded("(srun: error: \\S+: tasks? [0-9,-]+: (?!Terminated)|mpirun noticed that process rank)");
+
+// The first line of the file at `path` that `pattern` finds, trimmed; "" when none.
+std::string FirstLineMatching(const std::string& path, const std::regex& pattern) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, pattern)) return Trim(line);
+  }
+  return "";
+}
+
 // The core's result.json, read through its format (core/result_format.h). NotFound: there is
 // none; InvalidArgument: it cannot be read, the message says why (to follow "result.json").
 Result<core::CoreResult> ReadCoreResult(const std::string& path) {
@@ -137,12 +153,27 @@ class CoreTrial : public ProcessTrial {
     }
     if (!exit.signaled && exit.code == 2) return Finish(TrialStatus::kInvalid, "tunepar-core rejected the trial: " + last);
     if (!exit.signaled && exit.code == 3) return Finish(TrialStatus::kOom, last);
-    if (LaunchFailed() && ++launches_ < 2) {
-      details_["launch_retried"] = last;
-      if (Status s = Launch(); s.ok()) return std::nullopt;
-    }
-    if (LaunchFailed()) return Finish(TrialStatus::kCrash, "the ranks could not be launched: " + last);
+    if (LaunchFailed(exit)) return AfterLaunchFailure();
     return Finish(TrialStatus::kCrash, CrashMessage(exit, last));
+  }
+
+  // A launch that failed (LaunchFailed) says nothing of the layout: it is launched once more, the
+  // first launch's log kept beside the trial's (output.launch1.log); a second failure is a crash
+  // that says so. Nullopt: launched again.
+  std::optional<TrialResult> AfterLaunchFailure() {
+    const std::string& log = process().log_path;
+    std::string why = FirstLineMatching(log, kLaunchFailure);
+    if (why.empty()) why = FirstLineMatching(log, kRankEnded);
+    if (why.empty()) why = LastLine(log, core::kTeardownMarker);
+    why = Shorten(why);
+    if (++launches_ < 2) {
+      details_["launch_retried"] = why;
+      std::error_code ec;
+      std::filesystem::rename(log, context_.trial_dir + "/output.launch1.log", ec);
+      if (Launch().ok()) return std::nullopt;
+    }
+    return Finish(TrialStatus::kCrash,
+                  fmt::format("the ranks could not be launched{}: {}", launches_ > 1 ? " (twice)" : "", why));
   }
 
   // The outcome the core's result.json states (nullopt: it states none that decides).
@@ -188,15 +219,21 @@ class CoreTrial : public ProcessTrial {
                         : " before writing its result; its log's last line: " + last;
   }
 
-  bool LaunchFailed() const {
+  // Whether the ranks never all started: the run ended badly before the core said that every
+  // rank had joined MPI (core_log.h kJoinedLine), and the launcher said it could not start them
+  // or the core said nothing at all (a rank died in MPI's start-up: Open MPI 4.1's TCP transport
+  // does that now and then when two ranks of a node connect to each other at once).
+  bool LaunchFailed(const ExitInfo& exit) const {
+    if (!exit.signaled && exit.code == 0) return false;
     std::ifstream in(process().log_path, std::ios::binary);
     std::string line;
-    bool failure = false, core_ran = false;
+    bool launcher_said = false, core_said = false, joined = false;
     while (std::getline(in, line)) {
-      if (std::regex_search(line, kLaunchFailure)) failure = true;
-      if (line.find("tunepar-core") != std::string::npos) core_ran = true;
+      if (std::regex_search(line, kLaunchFailure)) launcher_said = true;
+      if (line.find("tunepar-core") != std::string::npos) core_said = true;
+      if (line.find(core::kJoinedLine) != std::string::npos) joined = true;
     }
-    return failure && !core_ran;
+    return !joined && (launcher_said || !core_said);
   }
 
   void ReadPlacement(const std::vector<core::RankPlacement>& placement) {
@@ -343,6 +380,8 @@ std::unique_ptr<RunningTrial> CoreBackend::Start(const Layout& layout, const Tri
   p.env = options_.env;
   // The core's teardown stages in the trial's log (lifecycle.h): where a rank that does not end stopped.
   p.env.emplace_back("TUNEPAR_CORE_TEARDOWN", "1");
+  // The line after which a rank's death is the layout's business, not the launch's (core_log.h).
+  p.env.emplace_back(core::kSayJoinedVariable, "1");
   std::vector<std::pair<std::string, std::string>> files = {{"model.toml", ModelToml(shape)}};
   if (options_.launcher == Launcher::kSlurm) {
     files.emplace_back("rank.sh", "#!/usr/bin/env bash\n# One rank of a tunepar trial (written by tunepar).\nset -e\n" +

@@ -104,8 +104,17 @@ TEST(LocalBackend, CrashOomHangAndDeviceFailureAreDataAndTheSearchGoesOn) {
   // A failed device call: the core's own line from its result.json.
   EXPECT_EQ(trials[3].status, "crash") << trials[3].message;
   EXPECT_EQ(trials[3].message, "rank 0: injected device fault");
+  // A rank that died before every rank joined MPI: the launch failed, not the layout; launched
+  // again, measured, and the first launch's log kept.
   EXPECT_EQ(trials[4].status, "ok") << trials[4].message;
-  EXPECT_EQ(trials[5].status, "ok") << trials[5].message;
+  EXPECT_NE(trials[4].details.value("launch_retried", "").find("exited on signal 11"), std::string::npos)
+      << trials[4].details.dump();
+  EXPECT_TRUE(fs::exists(store + "/trials/" + study + "/n0-5/output.launch1.log"));
+  // Launched twice and failed twice: a crash that says so, with the launcher's line.
+  EXPECT_EQ(trials[5].status, "crash") << trials[5].message;
+  EXPECT_EQ(trials[5].message.rfind("the ranks could not be launched (twice): mpirun noticed that process rank 1", 0),
+            0u)
+      << trials[5].message;
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store, study)));
 }
 

@@ -126,7 +126,11 @@ TEST_F(SlurmBackend, CrashOomAndHangAreDataAndNoStepOutlivesItsTrial) {
   EXPECT_EQ(trials[2].status, "timeout") << trials[2].message;
   EXPECT_EQ(trials[3].status, "crash") << trials[3].message;  // a failed device call: the core's line
   EXPECT_EQ(trials[3].message, "rank 0: injected device fault");
-  EXPECT_EQ(trials[4].status, "ok") << trials[4].message;
+  EXPECT_EQ(trials[4].status, "ok") << trials[4].message;  // after a second launch
+  EXPECT_EQ(trials[4].details.value("launch_retried", ""), "srun: error: n1: task 1: Segmentation fault")
+      << trials[4].details.dump();
+  EXPECT_EQ(trials[5].status, "crash") << trials[5].message;
+  EXPECT_EQ(trials[5].message, "the ranks could not be launched (twice): srun: error: n1: task 1: Segmentation fault");
   EXPECT_TRUE(NoTrialProcessesLeft(StudyId(store_, OnlyStudy(store_))));
 }
 

@@ -470,6 +470,7 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  SayWhenEveryRankJoined(MPI_COMM_WORLD, rank);
   std::string help;
   tunepar::Result<CoreOptions> options = ParseCoreOptions(argc, argv, size, &help);
   int code = kExitOk;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -66,6 +67,17 @@ StartupTimes GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank) {
   t.device_and_comm_s = slowest[2];
   t.model_setup_s = slowest[3];
   return t;
+}
+
+void SayWhenEveryRankJoined(MPI_Comm world, int rank) {
+  const char* asked = std::getenv(kSayJoinedVariable);
+  if (asked == nullptr || std::string_view(asked) != "1") return;
+  MPI_Barrier(world);
+  if (rank != 0) return;
+  int size = 1;
+  MPI_Comm_size(world, &size);
+  std::fputs(fmt::format("{} ({} ranks)\n", kJoinedLine, size).c_str(), stderr);
+  std::fflush(stderr);
 }
 
 namespace {

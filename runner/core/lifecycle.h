@@ -25,6 +25,10 @@ struct StartupMarks {
   double first_step = 0;  // the model built, its weights initialised: the first step begins
 };
 
+// With kSayJoinedVariable=1 in the environment (core_log.h; every rank has the same): a barrier
+// over `world`, then rank 0 says kJoinedLine on stderr. Without it, nothing: no barrier.
+void SayWhenEveryRankJoined(MPI_Comm world, int rank);
+
 // Rank 0's summary of every rank's marks: each stage's slowest rank, and the slowest rank's
 // whole start-up (process start to the first step). A collective; other ranks get zeros.
 StartupTimes GatherStartup(const StartupMarks& mine, MPI_Comm world, int rank);
