@@ -119,6 +119,9 @@ struct Proposer::State {
   GaussianProcess gp;
   double offset = 0;  // log step ~ prior + offset + scale z
   double scale = 1;
+  // The residuals' own spread (scale without prior_sd's pseudo-measurements): probes past the
+  // memory limit are weighed with it (ProbeCandidate).
+  double residual_scale = 1;
   double best = kInf;  // incumbent log step time (surrogate mean at the best observed layout)
   bool random_design = false;
 };
@@ -288,11 +291,14 @@ void Proposer::FitGp(const Evidence& e, State* s) const {
     u[k] = feature_[i];
     residual[k] = s->log_time[k] - (options_.use_prior ? prior_log_time_[i] : 0.0);
   }
-  s->scale = options_.prior_sd;
+  s->scale = s->residual_scale = options_.prior_sd;
   if (n == 1) s->offset = residual[0];
   if (n >= 2) {
     s->offset = residual.mean();
-    s->scale = std::max(kMinResidualScale, std::sqrt((residual.array() - s->offset).square().mean()));
+    const double spread = (residual.array() - s->offset).square().mean();
+    const double w = options_.scale_prior_weight, prior_variance = options_.prior_sd * options_.prior_sd;
+    s->residual_scale = std::max(kMinResidualScale, std::sqrt(spread));
+    s->scale = std::max(kMinResidualScale, std::sqrt((n * spread + w * prior_variance) / (n + w)));
   }
   s->random_design = !options_.use_prior && n < 2;
   Eigen::VectorXd z = (residual.array() - s->offset) / s->scale;
@@ -307,6 +313,7 @@ void Proposer::FitGp(const Evidence& e, State* s) const {
   GpOptions gp = options_.gp;
   gp.seed = options_.seed;
   gp.use_feature = options_.use_prior;
+  gp.prior.log_signal_sd = options_.signal_log_sd;
   InformNoisePrior(e, s->scale, &gp.prior);
   s->gp = GaussianProcess::Fit(std::move(x), std::move(u), std::move(z), gp, std::move(extra));
 }
@@ -527,10 +534,15 @@ bool Proposer::ProbesLeft(const std::vector<Outcome>& history) const {
 // fit (measured or not), and whose acquisition (expected improvement times the probability of
 // fitting) beats the best layout's above the floor: they would win but for the floor. Of those,
 // the one with the smallest excess per gain: the most likely to fit for what it promises. Only
-// once a trial has run ok: the surrogate's gains mean nothing before.
-int Proposer::ProbeCandidate(const State& s, const std::vector<double>& mean, const std::vector<double>& sd,
+// once a trial has run ok: the surrogate's gains mean nothing before. Probe and rivals are
+// weighed with the residuals' own spread (State::residual_scale), not the scale widened by
+// prior_sd: that widening buys exploration among the layouts likely to fit, and would price every
+// far one above a probe whose promise is its mean.
+int Proposer::ProbeCandidate(const State& s, const std::vector<double>& mean, const std::vector<double>& wide_sd,
                              double min_feasibility) const {
   if (s.observed.empty()) return -1;
+  std::vector<double> sd(wide_sd);
+  for (double& v : sd) v *= s.residual_scale / s.scale;
   double regular = -kInf;
   if (BestAcquisition(s, mean, sd, min_feasibility, &regular) < 0) regular = -kInf;
   double best_feasible = s.best;

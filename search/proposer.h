@@ -4,7 +4,8 @@
 // The surrogate is a Gaussian process on log step time whose prior mean is the performance
 // model's prediction (GaussianProcess learns an affine correction of it plus a Matern residual),
 // so the search starts from the model's view of the landscape and spends trials on where the
-// model is wrong. Every untried legal layout is scored exactly (the legal set is finite) by
+// model is wrong; how wrong (the residual scale) is learned from the measurements with the
+// prior's prior_sd counted as one more, so a few that agree do not end the exploration. Every untried legal layout is scored exactly (the legal set is finite) by
 // log expected improvement (or a lower confidence bound) times the probability that it fits in
 // memory and runs (FeasibilityModel: predicted memory corrected by the observed OOMs, refined
 // near each finished trial by whether it ran, fitted or failed). Batches of q use
@@ -52,6 +53,14 @@ struct ProposerOptions {
   double device_memory_bytes = 0;  // 0: every layout is assumed to fit
   double tokens_per_step = 0;      // to report throughput; 0: not reported
   double prior_sd = 0.3;           // trust in the model before any measurement (log step time)
+  // The residual scale (how far the model is off, log step time) is estimated from the
+  // measurements with prior_sd worth this many of them: two or three that agree with the model
+  // (layouts near its optimum, off by one shared factor) must not make it look right to 3%
+  // everywhere, or the search never leaves the model's favourite region.
+  double scale_prior_weight = 1.0;
+  // The GP's signal amplitude in units of that scale: log-normal around 1 with this sd, so that
+  // the scale, not a shrinking amplitude, says how far the model is trusted away from the data.
+  double signal_log_sd = 0.3;
   // Crashes, hangs and unreadable output have no model: a finished trial informs whether the
   // layouts near it run (a Gaussian kernel on the encoded distance), counting like `weight`
   // observations at its own layout against the prior's one. (Memory has a model: feasibility.h,

@@ -330,6 +330,27 @@ TEST(Proposer, AConstantFactorErrorInTheModelCostsNothing) {
   EXPECT_NEAR(next.predicted_step_time_s, 1.0, 0.05);
 }
 
+// Issue 33: two measurements near the model's optimum that agree with it (the model off by one
+// shared factor there) do not make the model look right to 3% everywhere: far from them the
+// surrogate stays about as unsure as prior_sd says, so the search may still leave the region.
+TEST(Proposer, TwoMeasurementsThatAgreeWithTheModelLeaveItUnsureFarAway) {
+  ProposerOptions o;
+  const Proposer p(ToyLegal(), ToyPrior(1.3), o);
+  Layout a, b;
+  a.tp = 2, a.micro_batch = 8;
+  b.tp = 2, b.micro_batch = 16;
+  const std::vector<Outcome> history = {{a, TrialStatus::kOk, ToyTime(a)}, {b, TrialStatus::kOk, ToyTime(b)}};
+  const Surrogate s = p.Posterior(history);
+  size_t far = 0;  // tp 8, mbs 1
+  for (size_t i = 0; i < ToyLegal().size(); ++i) {
+    if (ToyLegal()[i].tp == 8 && ToyLegal()[i].micro_batch == 1) far = i;
+  }
+  // sqrt((2 x 0 + 1 x 0.3^2) / 3) = 0.17 is the residual scale; the GP's amplitude is about one.
+  EXPECT_GT(s.sd[far], 0.1) << "far from two agreeing measurements the model is not trusted to 10%";
+  // Near them the measurements decide: both are known to within the noise.
+  EXPECT_LT(s.sd[0 * 7 + 3 + 7], 0.1);  // tp 2, mbs 8
+}
+
 TEST(Proposer, OomHeavyRegionGetsLowFeasibility) {
   ProposerOptions o;
   o.device_memory_bytes = 100e9;  // the model thinks mbs <= 10 x tp fits
