@@ -145,8 +145,10 @@ def run_block(cmds, scratch, env):
     return [p.rstrip("\n") for p in parts]
 
 
-def scratch_dir(build):
-    d = tempfile.mkdtemp(prefix="tunepar-readme-")
+def scratch_dir(build, slurm):
+    # Slurm's nodes (scripts/slurm-cluster.sh) each have a /tmp of their own: with --slurm the
+    # scratch directory, where the stores and the trials' files go, is one they all see.
+    d = tempfile.mkdtemp(prefix="tunepar-readme-", dir="/var/tmp" if slurm else None)
     for name in ("configs", "bench", "tests", "scripts"):
         os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
     os.symlink(build, os.path.join(d, "build"))
@@ -208,7 +210,7 @@ def main():
     try:
         for group, path in pages():
             if group not in scratches and not args.list:
-                scratches[group] = scratch_dir(build)
+                scratches[group] = scratch_dir(build, args.slurm)
             before = len(changed)
             new = regenerate(path, scratches.get(group), env, args, changed, varied)
             if len(changed) > before and not args.check:
