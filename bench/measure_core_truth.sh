@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The measured truth of the search benchmark: every legal layout of MODEL at world 8 that
-# tunepar-core runs (no sequence parallelism, interleaving or flash attention), run once on this
-# machine with tunepar-core under mpirun (8 ranks, oversubscribed, as `tunepar search --backend
+# The measured truth of the search benchmark: every legal layout of MODEL at world 8 with sp0,
+# vpp1 and fa0 (the core runs sp1 and fa1 too since; the sweep keeps the set of before), once on
+# this machine with tunepar-core under mpirun (8 ranks, oversubscribed, as `tunepar search --backend
 # local` launches them), with a memory cap per rank that makes part of the space run out of
-# memory. Every EVERY-th layout is measured twice more after the sweep, so that the replay knows
-# this machine's run-to-run noise. Writes bench/data/core-w8-MODEL.csv: one row per run
+# memory. Every EVERY-th layout is measured twice more during the sweep (EVERY/2 and EVERY
+# layouts later), so that the replay knows this machine's run-to-run noise. Writes bench/data/core-w8-MODEL.csv: one row per run
 # (layout key, repeat, status, median step time in s, peak bytes per rank: for an OOM, as far as
 # it got), after a header of comments naming the command, date, machine and cap.
 #
@@ -52,16 +52,30 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 : >"$tmp/rows"
 n=0
-while read -r key; do
+# Every EVERY-th layout is run again EVERY/2 and EVERY layouts later (the last ones after the
+# sweep): its repeats run among the sweep's runs, under the same conditions, so the noise they
+# show is the sweep's own (repeats after it once met other jobs and showed 49%).
+mapfile -t layouts <"$tmp/layouts"
+declare -A due  # position in the sweep -> "key repeat" lines to run after it
+schedule() { due[$1]+="$2 $3"$'\n'; }
+run_due() {
+  local key repeat
+  while read -r key repeat; do
+    [ -n "$key" ] && echo "$key,$repeat,$(run_one "$key")" >>"$tmp/rows"
+  done <<<"${due[$1]:-}"
+  unset "due[$1]"
+}
+for key in "${layouts[@]}"; do
   n=$((n + 1))
   echo "$key,1,$(run_one "$key")" >>"$tmp/rows"
+  if [ $(((n - 1) % every)) = 0 ]; then
+    schedule $((n + every / 2)) "$key" 2
+    schedule $((n + every)) "$key" 3
+  fi
+  run_due "$n"
   printf '\r%d/%d %s' "$n" "$total" "$key" >&2
-done <"$tmp/layouts"
-for repeat in 2 3; do
-  awk -v e="$every" '(NR - 1) % e == 0' "$tmp/layouts" | while read -r key; do
-    echo "$key,$repeat,$(run_one "$key")" >>"$tmp/rows"
-  done
 done
+for position in $(printf '%s\n' "${!due[@]}" | sort -n); do run_due "$position"; done
 echo >&2
 seconds=$(($(date +%s) - t0))
 {
