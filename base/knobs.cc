@@ -40,8 +40,11 @@ std::vector<KnobRow> BuiltInRows() {
       {"precision", {}, "--precision", "prec", "", K::kChoice, {"fp32", "fp16", "bf16"}, "precision", 0, 2, -1,
        {false, {2}}, false, false, 4, E::kCategory, true, "Storage and math precision of weights and activations",
        TUNEPAR_ENUM_FIELD(precision, Precision)},
-      {"zero", {}, "--zero", "zero", "zero", K::kStage, {}, "", 0, 1, 0, {false, {0}}, false, false, 6, E::kBinary,
-       true, "ZeRO stage: 0 replicates the optimizer, 1 shards its states over dp", TUNEPAR_FIELD(zero)},
+      {"zero", {}, "--zero", "zero", "zero", K::kStage, {}, "", 0, 3, 0, {false, {0}}, false, false, 6, E::kOrdinal,
+       true,
+       "ZeRO stage: 0 replicates the model states; over dp, 1 shards the optimizer states, 2 the gradients too, "
+       "3 the weights too (FSDP)",
+       TUNEPAR_FIELD(zero)},
       {"recompute", {}, "--recompute", "recomp", "rc", K::kChoice, {"none", "selective", "full"}, "recomputation",
        0, 2, 0, {false, {0}}, false, false, 7, E::kOrdinal, true,
        "Activation recomputation: none, selective (attention scores) or full (whole layers)",

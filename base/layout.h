@@ -25,7 +25,7 @@ struct Layout {
   int micro_batch = 1;        // sequences per micro-batch
   int num_micro_batches = 1;  // per pipeline per step, = global_batch / (micro_batch * dp)
   Precision precision = Precision::kBf16;
-  int zero = 0;  // ZeRO stage: 0 (replicated optimizer) or 1 (optimizer states sharded over dp)
+  int zero = 0;  // ZeRO stage over dp: 0 nothing sharded, 1 optimizer states, 2 and gradients, 3 and weights (FSDP)
   Recompute recompute = Recompute::kNone;
   bool seq_parallel = false;  // Megatron sequence parallelism (needs tp > 1)
   int virtual_stages = 1;     // interleaved pipeline: model chunks per pipeline rank

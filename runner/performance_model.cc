@@ -142,7 +142,7 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
   if (l.virtual_stages > 1 && (l.pp == 1 || l.num_micro_batches % l.pp != 0))
     return bad("interleaving needs pp > 1 and a micro-batch count divisible by pp");
   if (l.flash_attention && l.precision == Precision::kFp32) return bad("flash attention needs fp16 or bf16");
-  if (l.zero != 0 && l.zero != 1) return bad("ZeRO stage must be 0 or 1");
+  if (l.zero < 0 || l.zero > 3) return bad("ZeRO stage must be 0, 1, 2 or 3");
   return Status::Ok();
 }
 
@@ -265,6 +265,7 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
   const double positions = m.positions == Positions::kLearned ? s * h : 0.0;
   const double final_norm = norm_vectors * h;
   StageParameters stage;
+  stage.layer = layer_params;
   if (!m.HasVocabulary()) {  // a ViT: patch embedding and head replicated over tp, never tied
     const double embed = m.patch_tokens * h + beta * h, head = h * m.output_width + beta * m.output_width;
     stage.first = layers_per_stage * layer_params + embed + positions;
@@ -284,17 +285,30 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
 }
 
 // ---- Data parallelism: members are t ranks apart. The reduction of gradients can hide
-// behind the last micro-batch's backward pass (`hide` seconds); ZeRO-1 reduce-scatters instead
-// and then all-gathers the updated 16-bit weights, which nothing hides.
-double PerformanceModel::DataParallelExposedTime(const Layout& l, double params, double hide) const {
+// behind the last micro-batch's backward pass; ZeRO-1 reduce-scatters instead and then
+// all-gathers the updated 16-bit weights, which nothing hides. ZeRO-2 keeps only its gradient
+// shard, so it reduce-scatters after every micro-batch's backward (hidden behind it as far as it
+// goes), then gathers the weights as ZeRO-1 does. ZeRO-3 (FSDP) gathers each layer's weights
+// before its forward and again before its backward (resharded after forward), every
+// micro-batch, and reduce-scatters its gradients: prefetched on the communication stream, each
+// hides behind that pass's compute as far as it goes; the updated weights stay sharded.
+double PerformanceModel::DataParallelExposedTime(const Layout& l, const StageParameters& stage,
+                                                 DpOverlap hide) const {
   if (l.dp == 1) return 0;
   const double d = l.dp, grad_bytes = GradientBytes(l.precision), bv = BytesPerValue(l.precision);
+  const double params = stage.most_loaded, mb = l.num_micro_batches;
   const LinkSpeed dp_link = GroupLink(l.dp, RankOrder::Of(l).Stride(GridDim::kDp));
   const double steps = CollectiveSteps(l.dp) * dp_link.latency;
-  if (l.zero != 1) return std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide);
+  if (l.zero == 0) return std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide.backward);
   const double reduce_scatter = (d - 1) / d * params * grad_bytes / dp_link.bandwidth + steps / 2;
   const double all_gather = (d - 1) / d * params * bv / dp_link.bandwidth + steps / 2;
-  return std::max(0.0, reduce_scatter - hide) + all_gather;
+  if (l.zero == 1) return std::max(0.0, reduce_scatter - hide.backward) + all_gather;
+  if (l.zero == 2) return mb * std::max(0.0, reduce_scatter - hide.backward) + all_gather;
+  // ZeRO-3: one collective per layer and pass, each paying its latency.
+  const double units = std::max(1.0, params / std::max(stage.layer, 1.0));
+  const double per_layer_latency = (units - 1) * steps / 2;
+  const double gather = all_gather + per_layer_latency, scatter = reduce_scatter + per_layer_latency;
+  return mb * (std::max(0.0, gather - hide.forward) + std::max(0.0, gather + scatter - hide.backward));
 }
 
 // ---- Tied embeddings with pp > 1: once per step the first and last stages sum their embedding
@@ -310,7 +324,7 @@ double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_par
 double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
   const bool mixed = l.precision != Precision::kFp32;
   const double optimizer_bytes = 2 * GradientBytes(l.precision) + 3 * 8.0 + (mixed ? BytesPerValue(l.precision) : 0.0);
-  return params / (l.zero == 1 ? static_cast<double>(l.dp) : 1.0) * optimizer_bytes / memory_bandwidth_;
+  return params / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0) * optimizer_bytes / memory_bandwidth_;
 }
 
 // ---- Time-shared devices (more ranks than devices on a node): the node's ranks' work (the LM
@@ -338,6 +352,16 @@ PerformanceModel::ActivationUnits PerformanceModel::ActivationUnitsPerLayer(cons
   const double kv_over_a = KvHeadsOverTp(m, tp) / m.heads;
   const double mlp = m.mlp == MlpKind::kSwiglu ? 6 * f_over_h : 4 * f_over_h;
   return {10.0, 2 + 4 * kv_over_a + 2 + mlp};
+}
+
+ModelStates ZeroModelStates(double params, double weight_bytes, double gradient_bytes, double optimizer_bytes,
+                            int stage, int dp) {
+  const double d = dp;
+  ModelStates s;
+  s.weights = params * weight_bytes / (stage >= 3 ? d : 1.0);
+  s.gradients = params * gradient_bytes / (stage >= 2 ? d : 1.0);
+  s.optimizer = params * optimizer_bytes / (stage >= 1 ? d : 1.0);
+  return s;
 }
 
 // ---- Memory: the first stage (embedding, the most activations in flight) or the last (LM head,
@@ -368,11 +392,15 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   // The head's outputs, 16-bit and fp32: a vocabulary shard's logits, or a ViT's O values (replicated).
   const double logits = m.HasVocabulary() ? tokens * V / t * (4.0 + bv) : tokens * m.output_width * (4.0 + bv);
   const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
+  // FSDP (ZeRO-3) holds a layer's weights whole while it computes, and the next layer's, gathered
+  // ahead on the communication stream.
+  const double gathered = l.zero >= 3 ? 2 * stage.layer * bv : 0.0;
   auto stage_memory = [&](double stage_params, double activations) {
     MemoryBreakdown mem;
-    mem.weights = stage_params * bv;
-    mem.gradients = stage_params * grad_bytes;
-    mem.optimizer_states = stage_params * (mixed ? 12.0 : 8.0) / (l.zero == 1 ? d : 1.0);
+    const ModelStates states = ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.dp);
+    mem.weights = states.weights + gathered;
+    mem.gradients = states.gradients;
+    mem.optimizer_states = states.optimizer;
     mem.activations = activations;
     mem.comm_buffers = comm_buffers;
     mem.runtime_overhead = eff_[K::kMemoryOverheadGb] * 1e9 + eff_[K::kMemoryFragmentation] * activations;
@@ -422,8 +450,9 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   out.time.pp_p2p = mb * p2p;
   out.time.bubble = (p - 1) / v * slot;
   const StageParameters stage = StageParams(l);
-  const double hide = eff_[EfficiencyKey::kDpOverlap] * layers_per_stage * (layer.backward + layer.recompute);
-  out.time.dp_comm_exposed = DataParallelExposedTime(l, stage.most_loaded, hide);
+  const double overlap = eff_[EfficiencyKey::kDpOverlap] * layers_per_stage;
+  const DpOverlap hide{overlap * layer.forward, overlap * (layer.backward + layer.recompute)};
+  out.time.dp_comm_exposed = DataParallelExposedTime(l, stage, hide);
   out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
   out.time.optimizer = OptimizerTime(l, stage.most_loaded);
   const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +

@@ -20,8 +20,9 @@
 // collective gives its device to another, and the step takes at least the node's total work
 // over its devices. The step time is the larger of that and the dedicated-device schedule.
 //
-// Memory. Weights, gradients and Adam states of the most loaded stage (ZeRO-1 shards the
-// optimizer part over dp), activations in flight under 1F1B (Korthikanti et al. 2022), the
+// Memory. Weights, gradients and Adam states of the most loaded stage (ZeroModelStates: ZeRO 1-3
+// shard them over dp; with 3, FSDP, a layer's gathered weights and the next one's, prefetched,
+// are whole while it computes), activations in flight under 1F1B (Korthikanti et al. 2022), the
 // communication buffers, and the runtime overhead (a constant plus a fragmentation fraction).
 #pragma once
 
@@ -81,6 +82,17 @@ struct MemoryBreakdown {  // bytes per device, on the most loaded pipeline stage
   }
 };
 
+// The model states of one device holding `params` parameters, under ZeRO `stage` over `dp` ranks
+// (Rajbhandari et al. 2020, figure 1): weights (`weight_bytes` per parameter), gradients
+// (`gradient_bytes`) and optimizer states (`optimizer_bytes`, their K) each replicated or split
+// over dp: stage 1 splits the optimizer states, 2 the gradients too, 3 the weights too.
+struct ModelStates {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double Total() const { return weights + gradients + optimizer; }
+};
+ModelStates ZeroModelStates(double params, double weight_bytes, double gradient_bytes, double optimizer_bytes,
+                            int stage, int dp);
+
 struct Prediction {
   double step_time_s = 0;
   double tokens_per_s = 0;
@@ -135,6 +147,7 @@ class PerformanceModel {
   };
   struct StageParameters {  // parameters per device
     double first = 0, last = 0, most_loaded = 0, embedding = 0;
+    double layer = 0;  // one transformer layer's, on its tensor-parallel rank
   };
   LayerTime LayerTimes(const Layout& layout) const;
   HeadTime HeadTimes(const Layout& layout) const;
@@ -142,7 +155,11 @@ class PerformanceModel {
   ComputeTerms TermsPerStep(const Layout& layout, const LayerTime& layer, double head_and_embed) const;
   double PipelineTransferTime(const Layout& layout) const;
   StageParameters StageParams(const Layout& layout) const;
-  double DataParallelExposedTime(const Layout& layout, double params, double hide) const;
+  // Per micro-batch, the compute a data-parallel collective can hide behind.
+  struct DpOverlap {
+    double forward = 0, backward = 0;
+  };
+  double DataParallelExposedTime(const Layout& layout, const StageParameters& stage, DpOverlap hide) const;
   double TiedEmbeddingTime(const Layout& layout, double embedding_params) const;
   double OptimizerTime(const Layout& layout, double params) const;
   double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,

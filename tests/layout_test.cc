@@ -72,7 +72,7 @@ TEST(LayoutKey, RejectsMalformedKeys) {
   for (const char* bad : {"", "tp4", "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2",
                           "tp0-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1",
                           "tp4-pp16-dp48-mbs1-nmb64-bf17-zero1-rcfull-sp1-vpp2-fa1",
-                          "tp4-pp16-dp48-mbs1-nmb64-bf16-zero2-rcfull-sp1-vpp2-fa1",
+                          "tp4-pp16-dp48-mbs1-nmb64-bf16-zero4-rcfull-sp1-vpp2-fa1",
                           "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcall-sp1-vpp2-fa1",
                           "tp4-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1-x",
                           "tpx-pp16-dp48-mbs1-nmb64-bf16-zero1-rcfull-sp1-vpp2-fa1"}) {
@@ -165,7 +165,8 @@ TEST(Knobs, FragmentsAndValuesRoundTrip) {
   EXPECT_EQ(ParseKnobFragment("pp4").value().first, Knob::kPp);
   EXPECT_EQ(ParseKnobFragment("fp16").value().second, static_cast<int>(Precision::kFp16));
   EXPECT_EQ(ParseKnobName("vpp").value(), Knob::kVirtualStages);
-  EXPECT_FALSE(ParseKnobValue(Knob::kZero, "2").ok());
+  EXPECT_FALSE(ParseKnobValue(Knob::kZero, "4").ok());
+  EXPECT_EQ(ParseKnobValue(Knob::kZero, "3").value(), 3);
   EXPECT_FALSE(ParseKnobValue(Knob::kTp, "0").ok());
   EXPECT_FALSE(ParseKnobName("tensor").ok());
 }

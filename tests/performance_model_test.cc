@@ -151,6 +151,47 @@ TEST_F(Physics, ZeroOneCutsOptimizerMemoryByDp) {
   EXPECT_LT(pb.time.optimizer, pa.time.optimizer);  // each replica updates 1/dp of the states
 }
 
+// The ZeRO paper's example (Rajbhandari et al. 2020, figure 1): Psi = 7.5B parameters, mixed
+// precision (2 + 2 bytes of weights and gradients, K = 12 of optimizer states), N_d = 64.
+TEST(Formulas, ZeroModelStatesReproduceThePapersExample) {
+  const double psi = 7.5e9;
+  const double expected_gb[] = {120, 31.4, 16.6, 1.9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const ModelStates s = ZeroModelStates(psi, 2, 2, 12, stage, 64);
+    EXPECT_NEAR(s.Total() / 1e9, expected_gb[stage], 0.05) << "stage " << stage;
+  }
+  // Each stage splits one more part over dp, the others as before.
+  const ModelStates one = ZeroModelStates(psi, 2, 2, 12, 1, 64), two = ZeroModelStates(psi, 2, 2, 12, 2, 64);
+  EXPECT_EQ(one.weights, two.weights);
+  EXPECT_NEAR(two.gradients * 64, one.gradients, 1);
+}
+
+TEST_F(Physics, ZeroThreeShardsTheWeightsAndHoldsTwoGatheredLayers) {
+  tunepar::Layout one = Layout(4, 16, 16), three = one;
+  one.zero = 1;
+  three.zero = 3;
+  const Prediction p1 = P(one), p3 = P(three);
+  // gpt-175b: a layer has (4h^2 + 3h + 2hf + f) / t + 5h parameters on its tp rank, f = 4h.
+  const double h = model_.hidden, layer = (12 * h * h + 7 * h) / 4 + 5 * h;
+  EXPECT_NEAR(p3.memory.weights, p1.memory.weights / 16 + 2 * layer * 2, 1e-6 * p1.memory.weights);
+  EXPECT_NEAR(p3.memory.gradients * 16, p1.memory.gradients, 1e-6 * p1.memory.gradients);
+  EXPECT_EQ(p3.memory.optimizer_states, p1.memory.optimizer_states);
+  EXPECT_LT(p3.memory_bytes, p1.memory_bytes);
+}
+
+// FSDP gathers the weights twice per micro-batch: across nodes (dp members 4 ranks apart at tp 4,
+// so a group of 16 spans 8 nodes) its exposed time exceeds ZeRO-1's, and grows with the group.
+TEST_F(Physics, ZeroThreeGathersCostMoreAcrossMoreNodes) {
+  tunepar::Layout small = Layout(4, 16, 4), large = Layout(4, 16, 16);
+  tunepar::Layout small1 = small;
+  small.zero = large.zero = 3;
+  small1.zero = 1;
+  EXPECT_GT(P(small).time.dp_comm_exposed, P(small1).time.dp_comm_exposed);
+  const double per_micro_batch_small = P(small).time.dp_comm_exposed / small.num_micro_batches;
+  const double per_micro_batch_large = P(large).time.dp_comm_exposed / large.num_micro_batches;
+  EXPECT_GT(per_micro_batch_large, per_micro_batch_small);
+}
+
 TEST_F(Physics, FullRecomputationCutsActivationsAndAddsOneForwardPass) {
   tunepar::Layout none = Layout(4, 16, 16), full = none, selective = none;
   full.recompute = Recompute::kFull;
