@@ -58,6 +58,10 @@ std::vector<KnobRow> BuiltInRows() {
       {"flash_attention", {"flash"}, "--flash", "flash", "fa", K::kSwitch, {}, "", 0, 1, 0, {false, {0}}, false,
        false, 5, E::kBinary, true, "Fused (flash) attention: no stored attention scores",
        TUNEPAR_SWITCH_FIELD(flash_attention)},
+      {"dp_replicate", {"dpr"}, "--dp-replicate", "dpr", "dpr", K::kSize, {}, "", 1, 1 << 20, 1, {false, {1}}, false,
+       false, 9, E::kLog2, false,
+       "Hybrid sharding (HSDP): dp splits into this many replicas, ZeRO shards inside each (1: over all of dp)",
+       TUNEPAR_FIELD(dp_replicate)},
   };
 }
 

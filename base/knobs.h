@@ -37,7 +37,8 @@ enum class Knob : int {
   kRecompute,
   kSeqParallel,
   kVirtualStages,
-  kFlashAttention
+  kFlashAttention,
+  kDpReplicate
 };
 
 enum class KnobKind {

@@ -25,15 +25,21 @@ struct Layout {
   int micro_batch = 1;        // sequences per micro-batch
   int num_micro_batches = 1;  // per pipeline per step, = global_batch / (micro_batch * dp)
   Precision precision = Precision::kBf16;
-  int zero = 0;  // ZeRO stage over dp: 0 nothing sharded, 1 optimizer states, 2 and gradients, 3 and weights (FSDP)
+  int zero = 0;  // ZeRO stage over the shard group: 0 nothing sharded, 1 optimizer states, 2 and gradients, 3 and weights (FSDP)
   Recompute recompute = Recompute::kNone;
   bool seq_parallel = false;  // Megatron sequence parallelism (needs tp > 1)
   int virtual_stages = 1;     // interleaved pipeline: model chunks per pipeline rank
   bool flash_attention = false;
+  // Hybrid sharding (HSDP; with tp, Hybrid-STOP): dp = shard group x dp_replicate. ZeRO shards
+  // the model states inside a shard group of dp / dp_replicate ranks and replicates them across
+  // the groups; 1 shards over all of dp.
+  int dp_replicate = 1;
   // Knobs whose table row keeps them by name (base/knobs.h), at a value other than neutral.
   std::map<std::string, int, std::less<>> more_knobs;
 
   int World() const { return tp * pp * dp; }
+  // The ranks ZeRO shards the model states over: dp / dp_replicate.
+  int ShardGroup() const { return dp / dp_replicate; }
   // Model chunks the layers are split into: pipeline stages x virtual stages per stage.
   int ModelChunks() const { return pp * virtual_stages; }
   // Sequences per optimizer step: micro_batch x num_micro_batches x dp.

@@ -48,6 +48,12 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
      [](const Q&, const L& l) { return l.seq_parallel && l.tp == 1; }, true},
     {C::kSeqParallelSplitsSequence, "seq_parallel_splits_sequence", "sequence parallelism splits the sequence evenly over tp",
      Knob::kSeqParallel, [](const Q& q, const L& l) { return l.seq_parallel && q.model->seq_len % l.tp != 0; }},
+    {C::kDpReplicateNeedsZero, "dp_replicate_needs_zero", "hybrid sharding (dp_replicate > 1) needs ZeRO 1-3",
+     Knob::kDpReplicate, [](const Q&, const L& l) { return l.dp_replicate > 1 && l.zero == 0; }, true},
+    {C::kDpReplicateDividesDp, "dp_replicate_divides_dp", "dp_replicate divides dp", Knob::kDpReplicate,
+     [](const Q&, const L& l) { return l.dp % l.dp_replicate != 0; }},
+    {C::kDpReplicateLeavesShards, "dp_replicate_leaves_shards", "hybrid sharding leaves shard groups of 2 or more ranks",
+     Knob::kDpReplicate, [](const Q&, const L& l) { return l.dp_replicate > 1 && l.dp / l.dp_replicate < 2; }},
 }};
 
 }  // namespace

@@ -39,8 +39,11 @@ enum class Constraint {
   kZeroNeedsDp,             // ZeRO-1 with dp = 1 is the same layout as ZeRO-0
   kSeqParallelNeedsTp,      // sequence parallelism with tp = 1 is the same as without
   kSeqParallelSplitsSequence,  // sequence parallelism splits the sequence evenly over tp
+  kDpReplicateNeedsZero,       // hybrid sharding without ZeRO replicates what is replicated anyway
+  kDpReplicateDividesDp,       // dp splits into dp_replicate equal shard groups
+  kDpReplicateLeavesShards,    // a shard group of one rank shards nothing: that layout is ZeRO-0's
 };
-inline constexpr int kNumConstraints = 14;
+inline constexpr int kNumConstraints = 17;
 
 struct ConstraintRow {
   Constraint constraint;

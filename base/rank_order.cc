@@ -133,7 +133,13 @@ Result<RankOrder> RankOrder::CreateGrids(const GridSizes& g) {
 }
 
 RankOrder RankOrder::Of(const Layout& l) {
-  return *Create({l.tp, 1, l.dp, l.pp});
+  if (l.dp_replicate <= 1 || l.dp % l.dp_replicate != 0) return *Create({l.tp, 1, l.dp, l.pp});
+  GridSizes sizes;
+  sizes.tp = l.tp;
+  sizes.dp = l.dp;
+  sizes.pp = l.pp;
+  sizes.dp_replicate = l.dp_replicate;
+  return *CreateGrids(sizes);
 }
 
 std::vector<int> RankOrder::Group(int rank, GridDim d) const {

@@ -24,6 +24,7 @@ std::string PredictionJson(const Prediction& p, const ModelShape& model) {
         {"pp_p2p_s", p.time.pp_p2p},
         {"bubble_s", p.time.bubble},
         {"dp_comm_exposed_s", p.time.dp_comm_exposed},
+        {"weight_gather_exposed_s", p.time.weight_gather_exposed},
         {"optimizer_s", p.time.optimizer},
         {"device_sharing_s", p.time.device_sharing}}},
       // breakdown.compute_s term by term (beside breakdown, whose values add up to the step time)
@@ -34,7 +35,8 @@ std::string PredictionJson(const Prediction& p, const ModelShape& model) {
         {"optimizer_states", p.memory.optimizer_states},
         {"activations", p.memory.activations},
         {"comm_buffers", p.memory.comm_buffers},
-        {"runtime_overhead", p.memory.runtime_overhead}}},
+        {"runtime_overhead", p.memory.runtime_overhead},
+        {"gathered_weights", p.memory.gathered_weights}}},
   };
   return j.dump();
 }

@@ -123,7 +123,7 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
         fmt::format("layout {} is not legal for model {}: {}", LayoutKey(l), m.name, why));
   };
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.num_micro_batches < 1 ||
-      l.virtual_stages < 1)
+      l.virtual_stages < 1 || l.dp_replicate < 1)
     return bad("sizes must be positive");
   if (m.heads % l.tp != 0) return bad(fmt::format("tp {} does not divide {} heads", l.tp, m.heads));
   const int g = m.KvHeads();
@@ -143,6 +143,8 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
     return bad("interleaving needs pp > 1 and a micro-batch count divisible by pp");
   if (l.flash_attention && l.precision == Precision::kFp32) return bad("flash attention needs fp16 or bf16");
   if (l.zero < 0 || l.zero > 3) return bad("ZeRO stage must be 0, 1, 2 or 3");
+  if (l.dp_replicate < 1 || l.dp % l.dp_replicate != 0)
+    return bad(fmt::format("dp_replicate {} does not divide dp {}", l.dp_replicate, l.dp));
   return Status::Ok();
 }
 
@@ -292,23 +294,32 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
 // before its forward and again before its backward (resharded after forward), every
 // micro-batch, and reduce-scatters its gradients: prefetched on the communication stream, each
 // hides behind that pass's compute as far as it goes; the updated weights stay sharded.
-double PerformanceModel::DataParallelExposedTime(const Layout& l, const StageParameters& stage,
-                                                 DpOverlap hide) const {
-  if (l.dp == 1) return 0;
-  const double d = l.dp, grad_bytes = GradientBytes(l.precision), bv = BytesPerValue(l.precision);
+// Hybrid sharding runs those collectives inside a shard group (dp / dp_replicate ranks, t apart)
+// and all-reduces the gradient shard across the replicas (t x shard group apart) once per step.
+PerformanceModel::DpExposed PerformanceModel::DataParallelExposedTime(const Layout& l, const StageParameters& stage,
+                                                                      DpOverlap hide) const {
+  if (l.dp == 1) return {};
+  const double grad_bytes = GradientBytes(l.precision), bv = BytesPerValue(l.precision);
   const double params = stage.most_loaded, mb = l.num_micro_batches;
-  const LinkSpeed dp_link = GroupLink(l.dp, RankOrder::Of(l).Stride(GridDim::kDp));
-  const double steps = CollectiveSteps(l.dp) * dp_link.latency;
-  if (l.zero == 0) return std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, dp_link) - hide.backward);
-  const double reduce_scatter = (d - 1) / d * params * grad_bytes / dp_link.bandwidth + steps / 2;
-  const double all_gather = (d - 1) / d * params * bv / dp_link.bandwidth + steps / 2;
-  if (l.zero == 1) return std::max(0.0, reduce_scatter - hide.backward) + all_gather;
-  if (l.zero == 2) return mb * std::max(0.0, reduce_scatter - hide.backward) + all_gather;
+  const RankOrder order = RankOrder::Of(l);
+  const int shard = l.ShardGroup();
+  const LinkSpeed shard_link = GroupLink(shard, order.Stride(GridDim::kDpShard));
+  if (l.zero == 0) return {std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, shard_link) - hide.backward), 0.0};
+  const double d = shard, steps = CollectiveSteps(shard) * shard_link.latency;
+  const double reduce_scatter = (d - 1) / d * params * grad_bytes / shard_link.bandwidth + steps / 2;
+  const double all_gather = (d - 1) / d * params * bv / shard_link.bandwidth + steps / 2;
+  const double across_replicas =
+      RingAllReduceTime(params * grad_bytes / d, l.dp_replicate,
+                        GroupLink(l.dp_replicate, order.Stride(GridDim::kDpReplicate)));
+  if (l.zero == 1) return {std::max(0.0, reduce_scatter + across_replicas - hide.backward) + all_gather, 0.0};
+  if (l.zero == 2) return {mb * std::max(0.0, reduce_scatter - hide.backward) + across_replicas + all_gather, 0.0};
   // ZeRO-3: one collective per layer and pass, each paying its latency.
   const double units = std::max(1.0, params / std::max(stage.layer, 1.0));
   const double per_layer_latency = (units - 1) * steps / 2;
   const double gather = all_gather + per_layer_latency, scatter = reduce_scatter + per_layer_latency;
-  return mb * (std::max(0.0, gather - hide.forward) + std::max(0.0, gather + scatter - hide.backward));
+  const double gather_exposed = std::max(0.0, gather - hide.forward) + std::max(0.0, gather - hide.backward);
+  const double backward_exposed = std::max(0.0, gather + scatter - hide.backward);
+  return {mb * (backward_exposed - std::max(0.0, gather - hide.backward)) + across_replicas, mb * gather_exposed};
 }
 
 // ---- Tied embeddings with pp > 1: once per step the first and last stages sum their embedding
@@ -324,7 +335,7 @@ double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_par
 double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
   const bool mixed = l.precision != Precision::kFp32;
   const double optimizer_bytes = 2 * GradientBytes(l.precision) + 3 * 8.0 + (mixed ? BytesPerValue(l.precision) : 0.0);
-  return params / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0) * optimizer_bytes / memory_bandwidth_;
+  return params / (l.zero >= 1 ? static_cast<double>(l.ShardGroup()) : 1.0) * optimizer_bytes / memory_bandwidth_;
 }
 
 // ---- Time-shared devices (more ranks than devices on a node): the node's ranks' work (the LM
@@ -334,7 +345,7 @@ double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown&
   if (ranks_per_node_ <= gpus_per_node_) return 0;
   const double p = l.pp, mb = l.num_micro_batches;
   const double work_per_rank = time.compute - mb * head_per_mb * (p - 1) / p + time.tp_comm + time.pp_p2p +
-                               time.dp_comm_exposed + time.optimizer;
+                               time.dp_comm_exposed + time.weight_gather_exposed + time.optimizer;
   const double shared = work_per_rank * ranks_per_node_ / gpus_per_node_;
   return std::max(0.0, shared - dedicated);
 }
@@ -372,7 +383,7 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   const ModelShape& m = model_;
   const double bv = BytesPerValue(l.precision), grad_bytes = GradientBytes(l.precision);
   const double h = m.hidden, s = m.seq_len, a = m.heads, V = m.vocab;
-  const double t = l.tp, p = l.pp, d = l.dp, v = l.virtual_stages, mb = l.num_micro_batches;
+  const double t = l.tp, p = l.pp, v = l.virtual_stages, mb = l.num_micro_batches;
   const double b = l.micro_batch, tokens = b * s, layers_per_stage = m.layers / p;
   const bool mixed = l.precision != Precision::kFp32;
   const double scores_kept = l.flash_attention ? 0.0 : 5 * a * s / (h * t);
@@ -392,13 +403,15 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   // The head's outputs, 16-bit and fp32: a vocabulary shard's logits, or a ViT's O values (replicated).
   const double logits = m.HasVocabulary() ? tokens * V / t * (4.0 + bv) : tokens * m.output_width * (4.0 + bv);
   const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
-  // FSDP (ZeRO-3) holds a layer's weights whole while it computes, and the next layer's, gathered
-  // ahead on the communication stream.
-  const double gathered = l.zero >= 3 ? 2 * stage.layer * bv : 0.0;
+  // FSDP (ZeRO-3) holds a unit's weights whole while it computes (a layer, or the embedding or
+  // the head: a vocabulary shard), and the next unit's, gathered ahead on the communication stream.
+  const double gathered = l.zero >= 3 ? (stage.layer + std::max(stage.layer, stage.embedding)) * bv : 0.0;
   auto stage_memory = [&](double stage_params, double activations) {
     MemoryBreakdown mem;
-    const ModelStates states = ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.dp);
-    mem.weights = states.weights + gathered;
+    const ModelStates states =
+        ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ShardGroup());
+    mem.weights = states.weights;
+    mem.gathered_weights = gathered;
     mem.gradients = states.gradients;
     mem.optimizer_states = states.optimizer;
     mem.activations = activations;
@@ -452,11 +465,13 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   const StageParameters stage = StageParams(l);
   const double overlap = eff_[EfficiencyKey::kDpOverlap] * layers_per_stage;
   const DpOverlap hide{overlap * layer.forward, overlap * (layer.backward + layer.recompute)};
-  out.time.dp_comm_exposed = DataParallelExposedTime(l, stage, hide);
+  const DpExposed dp_exposed = DataParallelExposedTime(l, stage, hide);
+  out.time.dp_comm_exposed = dp_exposed.gradients;
+  out.time.weight_gather_exposed = dp_exposed.weight_gather;
   out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
   out.time.optimizer = OptimizerTime(l, stage.most_loaded);
   const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
-                           out.time.dp_comm_exposed + out.time.optimizer;
+                           out.time.dp_comm_exposed + out.time.weight_gather_exposed + out.time.optimizer;
   out.time.device_sharing = DeviceSharingTime(l, out.time, ends_mb, dedicated);
   out.step_time_s = dedicated + out.time.device_sharing;
   out.tokens_per_s = model_.TokensPerStep() / out.step_time_s;

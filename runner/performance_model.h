@@ -48,7 +48,8 @@ struct TimeBreakdown {         // seconds per optimizer step; they add up to the
   double tp_comm = 0;          // tensor-parallel collectives (not overlapped)
   double pp_p2p = 0;           // pipeline sends and receives
   double bubble = 0;           // pipeline fill and drain: (p - 1) / v slots
-  double dp_comm_exposed = 0;  // gradient reduction (and ZeRO-1 gather) not hidden by backward
+  double dp_comm_exposed = 0;  // gradient reduction (and ZeRO-1/2's weight gather) not hidden by backward
+  double weight_gather_exposed = 0;  // ZeRO-3 / FSDP: per-layer weight all-gathers not hidden by compute
   double optimizer = 0;        // AdamW update, memory-bound
   double device_sharing = 0;   // ranks waiting for a device other ranks use (oversubscribed runs)
 };
@@ -77,8 +78,9 @@ struct MemoryBreakdown {  // bytes per device, on the most loaded pipeline stage
   double activations = 0;
   double comm_buffers = 0;
   double runtime_overhead = 0;
+  double gathered_weights = 0;  // ZeRO-3 / FSDP: the whole weights of the unit computing and the one prefetched
   double Total() const {
-    return weights + gradients + optimizer_states + activations + comm_buffers + runtime_overhead;
+    return weights + gradients + optimizer_states + activations + comm_buffers + runtime_overhead + gathered_weights;
   }
 };
 
@@ -159,7 +161,11 @@ class PerformanceModel {
   struct DpOverlap {
     double forward = 0, backward = 0;
   };
-  double DataParallelExposedTime(const Layout& layout, const StageParameters& stage, DpOverlap hide) const;
+  struct DpExposed {  // seconds per step
+    double gradients = 0;      // gradient reduction, and ZeRO-1/2's gather of the updated weights
+    double weight_gather = 0;  // ZeRO-3's per-layer gathers before forward and backward
+  };
+  DpExposed DataParallelExposedTime(const Layout& layout, const StageParameters& stage, DpOverlap hide) const;
   double TiedEmbeddingTime(const Layout& layout, double embedding_params) const;
   double OptimizerTime(const Layout& layout, double params) const;
   double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,

@@ -161,6 +161,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   add_time("pipeline point-to-point", p.time.pp_p2p);
   add_time("pipeline bubble", p.time.bubble);
   add_time("data-parallel communication (exposed)", p.time.dp_comm_exposed);
+  if (layout->zero >= 3) add_time("FSDP weight all-gathers (exposed)", p.time.weight_gather_exposed);
   add_time("optimizer step", p.time.optimizer);
   if (p.time.device_sharing > 0) add_time("waiting for devices other ranks use", p.time.device_sharing);
   fmt::print("{}\n", time.Render());
@@ -176,6 +177,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   add_mem("activations in flight", p.memory.activations);
   add_mem("communication buffers", p.memory.comm_buffers);
   add_mem("runtime overhead", p.memory.runtime_overhead);
+  if (layout->zero >= 3) add_mem("gathered weights (FSDP: computing and prefetched unit)", p.memory.gathered_weights);
   fmt::print("{}", mem.Render());
   fmt::print("total {:.1f} GB of {:g} GB: {}\n", p.memory_bytes / 1e9, mem_gb,
              p.fits ? "fits" : "DOES NOT FIT (out of memory)");

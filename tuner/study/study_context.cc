@@ -39,7 +39,9 @@ search::PriorPrediction PriorOf(const runner::Prediction& p) {
   const runner::MemoryBreakdown& m = p.memory;
   return {p.step_time_s,
           p.memory_bytes,
-          {m.weights, m.gradients, m.optimizer_states, m.activations, m.comm_buffers, m.runtime_overhead}};
+          // FSDP's gathered weights are weight bytes: they share the weights' multiplier.
+          {m.weights + m.gathered_weights, m.gradients, m.optimizer_states, m.activations, m.comm_buffers,
+           m.runtime_overhead}};
 }
 
 search::PriorModel StudyContext::Prior() const {
