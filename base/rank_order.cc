@@ -37,9 +37,10 @@ std::string Names(const OrderDims& dims, std::string_view separator = "-") {
 
 // `order` names each of `names` once, innermost first.
 Result<OrderDims> ParseOrder(std::string_view order, const OrderDims& names) {
-  const Status bad =
-      InvalidArgument(fmt::format("rank order '{}': expected each of {} once, innermost first, e.g. {}",
-                                  order, Names(names, ", "), Names(names)));
+  auto bad = [&] {
+    return InvalidArgument(fmt::format("rank order '{}': expected each of {} once, innermost first, e.g. {}",
+                                       order, Names(names, ", "), Names(names)));
+  };
   OrderDims dims{};
   std::array<bool, kNumGridDims> seen{};
   int count = 0;
@@ -50,12 +51,12 @@ Result<OrderDims> ParseOrder(std::string_view order, const OrderDims& names) {
     int found = -1;
     for (int i = 0; i < kNumGridDims; ++i)
       if (ToString(names[i]) == name) found = i;
-    if (found < 0 || seen[found] || count == kNumGridDims) return bad;
+    if (found < 0 || seen[found] || count == kNumGridDims) return bad();
     seen[found] = true;
     dims[count++] = names[found];
     at = dash + 1;
   }
-  if (count != kNumGridDims) return bad;
+  if (count != kNumGridDims) return bad();
   return dims;
 }
 
@@ -94,10 +95,16 @@ Result<RankOrder> RankOrder::CreateGrids(const GridSizes& g) {
   if (!dense.ok()) return dense.status();
   Result<OrderDims> expert = ParseOrder(g.expert_order, kExpertDims);
   if (!expert.ok()) return expert.status();
+  return Arrange(g, *dense, *expert);
+}
 
+// The sizes and strides of both grids in the given orders (sizes already checked).
+Result<RankOrder> RankOrder::Arrange(const GridSizes& g, const std::array<GridDim, kNumGridDims>& dense,
+                                     const std::array<GridDim, kNumGridDims>& expert) {
+  const int etp = g.etp == 0 ? g.tp : g.etp;
   RankOrder r;
-  r.order_ = *dense;
-  r.expert_order_ = *expert;
+  r.order_ = dense;
+  r.expert_order_ = expert;
   auto set = [&r](GridDim d, int size, int stride) {
     r.sizes_[static_cast<int>(d)] = size;
     r.strides_[static_cast<int>(d)] = stride;
@@ -132,14 +139,15 @@ Result<RankOrder> RankOrder::CreateGrids(const GridSizes& g) {
   return r;
 }
 
+// The performance model asks for a layout's grid several times per prediction: the default
+// orders are arranged directly, without parsing their names.
 RankOrder RankOrder::Of(const Layout& l) {
-  if (l.dp_replicate <= 1 || l.dp % l.dp_replicate != 0) return *Create({l.tp, 1, l.dp, l.pp});
   GridSizes sizes;
   sizes.tp = l.tp;
   sizes.dp = l.dp;
   sizes.pp = l.pp;
-  sizes.dp_replicate = l.dp_replicate;
-  return *CreateGrids(sizes);
+  sizes.dp_replicate = l.dp_replicate >= 1 && l.dp % l.dp_replicate == 0 ? l.dp_replicate : 1;
+  return *Arrange(sizes, kDenseDims, kExpertDims);
 }
 
 std::vector<int> RankOrder::Group(int rank, GridDim d) const {

@@ -66,7 +66,8 @@ class RankOrder {
   // divide dp, etp ep does not divide tp cp dp, an order is malformed, or the two orders would
   // give the grids different pipeline groups.
   static Result<RankOrder> CreateGrids(const GridSizes& sizes);
-  // A layout's grid in the default order (cp 1 until layouts carry it).
+  // A layout's grid in the default order, dp split into shard x replicate by its dp_replicate
+  // (cp 1 until layouts carry it).
   static RankOrder Of(const Layout& l);
 
   int World() const { return world_; }
@@ -93,6 +94,8 @@ class RankOrder {
   std::string ExpertOrder() const;
 
  private:
+  static Result<RankOrder> Arrange(const GridSizes& sizes, const std::array<GridDim, kNumGridDims>& dense,
+                                   const std::array<GridDim, kNumGridDims>& expert);
   std::array<int, kNumAllGridDims> sizes_{1, 1, 1, 1, 1, 1, 1, 1, 1};
   std::array<int, kNumAllGridDims> strides_{1, 1, 1, 1, 1, 1, 1, 1, 1};
   std::array<GridDim, kNumGridDims> order_{GridDim::kTp, GridDim::kCp, GridDim::kDp, GridDim::kPp};

@@ -24,6 +24,7 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
   const std::string gbs = std::to_string(l.GlobalBatch());
   std::map<std::string, std::string> texts = {
       {"dp", std::to_string(l.dp)},
+      {"dp_shard", std::to_string(l.ShardGroup())},
       {"gbs", gbs},
       {"global_batch", gbs},
       {"num_micro_batches", std::to_string(l.num_micro_batches)},

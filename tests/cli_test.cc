@@ -28,13 +28,14 @@ void ExpectOneLineError(const testing::CliRun& run, int exit_code, const std::st
   EXPECT_NE(run.err.find(fragment), std::string::npos) << run.err;
 }
 
+// (114,300 legal layouts since issue 34 added ZeRO 2-3 and hybrid sharding to the default space.)
 TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   TempDir dir;
   const std::string store = "--store " + (dir / "store");
   testing::CliRun first = RunTunepar(store + " search --world 3072");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_NE(first.out.find("Best 10 layouts by predicted throughput"), std::string::npos) << first.out;
-  EXPECT_NE(first.out.find("legal layouts 13,770"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("legal layouts 114,300"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("(new)"), std::string::npos);
 
   testing::CliRun second = RunTunepar(store + " --json search --world 3072");
@@ -42,7 +43,7 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   nlohmann::json j = nlohmann::json::parse(second.out);
   EXPECT_TRUE(j["resumed"].get<bool>());
   EXPECT_EQ(j["evaluated_now"].get<int>(), 0);
-  EXPECT_EQ(j["trial_count"].get<int>(), 13770);
+  EXPECT_EQ(j["trial_count"].get<int>(), 114300);
   const std::string study = j["study"];
   ASSERT_EQ(j["best"].size(), 10u);
   // Ranked best first.
@@ -53,7 +54,7 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
   testing::CliRun list = RunTunepar(store + " list");
   ASSERT_EQ(list.exit_code, 0) << list.err;
   EXPECT_NE(list.out.find(study), std::string::npos) << list.out;
-  EXPECT_NE(list.out.find("13,770"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("114,300"), std::string::npos) << list.out;
 
   testing::CliRun show = RunTunepar(store + " show " + study + " --limit 3");
   ASSERT_EQ(show.exit_code, 0) << show.err;
@@ -61,14 +62,14 @@ TEST(Cli, SearchRanksLayoutsAndASecondRunReadsThemBack) {
 
   testing::CliRun csv = RunTunepar(store + " export " + study + " --csv");
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
-  EXPECT_EQ(CountLines(csv.out), 13770 + 1);
+  EXPECT_EQ(CountLines(csv.out), 114300 + 1);
   EXPECT_EQ(csv.out.rfind("study,node_id,number,layout,tp,pp,dp", 0), 0u);
 
   testing::CliRun json = RunTunepar(store + " export " + study + " --json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   nlohmann::json exported = nlohmann::json::parse(json.out);
-  EXPECT_EQ(exported["trials"].size(), 13770u);
-  EXPECT_EQ(exported["trial_count"].get<int>(), 13770);
+  EXPECT_EQ(exported["trials"].size(), 114300u);
+  EXPECT_EQ(exported["trial_count"].get<int>(), 114300);
   EXPECT_NE(exported["model_toml"].get<std::string>().find("gpt-1t"), std::string::npos);
 }
 
@@ -272,9 +273,10 @@ TEST(Cli, EverySubcommandHasHelp) {
 TEST(Cli, SpaceCountsAndExplains) {
   testing::CliRun run = RunTunepar("space --world 3072");
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("legal 13,770"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("legal 114,300"), std::string::npos) << run.out;
   for (const char* c : {"tp_within_node", "pp_divides_layers", "batch_divisible", "interleave_micro_batches",
-                        "seq_parallel_needs_tp", "tp_fits_kv_heads", "seq_parallel_splits_sequence"}) {
+                        "seq_parallel_needs_tp", "tp_fits_kv_heads", "seq_parallel_splits_sequence",
+                        "dp_replicate_needs_zero", "dp_replicate_divides_dp", "dp_replicate_leaves_shards"}) {
     EXPECT_NE(run.out.find(c), std::string::npos) << c;
   }
   testing::CliRun list = RunTunepar("space --world 64 --model gpt-22b --space megatron --list");

@@ -171,6 +171,7 @@ SpaceSpec OpenSpace() {
   space.Set(Knob::kSeqParallel, testing::Codes({false, true}));
   space.Set(Knob::kVirtualStages, testing::Codes({1, 2}));
   space.Set(Knob::kFlashAttention, testing::Codes({false, true}));
+  space.Set(Knob::kDpReplicate, testing::Codes({1, 2}));
   return space;
 }
 
@@ -201,8 +202,9 @@ TEST(CommandKnobs, OnlyWhatTheTemplatePassesIsReceived) {
   // Received in part: none and selective run the same program; none (listed first) stands for both.
   EXPECT_EQ(support->Of(Knob::kRecompute),
             (std::vector<int>{static_cast<int>(Recompute::kNone), static_cast<int>(Recompute::kFull)}));
-  EXPECT_EQ(PinnedKnobs(*support), "zero0 rcnone rcfull sp0 vpp1 fa0");
-  EXPECT_EQ(UnreceivedKnobs(*support), "zero 0, seq_parallel off, virtual_stages 1, flash_attention off");
+  EXPECT_EQ(PinnedKnobs(*support), "zero0 rcnone rcfull sp0 vpp1 fa0 dpr1");
+  EXPECT_EQ(UnreceivedKnobs(*support),
+            "zero 0, seq_parallel off, virtual_stages 1, flash_attention off, dp_replicate 1");
 }
 
 TEST(CommandKnobs, DerivedAndConditionalPlaceholdersCarryTheirKnobs) {
@@ -213,21 +215,29 @@ TEST(CommandKnobs, DerivedAndConditionalPlaceholdersCarryTheirKnobs) {
       "--layers-per-chunk {layers_per_virtual_stage} --{precision} --recompute {recompute}")
                                     .SupportedKnobs(OpenSpace(), 8);
   ASSERT_TRUE(support.ok()) << support.status().message();
-  EXPECT_EQ(PinnedKnobs(*support), "");
+  EXPECT_EQ(PinnedKnobs(*support), "dpr1");  // nothing carries hybrid sharding
+  // The shard group, dp / dp_replicate, carries it.
+  Result<KnobSupport> hybrid = Backend(
+      "train --dp {dp} --shard {dp_shard} --nmb {nmb} {sp?--sequence-parallel} {flash_attention?--flash} --zero {zero} "
+      "--layers-per-chunk {layers_per_virtual_stage} --{precision} --recompute {recompute}")
+                                   .SupportedKnobs(OpenSpace(), 8);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status().message();
+  EXPECT_EQ(PinnedKnobs(*hybrid), "");
 }
 
 TEST(CommandKnobs, TheLayoutVariableCountsOnlyWhenTheProgramReadsIt) {
   EXPECT_EQ(PinnedKnobs(Backend("train {tp} {pp} {mbs} {precision}").SupportedKnobs(OpenSpace(), 8).value()),
-            "zero0 rcnone sp0 vpp1 fa0");
+            "zero0 rcnone sp0 vpp1 fa0 dpr1");
   EXPECT_EQ(PinnedKnobs(Backend("train", true).SupportedKnobs(OpenSpace(), 8).value()), "");
 }
 
 TEST(CommandKnobs, TheDeepSpeedConfigCarriesItsKnobs) {
-  // ZeRO stage, precision and micro-batch reach the program through the config file alone.
+  // ZeRO stage, precision and micro-batch reach the program through the config file alone; it
+  // carries no hybrid sharding.
   Result<KnobSupport> support =
       Backend("train --tp {tp} --pp {pp} --deepspeed_config {deepspeed_config}").SupportedKnobs(OpenSpace(), 8);
   ASSERT_TRUE(support.ok()) << support.status().message();
-  EXPECT_EQ(PinnedKnobs(*support), "rcnone sp0 vpp1 fa0");
+  EXPECT_EQ(PinnedKnobs(*support), "rcnone sp0 vpp1 fa0 dpr1");
 }
 
 TEST(CommandKnobs, AKnobWithNoValueToRunAtMustBeDeclared) {

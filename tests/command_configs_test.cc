@@ -186,8 +186,16 @@ void CheckMegatronLm(Verdict& v, const Layout& l, const ModelShape& m) {
     v.expect_flag("--recompute-method", "uniform");
     v.expect_flag("--recompute-num-layers", "1");
   }
-  v.expect("ZeRO (--use-distributed-optimizer)", v.has("--use-distributed-optimizer") ? "1" : "0",
-           std::to_string(l.zero));
+  // ZeRO 1: the distributed optimizer; 2 and 3: custom FSDP over it, gradients (and weights) sharded.
+  const std::string strategy = v.has("--use-custom-fsdp") ? v.f("--data-parallel-sharding-strategy") : "";
+  const int stage = !v.has("--use-distributed-optimizer") ? 0
+                    : strategy.empty()                    ? 1
+                    : strategy == "optim_grads"           ? 2
+                    : strategy == "optim_grads_params"    ? 3
+                                                          : -1;
+  v.expect("ZeRO (distributed optimizer, custom FSDP strategy)", std::to_string(stage), std::to_string(l.zero));
+  if (l.zero >= 2) v.expect_on("--no-gradient-accumulation-fusion", true);
+  v.expect("hybrid sharding (not mapped)", "1", std::to_string(l.dp_replicate));
 }
 
 void CheckTorchtitan(Verdict& v, const Layout& l, const ModelShape& m) {
@@ -202,9 +210,13 @@ void CheckTorchtitan(Verdict& v, const Layout& l, const ModelShape& m) {
   v.expect_flag("--training.mixed_precision_param", l.precision == Precision::kBf16   ? "bfloat16"
                                                     : l.precision == Precision::kFp32 ? "float32"
                                                                                       : "(none: fp16)");
-  // FSDP over data parallelism shards the optimizer states: ZeRO 1 (and more), never 0.
-  v.expect("FSDP over dp (ZeRO 1)", v.f("--parallelism.data_parallel_shard_degree") == std::to_string(l.dp) ? "1" : "0",
-           std::to_string(l.zero));
+  // FSDP2 over the shard group, replicated across dp_replicate groups (HSDP); resharding after
+  // forward is ZeRO 3, keeping the gathered weights until backward ZeRO 2.
+  v.expect_flag("--parallelism.data_parallel_shard_degree", std::to_string(l.dp / l.dp_replicate));
+  v.expect_flag("--parallelism.data_parallel_replicate_degree", std::to_string(l.dp_replicate));
+  v.expect_flag("--parallelism.fsdp_reshard_after_forward", l.zero == 3   ? "always"
+                                                            : l.zero == 2 ? "never"
+                                                                          : "(none: ZeRO 0 or 1)");
   v.expect("interleaving (not mapped)", "1", std::to_string(l.virtual_stages));
   v.expect_flag("--model.name", "llama3");
   auto flavor = kTorchtitanFlavor.find(m.name);

@@ -141,7 +141,7 @@ TEST(SpaceConfig, RejectsBadKnobs) {
       {"knobs.micro_batch", "at least one"});
   ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "micro_batch = [1, 2]\n", ""), "s.toml"),
                     {"knobs.micro_batch", "missing"});
-  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "zero = [0, 1]", "zero = [0, 3]"), "s.toml"),
+  ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "zero = [0, 1]", "zero = [0, 4]"), "s.toml"),
                     {"knobs.zero", "out of range"});
   ExpectConfigError(ParseSpaceSpec(Edit(kSpace, "pp = \"divisors\"", "pp = \"all\""), "s.toml"),
                     {"knobs.pp", "divisors"});

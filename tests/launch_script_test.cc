@@ -303,7 +303,7 @@ TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
             "train.py --dp 2'");
   // The shipped torchtitan config on 8 nodes: 8 launchers of 8 workers, not 512 trainers.
   const CliRun titan = RunTunepar(
-      "launch-script --model llama3-8b --hardware dgx-h100 --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 "
+      "launch-script --model llama3-8b --hardware dgx-h100 --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero3-rcnone-sp0-vpp1-fa0 "
       "--command-config " + kTorchtitan + " --steps 1000");
   ASSERT_EQ(titan.exit_code, 0) << titan.err;
   const std::string step = Steps(titan.out).back();
@@ -319,16 +319,25 @@ TEST(LaunchScript, TorchrunRunsOncePerNodeWithTheAllocationsRendezvous) {
 }
 
 // A command config says in [knobs] what its program runs: a layout outside them (torchtitan has
-// no fp16 and no interleaving) gets no script, whose program would fail or run another layout.
+// no fp16, no interleaving, and shards with FSDP2: ZeRO 2 or 3) gets no script, whose program
+// would fail or run another layout.
 TEST(LaunchScript, ALayoutTheCommandConfigDoesNotRunGetsNoScript) {
   const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-";
   const std::string titan = "launch-script --model llama3-8b --hardware dgx-h100 --steps 1000 --command-config " + kTorchtitan;
-  ExpectOneLineError(RunTunepar(titan + layout + "fp16-zero1-rcnone-sp0-vpp1-fa0"), kExitUsage,
-                     "runs precision bf16, fp32 only (its [knobs]); layout tp8-pp2-dp4-mbs1-nmb256-fp16-zero1-rcnone-"
+  ExpectOneLineError(RunTunepar(titan + layout + "fp16-zero3-rcnone-sp0-vpp1-fa0"), kExitUsage,
+                     "runs precision bf16, fp32 only (its [knobs]); layout tp8-pp2-dp4-mbs1-nmb256-fp16-zero3-rcnone-"
                      "sp0-vpp1-fa0 has precision fp16");
-  ExpectOneLineError(RunTunepar(titan + " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp2-fa0"),
+  ExpectOneLineError(RunTunepar(titan + " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero3-rcnone-sp0-vpp2-fa0"),
                      kExitUsage, "runs virtual_stages 1 only");
-  EXPECT_EQ(RunTunepar(titan + layout + "bf16-zero1-rcnone-sp0-vpp1-fa0").exit_code, 0);
+  ExpectOneLineError(RunTunepar(titan + layout + "bf16-zero1-rcnone-sp0-vpp1-fa0"), kExitUsage, "runs zero 2, 3 only");
+  EXPECT_EQ(RunTunepar(titan + layout + "bf16-zero3-rcnone-sp0-vpp1-fa0").exit_code, 0);
+  // Hybrid sharding reaches FSDP2's 2-D mesh: 2 replicas of shard groups of 2.
+  const CliRun hybrid = RunTunepar(titan + layout + "bf16-zero2-rcnone-sp0-vpp1-fa0-dpr2");
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.err;
+  EXPECT_NE(hybrid.out.find("--parallelism.data_parallel_shard_degree 2 --parallelism.data_parallel_replicate_degree 2 "
+                            "--parallelism.fsdp_reshard_after_forward never"),
+            std::string::npos)
+      << hybrid.out;
 }
 
 // The Megatron-LM config's launch carries the layout and the model's shape as its flags (llama3-70b:
@@ -355,7 +364,7 @@ TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
 // named): torchtitan trains its flavours only, Megatron-DeepSpeed no Llama shape, and a
 // --training-command that does not pass a field the model sets.
 TEST(LaunchScript, AModelTheProgramCannotTrainGetsNoScript) {
-  const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 --steps 1000";
+  const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero3-rcnone-sp0-vpp1-fa0 --steps 1000";
   ExpectOneLineError(RunTunepar("launch-script --model gpt-22b --hardware dgx-h100 --command-config " + kTorchtitan +
                                 layout),
                      kExitConfig, "command config torchtitan.toml passes the model as a torchtitan flavour "

@@ -26,7 +26,11 @@ constexpr int kBudget = 30;
 // The legal set, the performance model and what the proposer is told of it, built once.
 struct Case {
   Case() {
-    const Result<Problem> problem = LoadProblem("gpt-175b", "dgx-a100", "default");
+    // The space of 2026-11 (ZeRO 0-1), the one this test was written for: with ZeRO 2-3 in the
+    // space, sharded layouts predicted to fit come near the fastest, and a seed's search can end
+    // without any probe that fitted (seen when the default space grew), which is not what the
+    // probes' test is about.
+    const Result<Problem> problem = LoadProblem("gpt-175b", "dgx-a100", testing::kSpace2026_11);
     EXPECT_TRUE(problem.ok());
     const Result<search::SpaceEnumeration> space = search::EnumerateSpace(MakeSpaceQuery(*problem, 1024));
     EXPECT_TRUE(space.ok());

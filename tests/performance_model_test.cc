@@ -1,6 +1,7 @@
 #include "runner/performance_model.h"
 
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -166,30 +167,87 @@ TEST(Formulas, ZeroModelStatesReproduceThePapersExample) {
   EXPECT_NEAR(two.gradients * 64, one.gradients, 1);
 }
 
+// The memory terms of every stage against the ZeRO formulas by hand, on two layouts each (one
+// hybrid): with bf16 storage, P parameters on the stage hold 2P bytes of weights, 4P of fp32
+// gradients and 12P of fp32 master weights and Adam moments; stage k splits the last k of those
+// over the shard group S = dp / dp_replicate (Rajbhandari et al. 2020, figure 1, with
+// Megatron's fp32 gradients).
+TEST_F(Physics, ZeroMemoryTermsMatchTheFormulasByHand) {
+  for (auto [pp, dp, replicas] : {std::tuple{16, 16, 1}, std::tuple{96, 32, 4}}) {
+    tunepar::Layout base = Layout(4, pp, dp);
+    const double P0 = P(base).memory.weights / 2;  // ZeRO-0: the stage's parameters at 2 bytes
+    for (int stage = 0; stage <= 3; ++stage) {
+      tunepar::Layout l = base;
+      l.zero = stage;
+      l.dp_replicate = stage == 0 ? 1 : replicas;
+      const double S = l.ShardGroup();
+      const MemoryBreakdown m = P(l).memory;
+      SCOPED_TRACE(LayoutKey(l));
+      EXPECT_NEAR(m.weights, 2 * P0 / (stage >= 3 ? S : 1), 1e-9 * P0);
+      EXPECT_NEAR(m.gradients, 4 * P0 / (stage >= 2 ? S : 1), 1e-9 * P0);
+      EXPECT_NEAR(m.optimizer_states, 12 * P0 / (stage >= 1 ? S : 1), 1e-9 * P0);
+    }
+  }
+}
+
 TEST_F(Physics, ZeroThreeShardsTheWeightsAndHoldsTwoGatheredLayers) {
   tunepar::Layout one = Layout(4, 16, 16), three = one;
   one.zero = 1;
   three.zero = 3;
   const Prediction p1 = P(one), p3 = P(three);
-  // gpt-175b: a layer has (4h^2 + 3h + 2hf + f) / t + 5h parameters on its tp rank, f = 4h.
+  // gpt-175b: a layer has (4h^2 + 3h + 2hf + f) / t + 5h parameters on its tp rank, f = 4h; the
+  // first stage's embedding shard (V h / t) is smaller, so the two units in flight are layers.
   const double h = model_.hidden, layer = (12 * h * h + 7 * h) / 4 + 5 * h;
-  EXPECT_NEAR(p3.memory.weights, p1.memory.weights / 16 + 2 * layer * 2, 1e-6 * p1.memory.weights);
+  ASSERT_LT(model_.vocab * h / 4, layer);
+  EXPECT_NEAR(p3.memory.weights * 16, p1.memory.weights, 1e-6 * p1.memory.weights);
+  EXPECT_NEAR(p3.memory.gathered_weights, 2 * layer * 2, 1e-6 * layer);
+  EXPECT_EQ(p1.memory.gathered_weights, 0.0);
   EXPECT_NEAR(p3.memory.gradients * 16, p1.memory.gradients, 1e-6 * p1.memory.gradients);
   EXPECT_EQ(p3.memory.optimizer_states, p1.memory.optimizer_states);
+  EXPECT_NEAR(p3.memory_bytes, p3.memory.weights + p3.memory.gathered_weights + p3.memory.gradients +
+                                   p3.memory.optimizer_states + p3.memory.activations + p3.memory.comm_buffers +
+                                   p3.memory.runtime_overhead,
+              1.0);
   EXPECT_LT(p3.memory_bytes, p1.memory_bytes);
 }
 
 // FSDP gathers the weights twice per micro-batch: across nodes (dp members 4 ranks apart at tp 4,
 // so a group of 16 spans 8 nodes) its exposed time exceeds ZeRO-1's, and grows with the group.
+// The gathers are their own term of the step; the parts still add up to it.
 TEST_F(Physics, ZeroThreeGathersCostMoreAcrossMoreNodes) {
   tunepar::Layout small = Layout(4, 16, 4), large = Layout(4, 16, 16);
   tunepar::Layout small1 = small;
   small.zero = large.zero = 3;
   small1.zero = 1;
-  EXPECT_GT(P(small).time.dp_comm_exposed, P(small1).time.dp_comm_exposed);
-  const double per_micro_batch_small = P(small).time.dp_comm_exposed / small.num_micro_batches;
-  const double per_micro_batch_large = P(large).time.dp_comm_exposed / large.num_micro_batches;
-  EXPECT_GT(per_micro_batch_large, per_micro_batch_small);
+  auto data_parallel = [&](const tunepar::Layout& l) {
+    const TimeBreakdown t = P(l).time;
+    return t.dp_comm_exposed + t.weight_gather_exposed;
+  };
+  EXPECT_GT(data_parallel(small), data_parallel(small1));
+  EXPECT_EQ(P(small1).time.weight_gather_exposed, 0.0);
+  EXPECT_GT(P(large).time.weight_gather_exposed, 0.0);
+  EXPECT_GT(data_parallel(large) / large.num_micro_batches, data_parallel(small) / small.num_micro_batches);
+  const Prediction p = P(large);
+  const TimeBreakdown& t = p.time;
+  EXPECT_NEAR(t.compute + t.tp_comm + t.pp_p2p + t.bubble + t.dp_comm_exposed + t.weight_gather_exposed +
+                  t.optimizer + t.device_sharing,
+              p.step_time_s, 1e-9 * p.step_time_s);
+}
+
+// Hybrid sharding: a shard group of one node (dp 32 at tp 1 is 4 nodes of 8; dp_replicate 4
+// leaves 8 ranks, one node, per group) gathers over the node's links instead of the network,
+// holds 4x the sharded states, and all-reduces the gradient shard across the 4 replicas.
+TEST_F(Physics, HybridShardingGathersInsideANodeAndHoldsMoreStates) {
+  tunepar::Layout full = Layout(1, 96, 32), hybrid = full;  // 1536 / 32 = 48 micro-batches
+  full.zero = hybrid.zero = 3;
+  hybrid.dp_replicate = 4;
+  ASSERT_EQ(hybrid.ShardGroup(), 8);
+  const Prediction pf = P(full), ph = P(hybrid);
+  EXPECT_NEAR(ph.memory.weights, 4 * pf.memory.weights, 1e-9 * ph.memory.weights);
+  EXPECT_NEAR(ph.memory.gradients, 4 * pf.memory.gradients, 1e-9 * ph.memory.gradients);
+  EXPECT_NEAR(ph.memory.optimizer_states, 4 * pf.memory.optimizer_states, 1e-9 * ph.memory.optimizer_states);
+  EXPECT_EQ(ph.memory.gathered_weights, pf.memory.gathered_weights);
+  EXPECT_LT(ph.time.weight_gather_exposed, pf.time.weight_gather_exposed);
 }
 
 TEST_F(Physics, FullRecomputationCutsActivationsAndAddsOneForwardPass) {

@@ -248,13 +248,20 @@ TEST(Space, LegalLayoutsAreUniqueAndSatisfyEveryConstraint) {
 }
 
 // The default space for gpt-1t at 3072 GCDs: the issue's reference problem. The count pins
-// the constraint set; a change here must be deliberate.
+// the constraint set; a change here must be deliberate. Issue 34 grew it from 13,770 legal
+// layouts (522,720 candidates; tests/data/space-2026-11.toml still gives those) with ZeRO 2 and
+// 3 and hybrid sharding (dp_replicate 1-64).
 TEST(Space, Gpt1tAtWorld3072) {
   const ModelShape m = testing::PresetModel("gpt-1t");
   const SpaceSpec s = testing::PresetSpace("default");
   SpaceEnumeration e = Enumerate(3072, m, s);
-  EXPECT_EQ(e.candidates, 522720);
-  EXPECT_EQ(e.legal.size(), 13770u);
+  EXPECT_EQ(e.candidates, 7318080);
+  EXPECT_EQ(e.legal.size(), 114300u);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 41310);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateDividesDp), 37170);
+  const SpaceEnumeration before = Enumerate(3072, m, testing::Space2026_11());
+  EXPECT_EQ(before.candidates, 522720);
+  EXPECT_EQ(before.legal.size(), 13770u);
   // Issue 33's rules for GQA and sequence parallelism exclude no GPT layout.
   EXPECT_EQ(e.Excluded(Constraint::kTpFitsKvHeads), 0);
   EXPECT_EQ(e.Excluded(Constraint::kSeqParallelSplitsSequence), 0);

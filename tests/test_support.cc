@@ -61,6 +61,12 @@ SpaceSpec PresetSpace(const std::string& name) {
   return *s;
 }
 
+SpaceSpec Space2026_11() {
+  Result<SpaceSpec> s = ParseSpaceSpec(ReadFile(kSpace2026_11), "space-2026-11");
+  if (!s.ok()) throw std::runtime_error(s.status().message());
+  return *s;
+}
+
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;

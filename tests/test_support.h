@@ -44,6 +44,9 @@ std::vector<int> Codes(std::initializer_list<T> values) {
 ModelShape PresetModel(const std::string& name);
 runner::HardwareProfile PresetHardware(const std::string& name);
 SpaceSpec PresetSpace(const std::string& name);
+// The default space of 2026-11, before issue 34 (ZeRO 0-1, no hybrid sharding): tests/data/space-2026-11.toml.
+inline constexpr const char* kSpace2026_11 = TUNEPAR_SOURCE_DIR "/tests/data/space-2026-11.toml";
+SpaceSpec Space2026_11();
 std::string PresetText(const std::string& kind, const std::string& name);
 
 void WriteFile(const std::string& path, const std::string& text);

@@ -57,6 +57,10 @@ inline std::vector<int> SequenceParallelValues(CoreBuild build) {
   return {0, 1};
 }
 
+// ZeRO 0 and 1 without hybrid sharding: stages 2 and 3 and dp_replicate are the performance
+// model's until the core implements them.
+inline std::vector<int> ZeroStages(CoreBuild) { return {0, 1}; }
+
 // vpp1, and sp0 / fa0 unless the build runs them: the knobs it does not implement, fixed off (a
 // knob whose every value runs has no entry, as KnobSupport says: "vpp1" for the CPU and CUDA
 // builds, "sp0 vpp1 fa0" for the HIP build).
@@ -64,6 +68,8 @@ inline KnobSupport SupportedKnobs(CoreBuild build) {
   KnobSupport support;
   if (const std::vector<int> sp = SequenceParallelValues(build); sp.size() == 1) support.Of(Knob::kSeqParallel) = sp;
   support.Of(Knob::kVirtualStages) = {1};
+  support.Of(Knob::kZero) = ZeroStages(build);
+  support.Of(Knob::kDpReplicate) = {1};
   if (const std::vector<int> fa = FlashAttentionValues(build); fa.size() == 1) support.Of(Knob::kFlashAttention) = fa;
   return support;
 }
