@@ -339,16 +339,19 @@ TEST(CorePrecision, SequenceParallelAgreesInBf16WithFusedAttention) {
   ExpectGradientsWithin(ref.gradients, run.gradients, 5e-2);
 }
 
-// ZeRO-1 all-gathers 16-bit weights as 16-bit numbers: with three replicas the larger stage of
-// two has an odd shard (118400 values / 3 -> 39467), so the gather moves an odd count per rank,
-// through MPI and through the NCCL stand-in's path; the weights after three steps are those of
-// one rank running the same global batch (3 sequences), to the storage rounding.
+// ZeRO all-gathers 16-bit weights as 16-bit numbers: with three replicas the larger stage of
+// two has an odd shard (ZeRO-1: 118400 values / 3 -> 39467; ZeRO-2/3 shard each unit, padded to a
+// multiple of 3, and ZeRO-3 gathers them before every pass, prefetched), so the gathers move odd
+// counts per rank, through MPI and through the NCCL stand-in's path; the weights after three
+// steps are those of one rank running the same global batch (3 sequences), to the storage rounding.
 TEST(CorePrecisionZero, SixteenBitWeightsAllGatherAnOddShard) {
   const CoreRun one = RunCore(1, "--model tiny --micro-batch 1 --micro-batches 3 --precision bf16");
   ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
-  for (const std::string comm : {"mpi", "nccl"}) {
-    SCOPED_TRACE(comm);
-    const CoreRun run = RunCore(6, "--model tiny --pp 2 --dp 3 --zero 1 --micro-batch 1 --micro-batches 1 --precision bf16 --comm " + comm,
+  for (const auto& [zero, comm] : std::vector<std::pair<std::string, std::string>>{
+           {"1", "mpi"}, {"1", "nccl"}, {"2", "mpi"}, {"3", "mpi"}, {"3", "nccl"}}) {
+    SCOPED_TRACE("zero " + zero + ", " + comm);
+    const CoreRun run = RunCore(6, "--model tiny --pp 2 --dp 3 --zero " + zero +
+                                       " --micro-batch 1 --micro-batches 1 --precision bf16 --comm " + comm,
                                 true, comm == "nccl" ? TUNEPAR_CORE_NCCL_OVER_MPI : TUNEPAR_CORE);
     ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
     ExpectLossesMatch(one, run, 2e-3);
