@@ -125,13 +125,12 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.clock = &clock_;
   ctx_.tp_comm = grid.tp_comm;
   ctx_.sequence_parallel = options.sequence_parallel && grid.tp > 1;
-  params_ = LayoutParameters(dims, ctx_.shard);
   loss_scale_ = options.precision == 1 ? options.initial_loss_scale : 1.0;
 
   const bool mixed = options.precision != 0;
   zero_ = grid.shard > 1 ? options.zero : 0;
   const int S = grid.shard;
-  params_ = LayoutParameters(dims, ctx_.shard, zero_ >= 2 ? S : 0);
+  params_ = LayoutParameters(dims, ctx_.shard, zero_ >= 2 ? S : 0);  // FSDP units for ZeRO-2/3
   padded_count_ = zero_ >= 2 ? params_.count : (params_.count + grid.dp - 1) / grid.dp * grid.dp;
   if (zero_ >= 2) {
     shards_ = ShardLayout::PerUnit(params_, S, grid.shard_rank);
