@@ -678,6 +678,29 @@ TEST(CoreMemory, ModelStatesAgreeWithThePerformanceModel) {
   }
 }
 
+// ZeRO-3 with a vocabulary larger than a block (as in real models): the embedding's unit is the
+// largest, and the core gathers it with a block. The model's gathered_weights (layer + max(layer,
+// V h / t)) leaves out what the core's embedding unit holds beside wte: the learned positions
+// (T h), and with the tied head on one stage the final norm (2 h); plus the model's missing bias.
+TEST(CoreMemory, TheGatheredEmbeddingUnitHoldsThePositionsAndTheFinalNorm) {
+  TempDir dir;
+  const std::string toml = dir / "tiny-v4096.toml";
+  testing::WriteFile(toml, "name = \"tiny-v4096\"\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                           "vocab = 4096\nglobal_batch = 8\n");
+  const Result<ModelShape> shape = ParseModelShape(testing::ReadFile(toml), toml, "tiny-v4096");
+  ASSERT_TRUE(shape.ok()) << shape.status().message();
+  const Result<runner::PerformanceModel> pm =
+      runner::PerformanceModel::Create(*shape, testing::PresetHardware("local-cpu"));
+  ASSERT_TRUE(pm.ok()) << pm.status().message();
+  const Result<Layout> layout = ParseLayoutKey(TinyDp2Key(3));
+  ASSERT_TRUE(layout.ok());
+  const double predicted = pm->Predict(*layout).memory.gathered_weights;
+  const double C = 64, T = 32, V = 4096, block = 12 * C * C + 13 * C;
+  const ZeroBytes counted = CountedBytes(TinyDp2Key(3), toml);
+  EXPECT_EQ(counted.gathered, 4 * (V * C + T * C + 2 * C + block));
+  EXPECT_EQ(counted.gathered - predicted, 4 * (T * C + 2 * C + C)) << "model " << predicted;
+}
+
 // Hybrid sharding shards over the shard group, not over dp: dp 4 as 2 replicas of 2 holds what
 // dp 2 holds, and ZeRO-3 over all 4 ranks half of its weight shard.
 TEST(CoreMemory, HybridShardingShardsOverTheShardGroup) {
