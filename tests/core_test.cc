@@ -701,6 +701,23 @@ TEST(CoreMemory, TheGatheredEmbeddingUnitHoldsThePositionsAndTheFinalNorm) {
   EXPECT_EQ(counted.gathered - predicted, 4 * (T * C + 2 * C + C)) << "model " << predicted;
 }
 
+// The cap applies to what ZeRO-3 allocates as it runs: tiny on dp 2 peaks at 4.6 MB with
+// ZeRO-1 and 3.8 MB with ZeRO-3, so a 4.2 MB cap ends the first as oom and fits the second; at
+// 3.5 MB ZeRO-3 runs out too, past its start (its gathered units and unit gradients count).
+TEST(CoreMemory, ZeroThreeFitsACapZeroOneDoesNot) {
+  auto run = [](int zero, const std::string& cap) {
+    return RunCore(2, "--model tiny --layout " + TinyDp2Key(zero) + " --memory-cap " + cap, false);
+  };
+  const CoreRun one = run(1, "4.2MB"), three = run(3, "4.2MB"), tight = run(3, "3.5MB");
+  EXPECT_EQ(one.process.exit_code, 3) << one.process.err;
+  EXPECT_EQ(one.result["status"], "oom");
+  EXPECT_EQ(three.process.exit_code, 0) << three.process.err;
+  EXPECT_LE(three.result["memory"]["peak_bytes"].get<double>(), 4.2e6);
+  EXPECT_EQ(tight.process.exit_code, 3) << tight.process.err;
+  EXPECT_EQ(tight.result["status"], "oom");
+  EXPECT_GT(tight.result["memory"]["peak_by_category"]["gathered_weights"].get<double>(), 0);
+}
+
 // Hybrid sharding shards over the shard group, not over dp: dp 4 as 2 replicas of 2 holds what
 // dp 2 holds, and ZeRO-3 over all 4 ranks half of its weight shard.
 TEST(CoreMemory, HybridShardingShardsOverTheShardGroup) {
