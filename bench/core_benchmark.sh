@@ -3,7 +3,11 @@
 #  1. one rank against PyTorch on the CPU (bench/peers/torch_gpt.py, Debian's python3-torch with
 #     OpenBLAS) training the same GPT shape (configs/models/small.toml) in fp32, 1 and N threads;
 #  2. the core's GEMMs against OpenBLAS sgemm on the same shapes (build/core_gemm_bench);
-#  3. TP = 2 on two ranks against one rank, on a compute-bound shape (bench/data/core-tp-bench.toml).
+#  3. TP = 2 on two ranks against one rank, on a compute-bound shape (bench/data/core-tp-bench.toml);
+#  4. ZeRO-3 on four ranks (the small model) against ZeRO-3 written from torch.distributed's
+#     primitives on gloo (bench/peers/torch_zero3_cpu.py; torch 1.13's FSDP refuses CPU-only).
+#     On the 2-core development machine (4 ranks oversubscribed, 10 steps): 0.34 s/step against
+#     6.6 s/step (0.05x; PyTorch's own single-rank step of 2 sequences takes 1.5 s there).
 #   bash bench/core_benchmark.sh [STEPS]        (default 15 measured steps, after 3 warm-up steps)
 # PyTorch's threads: torch.set_num_threads(T) does not bound OpenBLAS's own pool, so each peer
 # run is tried with OPENBLAS_NUM_THREADS = 1 and = T and the faster kept, as a user tuning it
@@ -49,4 +53,20 @@ import json, sys
 one, two = (json.load(open(f)) for f in sys.argv[1:3])
 print(f"1 rank: {one['step_time_s']:.3f} s/step; TP=2 on 2 ranks: {two['step_time_s']:.3f} s/step "
       f"(TP all-reduces {two['phases']['tp_comm']['max']:.3f} s): speedup {one['step_time_s'] / two['step_time_s']:.2f}x")
+PY
+
+echo
+echo "== 4. ZeRO-3 (FSDP) on 4 ranks, 1 thread each: the small model, global batch 8 (2 sequences a rank), fp32"
+echo "   tunepar-core --zero 3 vs bench/peers/torch_zero3_cpu.py (FSDP by hand on gloo: torch 1.13's FSDP refuses CPU)"
+$mpi --bind-to none -np 4 build/tunepar-core --model small --dp 4 --zero 3 --threads 1 --steps "$steps" --warmup 3 \
+  -q -o "$out/zero3.json"
+OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/peers/torch_zero3_cpu.py --ranks 4 --threads 1 --steps "$steps" --warmup 3 \
+  > "$out/torch-zero3.json"
+/usr/bin/python3 - "$out/zero3.json" "$out/torch-zero3.json" <<'PY'
+import json, sys
+core, torch = (json.load(open(f)) for f in sys.argv[1:3])
+c, t = core["step_time_s"], torch["step_time_s"]
+gathered = core["memory"]["peak_by_category"]["gathered_weights"] / 1e6
+print(f"core: {c:.3f} s/step (dp_comm {core['phases']['dp_comm']['max']:.3f} s, gathered weights {gathered:.2f} MB); "
+      f"torch: {t:.3f} s/step; core/torch {c / t:.2f}x (goal <= 1.0x)")
 PY

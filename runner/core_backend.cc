@@ -317,6 +317,9 @@ TrialPlan CoreBackend::Plan(const Layout& layout) const {
   }
   plan.measured.dp = dp;
   plan.sliced = dp != layout.dp;
+  // A slice of one or two replicas is one shard group: hybrid sharding's replicas are what it
+  // leaves out (their all-reduce is in the correction).
+  if (plan.sliced) plan.measured.dp_replicate = 1;
   return plan;
 }
 
@@ -325,7 +328,9 @@ double CoreBackend::SliceCorrection(const Layout& full, const Layout& slice) con
     ModelShape m = model_;
     m.global_batch = static_cast<int>(l.GlobalBatch());
     Result<PerformanceModel> pm = PerformanceModel::Create(m, hardware_);
-    return pm.ok() ? pm->Predict(l).time.dp_comm_exposed : 0.0;
+    if (!pm.ok()) return 0.0;
+    const Prediction p = pm->Predict(l);
+    return p.time.dp_comm_exposed + p.time.weight_gather_exposed;  // ZeRO-3's gathers grow with dp too
   };
   return std::max(0.0, exposed(full) - exposed(slice));
 }

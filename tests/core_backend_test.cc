@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/layout.h"
+#include "runner/core_backend.h"
 #include "runner/launch_environment.h"
 #include "runner/measured_runs.h"
 #include "runner/process_group.h"
@@ -296,6 +298,32 @@ TEST(LocalBackend, SlicesKeepTpAndPpAndAddTheModelsDpCommunication) {
   const testing::CliRun report = RunTunepar("--store " + store + " report " + OnlyStudy(store));
   EXPECT_NE(report.out.find(" sliced"), std::string::npos) << report.out;
   EXPECT_NE(report.out.find("(sliced: measured on fewer data-parallel replicas"), std::string::npos) << report.out;
+}
+
+// A slice of a hybrid-sharded layout is one shard group of at most two replicas (dp_replicate 1:
+// the core refuses a shard group of one rank), with the layout's ZeRO stage; a layout that fits
+// is launched with its dp_replicate (the key's -dprN fragment).
+TEST(LocalBackend, AHybridLayoutsSliceIsOneShardGroup) {
+  TempDir dir;
+  runner::CoreBackendOptions o;
+  o.core_binary = TUNEPAR_CORE;
+  o.capacity = 4;
+  o.slice = runner::SliceMode::kAuto;
+  const runner::CoreBackend backend(o, testing::PresetModel("tiny"), testing::PresetHardware("local-cpu"));
+  const Result<Layout> wide = ParseLayoutKey("tp1-pp2-dp8-mbs1-nmb1-fp32-zero3-rcnone-sp0-vpp1-fa0-dpr4");
+  ASSERT_TRUE(wide.ok()) << wide.status().message();
+  const runner::TrialPlan sliced = backend.Plan(*wide);
+  EXPECT_TRUE(sliced.sliced);
+  EXPECT_EQ(sliced.measured.dp, 2);
+  EXPECT_EQ(sliced.measured.dp_replicate, 1);
+  EXPECT_EQ(sliced.measured.zero, 3);
+  const Result<Layout> fits = ParseLayoutKey("tp1-pp1-dp4-mbs1-nmb2-fp32-zero2-rcnone-sp0-vpp1-fa0-dpr2");
+  ASSERT_TRUE(fits.ok()) << fits.status().message();
+  const runner::TrialPlan whole = backend.Plan(*fits);
+  EXPECT_FALSE(whole.sliced);
+  EXPECT_EQ(whole.measured.dp_replicate, 2);
+  const std::string command = backend.LaunchCommand(whole.measured, dir.path(), "hybrid");
+  EXPECT_NE(command.find("-zero2-rcnone-sp0-vpp1-fa0-dpr2"), std::string::npos) << command;
 }
 
 TEST(LocalBackend, BadSetupIsOneLineAndTouchesNothing) {

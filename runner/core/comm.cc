@@ -199,7 +199,7 @@ void SetUpComm(CommMode mode, const ProcessGrid& grid, bool world_group) {
   s.world = grid.world;
   if (mode != CommMode::kNccl) return;
   // Every rank creates its groups in this order, so no two groups wait for each other.
-  std::vector<MPI_Comm> groups = {grid.tp_comm, grid.dp_comm, grid.embedding_comm};
+  std::vector<MPI_Comm> groups = {grid.tp_comm, grid.dp_comm, grid.shard_comm, grid.replicate_comm, grid.embedding_comm};
   if (world_group) groups.push_back(grid.world);
   for (MPI_Comm group : groups) {
     if (group == MPI_COMM_NULL || s.nccl.count(group) > 0) continue;
@@ -259,12 +259,12 @@ void DeviceReduceScatter(const real* send, real* recv, int64_t count, MPI_Comm g
 
 void DeviceAllGather(real* data, int64_t count, MPI_Comm group) {
   AllGatherElements(data, count, sizeof(real), MpiReal(), group,
-                    [&](NcclGroup& nccl) { nccl.AllGather(data, count); });
+                    [&](NcclGroup& nccl) { nccl.AllGather(data, count, Stream::kCompute); });
 }
 
 void DeviceAllGather16(uint16_t* data, int64_t count, MPI_Comm group) {
   AllGatherElements(data, count, sizeof(uint16_t), MPI_UINT16_T, group,
-                    [&](NcclGroup& nccl) { nccl.AllGather16(data, count); });
+                    [&](NcclGroup& nccl) { nccl.AllGather16(data, count, Stream::kCompute); });
 }
 
 // ---- Page-locked staging memory, pooled by size (powers of two from 4 KiB).
@@ -300,7 +300,7 @@ HostStaging& HostStaging::operator=(HostStaging&& other) noexcept {
 
 void CommRequest::Finish() {
   mpi_.clear();
-  if (result_to_ != nullptr) Upload(result_to_, staging_.data(), static_cast<size_t>(count_) * sizeof(real));
+  if (result_to_ != nullptr) Upload(result_to_, staging_.data(), result_bytes_);
   result_to_ = nullptr;
   staging_ = HostStaging();
 }
@@ -415,7 +415,7 @@ CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group) {
       r.staging_ = HostStaging(static_cast<size_t>(n) * sizeof(real));
       Download(r.staging_.data(), data, static_cast<size_t>(n) * sizeof(real));
       r.result_to_ = data;
-      r.count_ = n;
+      r.result_bytes_ = static_cast<size_t>(n) * sizeof(real);
       on = r.staging_.data();
       break;
     case CommMode::kMpiDirect: Synchronize(); break;
@@ -427,6 +427,48 @@ CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group) {
     MPI_Iallreduce(MPI_IN_PLACE, on + at, count, MpiReal(), MPI_SUM, group, &r.mpi_.back());
   }
   return r;
+}
+
+CommRequest CommRequest::IallGather(void* data, int64_t count, size_t element_bytes, MPI_Datatype type,
+                                    MPI_Comm group) {
+  CommRequest r;
+  const int size = GroupSize(group);
+  if (count == 0 || size == 1) return r;
+  void* on = data;
+  const size_t bytes = static_cast<size_t>(count) * size * element_bytes;
+  switch (State().mode) {
+    case CommMode::kNccl:
+      r.ready_.Record(Stream::kCompute);
+      r.ready_.Await(Stream::kComm);
+      if (element_bytes == sizeof(real)) {
+        NcclOf(group).AllGather(static_cast<real*>(data), count, Stream::kComm);
+      } else {
+        NcclOf(group).AllGather16(static_cast<uint16_t*>(data), count, Stream::kComm);
+      }
+      r.done_.Record(Stream::kComm);
+      r.on_comm_stream_ = true;
+      return r;
+    case CommMode::kMpiStaged:
+      r.staging_ = HostStaging(bytes);
+      Download(r.staging_.data(), data, bytes);
+      r.result_to_ = data;
+      r.result_bytes_ = bytes;
+      on = r.staging_.data();
+      break;
+    case CommMode::kMpiDirect: Synchronize(); break;
+    case CommMode::kMpi: break;
+  }
+  r.mpi_.emplace_back();
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, on, MpiCount(count), type, group, &r.mpi_.back());
+  return r;
+}
+
+CommRequest DeviceIallGather(real* data, int64_t count, MPI_Comm group) {
+  return CommRequest::IallGather(data, count, sizeof(real), MpiReal(), group);
+}
+
+CommRequest DeviceIallGather16(uint16_t* data, int64_t count, MPI_Comm group) {
+  return CommRequest::IallGather(data, count, sizeof(uint16_t), MPI_UINT16_T, group);
 }
 
 namespace {

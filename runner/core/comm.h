@@ -101,6 +101,10 @@ class CommRequest {
   friend CommRequest DeviceSend(const real*, int64_t, int, int, MPI_Comm);
   friend CommRequest DeviceSend(const uint16_t*, int64_t, int, int, MPI_Comm);
   friend CommRequest DeviceIallReduceSum(real*, int64_t, MPI_Comm);
+  friend CommRequest DeviceIallGather(real*, int64_t, MPI_Comm);
+  friend CommRequest DeviceIallGather16(uint16_t*, int64_t, MPI_Comm);
+  // In place over `group`: the all-gather of `count` elements of `element_bytes` per rank.
+  static CommRequest IallGather(void* data, int64_t count, size_t element_bytes, MPI_Datatype type, MPI_Comm group);
   // A send of n elements of `element_bytes` (MPI `type`).
   static CommRequest Send(const void* data, int64_t n, size_t element_bytes, MPI_Datatype type, int peer, int tag,
                           MPI_Comm world);
@@ -108,8 +112,8 @@ class CommRequest {
 
   std::vector<MPI_Request> mpi_;
   HostStaging staging_;        // mpi-staged: the host copy in flight
-  real* result_to_ = nullptr;  // mpi-staged sum: where the result goes when it arrives
-  int64_t count_ = 0;
+  void* result_to_ = nullptr;  // mpi-staged sum or gather: where the result goes when it arrives
+  size_t result_bytes_ = 0;
   int64_t nccl_send_ = -1;  // nccl: the send's number, while it waits for the next receive
   // nccl sum: on the communication stream, after `ready_` (the compute stream's work that wrote
   // the data), finished at `done_`.
@@ -137,5 +141,11 @@ void IssueQueuedSends();
 // stream's later work wait for it (the host does not wait); the buffer must not be written in
 // between (a bucket's gradients are final when it starts).
 CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group);
+// ZeRO-3's prefetch: DeviceAllGather started now (rank r's block is data[r count, (r + 1) count)),
+// in place when complete. With nccl it runs on the communication stream once the compute stream's
+// queued work is done, and Wait makes the compute stream's later work wait for it; the buffer is
+// not read before Wait. Of reals, or of 16-bit numbers.
+CommRequest DeviceIallGather(real* data, int64_t count, MPI_Comm group);
+CommRequest DeviceIallGather16(uint16_t* data, int64_t count, MPI_Comm group);
 
 }  // namespace tunepar::core

@@ -32,9 +32,10 @@ class NcclGroup {
   virtual void AllReduce(real* data, int64_t n, ReduceOp op, Stream stream) = 0;
   // recv (count) = the sum over ranks of send[rank count, (rank + 1) count).
   virtual void ReduceScatter(const real* send, real* recv, int64_t count) = 0;
-  // In place: rank r's block is data[r count, (r + 1) count); of reals, or of 16-bit numbers.
-  virtual void AllGather(real* data, int64_t count) = 0;
-  virtual void AllGather16(uint16_t* data, int64_t count) = 0;
+  // In place: rank r's block is data[r count, (r + 1) count); of reals, or of 16-bit numbers; on
+  // `stream` (ZeRO-3's prefetched gathers run on the communication stream).
+  virtual void AllGather(real* data, int64_t count, Stream stream) = 0;
+  virtual void AllGather16(uint16_t* data, int64_t count, Stream stream) = 0;
   // Sends and receives between GroupStart and GroupEnd progress together (no rendezvous order).
   virtual void GroupStart() = 0;
   virtual void GroupEnd() = 0;

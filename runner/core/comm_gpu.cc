@@ -74,16 +74,16 @@ class NcclCommunicator : public NcclGroup {
            ncclReduceScatter(send, recv, static_cast<size_t>(count), NcclReal(), ncclSum, comm_, gpu::ComputeStream()),
            "ncclReduceScatter");
   }
-  void AllGather(real* data, int64_t count) override {
+  void AllGather(real* data, int64_t count, Stream stream) override {
     Settle(comm_,
            ncclAllGather(data + rank_ * count, data, static_cast<size_t>(count), NcclReal(), comm_,
-                         gpu::ComputeStream()),
+                         gpu::StreamOf(stream)),
            "ncclAllGather");
   }
-  void AllGather16(uint16_t* data, int64_t count) override {
+  void AllGather16(uint16_t* data, int64_t count, Stream stream) override {
     Settle(comm_,
            ncclAllGather(data + rank_ * count, data, static_cast<size_t>(count) * 2, ncclInt8, comm_,
-                         gpu::ComputeStream()),
+                         gpu::StreamOf(stream)),
            "ncclAllGather");
   }
   void GroupStart() override { Settle(comm_, ncclGroupStart(), "ncclGroupStart"); }

@@ -50,10 +50,10 @@ class MpiCommunicator : public NcclGroup {
   void ReduceScatter(const real* send, real* recv, int64_t count) override {
     MPI_Reduce_scatter_block(send, recv, Count(count), MpiReal(), MPI_SUM, comm_);
   }
-  void AllGather(real* data, int64_t count) override {
+  void AllGather(real* data, int64_t count, Stream) override {
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, Count(count), MpiReal(), comm_);
   }
-  void AllGather16(uint16_t* data, int64_t count) override {
+  void AllGather16(uint16_t* data, int64_t count, Stream) override {
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, Count(count), MPI_UINT16_T, comm_);
   }
   void GroupStart() override { in_group_ = true; }

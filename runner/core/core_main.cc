@@ -157,7 +157,7 @@ TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
   t.micro_batch = l.micro_batch;
   t.num_micro_batches = l.num_micro_batches;
   t.precision = l.precision == Precision::kFp32 ? 0 : l.precision == Precision::kFp16 ? 1 : 2;
-  t.zero1 = l.zero == 1;
+  t.zero = l.zero;
   t.recompute = l.recompute == Recompute::kNone ? 0 : l.recompute == Recompute::kSelective ? 1 : 2;
   t.flash_attention = l.flash_attention;
   t.sequence_parallel = l.seq_parallel;
@@ -486,7 +486,8 @@ int main(int argc, char** argv) {
     return is_help ? kExitOk : kExitUsage;
   }
   tunepar::Result<ProcessGrid> grid =
-      CreateProcessGrid(MPI_COMM_WORLD, options->layout.tp, options->layout.pp, options->layout.dp);
+      CreateProcessGrid(MPI_COMM_WORLD, options->layout.tp, options->layout.pp, options->layout.dp,
+                        options->layout.dp_replicate);
   if (!grid.ok()) {
     if (rank == 0) std::cerr << "tunepar-core: " << grid.status().message() << "\n";
     MPI_Finalize();

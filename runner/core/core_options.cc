@@ -64,7 +64,7 @@ Status ReadTrialFile(const std::string& path, Layout& layout, bool& have_layout,
 struct CoreFlags {
   std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap, fault = "none",
               comm;
-  int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0;
+  int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0, dp_replicate = 1;
   bool flash_attention = false;
   bool sequence_parallel = false;
 };
@@ -80,7 +80,14 @@ void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
   app.add_option("--micro-batches", f.micro_batches, "micro-batches per step per replica (default: global batch / (dp mbs))");
   app.add_option("--precision", f.precision, "fp32 | bf16 | fp16 (16-bit storage, fp32 master weights)")
       ->capture_default_str();
-  app.add_option("--zero", f.zero, "ZeRO stage: 0 or 1 (optimizer states sharded over dp)")->capture_default_str();
+  app.add_option("--zero", f.zero,
+                 "ZeRO stage over the shard group (dp / dp-replicate ranks): 0 none, 1 optimizer states sharded, 2 "
+                 "and gradients, 3 and weights (FSDP: each unit gathered before it computes)")
+      ->capture_default_str();
+  app.add_option("--dp-replicate", f.dp_replicate,
+                 "hybrid sharding: dp = shard group x dp-replicate replicas; ZeRO shards inside a shard group and "
+                 "all-reduces the gradient shard across the replicas (needs --zero >= 1)")
+      ->capture_default_str();
   app.add_option("--recompute", f.recompute, "none | selective | full")->capture_default_str();
   app.add_flag("--flash-attention", f.flash_attention,
                "fused attention (fa1): no T x T probabilities kept or computed (CPU and CUDA builds)");
@@ -157,6 +164,7 @@ Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   if (!r.ok()) return r.status().WithContext("--recompute");
   l.recompute = *r;
   l.zero = f.zero;
+  l.dp_replicate = f.dp_replicate;
   l.flash_attention = f.flash_attention;
   l.seq_parallel = f.sequence_parallel;
   const int gb = o.model.global_batch;
@@ -230,6 +238,21 @@ Status CheckModelRunnable(const ModelShape& m, const Layout& l) {
   return Status::Ok();
 }
 
+// ZeRO's stage and hybrid sharding's replicas (base/layout_rules.cc states the same rules).
+Status CheckSharding(const Layout& l) {
+  if (l.zero < 0 || l.zero > 3) return InvalidArgument(fmt::format("--zero {}: 0, 1, 2 or 3", l.zero));
+  if (l.dp_replicate < 1) return InvalidArgument(fmt::format("--dp-replicate {}: must be >= 1", l.dp_replicate));
+  if (l.dp_replicate == 1) return Status::Ok();
+  if (l.zero == 0)
+    return InvalidArgument(fmt::format("--dp-replicate {}: hybrid sharding needs --zero 1, 2 or 3", l.dp_replicate));
+  if (l.dp % l.dp_replicate != 0)
+    return InvalidArgument(fmt::format("--dp-replicate {} does not divide dp {}", l.dp_replicate, l.dp));
+  if (l.dp / l.dp_replicate < 2)
+    return InvalidArgument(fmt::format("--dp-replicate {} with dp {} leaves shard groups of {} rank (need >= 2)",
+                                       l.dp_replicate, l.dp, l.dp / l.dp_replicate));
+  return Status::Ok();
+}
+
 // What the core can run: the layout on this job's ranks, the model split over tp and pp, and
 // sensible run settings.
 Status CheckRunnable(const CoreOptions& o, int world_size) {
@@ -242,7 +265,7 @@ Status CheckRunnable(const CoreOptions& o, int world_size) {
   }
   const CoreBuild build = CoreBuildNamed(BackendName()).value_or(CoreBuild::kCpu);
   TUNEPAR_RETURN_IF_ERROR(CheckSupported(l, SupportedKnobs(build), BinaryName(build)));
-  if (l.zero != 0 && l.zero != 1) return InvalidArgument(fmt::format("--zero {}: 0 or 1", l.zero));
+  TUNEPAR_RETURN_IF_ERROR(CheckSharding(l));
   if (m.heads % l.tp != 0 || m.hidden % l.tp != 0 || F % l.tp != 0 || m.vocab % l.tp != 0) {
     return InvalidArgument(fmt::format("tp {} must divide the heads ({}), hidden ({}), MLP width ({}) and vocabulary ({}) of {}",
                                        l.tp, m.heads, m.hidden, F, m.vocab, m.name));

@@ -18,6 +18,7 @@ std::string_view ToString(MemoryCategory c) {
     case MemoryCategory::kActivations: return "activations";
     case MemoryCategory::kCommBuffers: return "comm_buffers";
     case MemoryCategory::kWorkspace: return "workspace";
+    case MemoryCategory::kGatheredWeights: return "gathered_weights";
   }
   return "?";
 }

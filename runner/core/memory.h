@@ -20,8 +20,18 @@
 
 namespace tunepar::core {
 
-enum class MemoryCategory { kWeights, kGradients, kOptimizer, kActivations, kCommBuffers, kWorkspace };
-inline constexpr int kNumMemoryCategories = 6;
+// kGatheredWeights: ZeRO-3's whole weights of the units gathered at once (the one computing and
+// the one prefetched), as the performance model's gathered_weights.
+enum class MemoryCategory {
+  kWeights,
+  kGradients,
+  kOptimizer,
+  kActivations,
+  kCommBuffers,
+  kWorkspace,
+  kGatheredWeights
+};
+inline constexpr int kNumMemoryCategories = 7;
 std::string_view ToString(MemoryCategory c);
 
 class OutOfMemory : public std::runtime_error {

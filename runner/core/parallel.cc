@@ -41,7 +41,7 @@ void PhaseClock::Settle() {
   }
 }
 
-Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp) {
+Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp, int dp_replicate) {
   ProcessGrid g;
   MPI_Comm_size(world, &g.world_size);
   MPI_Comm_rank(world, &g.rank);
@@ -53,12 +53,28 @@ Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp) {
   g.tp = tp;
   g.pp = pp;
   g.dp = dp;
-  g.order = *RankOrder::Create({tp, 1, dp, pp});  // the groups the performance model prices
+  GridSizes sizes;
+  sizes.tp = tp;
+  sizes.dp = dp;
+  sizes.pp = pp;
+  sizes.dp_replicate = dp_replicate;
+  Result<RankOrder> order = RankOrder::CreateGrids(sizes);  // the groups the performance model prices
+  if (!order.ok()) return order.status();
+  g.order = *order;
+  g.dp_replicate = dp_replicate;
+  g.shard = dp / dp_replicate;
   g.tp_rank = g.order.Coordinate(g.rank, GridDim::kTp);
   g.dp_rank = g.order.Coordinate(g.rank, GridDim::kDp);
   g.pp_rank = g.order.Coordinate(g.rank, GridDim::kPp);
+  g.shard_rank = g.order.Coordinate(g.rank, GridDim::kDpShard);
+  g.replicate_rank = g.order.Coordinate(g.rank, GridDim::kDpReplicate);
   MPI_Comm_split(world, g.order.GroupId(g.rank, GridDim::kTp), g.tp_rank, &g.tp_comm);
   MPI_Comm_split(world, g.order.GroupId(g.rank, GridDim::kDp), g.dp_rank, &g.dp_comm);
+  g.shard_comm = g.dp_comm;
+  if (dp_replicate > 1) {
+    MPI_Comm_split(world, g.order.GroupId(g.rank, GridDim::kDpShard), g.shard_rank, &g.shard_comm);
+    MPI_Comm_split(world, g.order.GroupId(g.rank, GridDim::kDpReplicate), g.replicate_rank, &g.replicate_comm);
+  }
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &g.node_comm);
   MPI_Comm_rank(g.node_comm, &g.local_rank);
   MPI_Comm_size(g.node_comm, &g.local_size);
@@ -70,7 +86,8 @@ Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp) {
 }
 
 void FreeProcessGrid(ProcessGrid& g) {
-  for (MPI_Comm* c : {&g.tp_comm, &g.dp_comm, &g.node_comm, &g.embedding_comm}) {
+  if (g.shard_comm == g.dp_comm) g.shard_comm = MPI_COMM_NULL;  // one communicator, freed once
+  for (MPI_Comm* c : {&g.tp_comm, &g.dp_comm, &g.shard_comm, &g.replicate_comm, &g.node_comm, &g.embedding_comm}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }

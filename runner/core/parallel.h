@@ -5,7 +5,10 @@
 // node), then data-parallel, then pipeline stages:
 //   rank = tp_rank + tp (dp_rank + dp pp_rank)
 // so a TP group is tp consecutive ranks, DP members are tp ranks apart and stage neighbours are
-// tp dp ranks apart. Groups come from MPI_Comm_split; node-local ranks from MPI_Comm_split_type.
+// tp dp ranks apart. Hybrid sharding splits dp into shard x replicate, shard inner
+// (dp_rank = shard_rank + shard replicate_rank: base/rank_order.h): ZeRO shards over the shard
+// group and all-reduces the gradient shard across replicas. Groups come from MPI_Comm_split;
+// node-local ranks from MPI_Comm_split_type.
 #pragma once
 
 #include <mpi.h>
@@ -95,11 +98,17 @@ struct ProcessGrid {
   int world_size = 1, rank = 0;
   int tp = 1, pp = 1, dp = 1;
   int tp_rank = 0, pp_rank = 0, dp_rank = 0;
+  int dp_replicate = 1, shard = 1;          // dp = shard x dp_replicate
+  int shard_rank = 0, replicate_rank = 0;   // dp_rank = shard_rank + shard replicate_rank
   RankOrder order;  // which ranks form each group (base/rank_order.h)
   int local_rank = 0, local_size = 1;  // on this node
   MPI_Comm world = MPI_COMM_WORLD;
   MPI_Comm tp_comm = MPI_COMM_NULL;    // the tp ranks of one stage and replica
   MPI_Comm dp_comm = MPI_COMM_NULL;    // the dp replicas of one (stage, tp rank)
+  // ZeRO's shard group (dp_comm itself when dp_replicate is 1) and the replicas of one shard rank
+  // (MPI_COMM_NULL when dp_replicate is 1).
+  MPI_Comm shard_comm = MPI_COMM_NULL;
+  MPI_Comm replicate_comm = MPI_COMM_NULL;
   MPI_Comm node_comm = MPI_COMM_NULL;  // the ranks sharing this node's memory
   // The first and last stage of one pipeline (tied embeddings with pp > 1), else MPI_COMM_NULL.
   MPI_Comm embedding_comm = MPI_COMM_NULL;
@@ -110,8 +119,8 @@ struct ProcessGrid {
   int StageRank(int stage) const { return order.WithCoordinate(rank, GridDim::kPp, stage); }
 };
 
-// Fails (kInvalidArgument) when tp pp dp is not the world size.
-Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp);
+// Fails (kInvalidArgument) when tp pp dp is not the world size or dp_replicate does not divide dp.
+Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp, int dp_replicate = 1);
 void FreeProcessGrid(ProcessGrid& grid);
 
 }  // namespace tunepar::core

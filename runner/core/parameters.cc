@@ -129,6 +129,11 @@ class LayoutBuilder {
     return tensors_.back().offset;
   }
 
+  // Pads the count to a multiple of `multiple` (> 0): the end of an FSDP unit.
+  void EndUnit(int64_t multiple) {
+    if (multiple > 0) count_ = (count_ + multiple - 1) / multiple * multiple;
+  }
+
   TensorSpec& last() { return tensors_.back(); }
   int64_t count() const { return count_; }
   std::vector<TensorSpec> Take() { return std::move(tensors_); }
@@ -189,22 +194,70 @@ BlockTensors LayoutBlock(const ModelDims& d, int l, double residual_std, LayoutB
 
 }  // namespace
 
-ParameterLayout LayoutParameters(const ModelDims& d, const Shard& s) {
+namespace {
+
+void AddFinalNorm(const ModelDims& d, ParameterLayout& p, LayoutBuilder& b) {
+  p.lnf_w = b.Add("lnf.w", 1, d.C, Slicing::kReplicated, kLnfWId, 0, 1.0);
+  if (!d.rmsnorm) p.lnf_b = b.Add("lnf.b", 1, d.C, Slicing::kReplicated, kLnfBId, 0);
+}
+
+// Opens a unit at the builder's count, closing the one before it.
+void StartUnit(ParameterLayout& p, const LayoutBuilder& b) {
+  if (!p.units.empty()) p.units.back().end = b.count();
+  p.units.push_back({b.count(), b.count()});
+}
+
+}  // namespace
+
+BlockTensors Rebased(BlockTensors t, int64_t base) {
+  for (int64_t* o : {&t.ln1_w, &t.ln1_b, &t.qkv_w, &t.qkv_b, &t.attproj_w, &t.attproj_b, &t.ln2_w, &t.ln2_b, &t.fc_w,
+                     &t.fc_b, &t.fcproj_w, &t.fcproj_b}) {
+    if (*o >= 0) *o -= base;
+  }
+  return t;
+}
+
+ParameterLayout EndsRebased(const ParameterLayout& p, int64_t base) {
+  ParameterLayout r;
+  r.wte = p.wte;
+  r.wpe = p.wpe;
+  r.lnf_w = p.lnf_w;
+  r.lnf_b = p.lnf_b;
+  r.lm_head = p.lm_head;
+  for (int64_t* o : {&r.wte, &r.wpe, &r.lnf_w, &r.lnf_b, &r.lm_head}) {
+    if (*o >= 0) *o -= base;
+  }
+  return r;
+}
+
+ParameterLayout LayoutParameters(const ModelDims& d, const Shard& s, int64_t unit_multiple) {
   ParameterLayout p;
   LayoutBuilder b(s);
   const double residual_std = kStd / std::sqrt(2.0 * d.L);
+  // FSDP units: the final norm joins a tied head's embedding, so the head computes with one unit.
+  const bool norm_with_embedding = unit_multiple > 0 && s.head_is_embedding;
   if (s.has_embedding) {
+    StartUnit(p, b);
+    p.embedding_unit = 0;
     p.wte = b.Add("wte", d.V, d.C, Slicing::kRows, kWteId, kStd);
     if (d.learned_positions) p.wpe = b.Add("wpe", d.T, d.C, Slicing::kReplicated, kWpeId, 0.01);
+    if (norm_with_embedding) AddFinalNorm(d, p, b);
+    b.EndUnit(unit_multiple);
   }
+  p.first_block_unit = static_cast<int>(p.units.size());
   for (int i = 0; i < s.num_layers; ++i) {
+    StartUnit(p, b);
     p.block_begin.push_back(b.count());
     p.blocks.push_back(LayoutBlock(d, s.first_layer + i, residual_std, b));
+    b.EndUnit(unit_multiple);
   }
-  if (s.has_head) {
+  if (s.has_head && norm_with_embedding) {
+    p.lm_head = p.wte;
+  } else if (s.has_head) {
+    StartUnit(p, b);
+    p.head_unit = static_cast<int>(p.units.size()) - 1;
     p.block_begin.push_back(b.count());
-    p.lnf_w = b.Add("lnf.w", 1, d.C, Slicing::kReplicated, kLnfWId, 0, 1.0);
-    if (!d.rmsnorm) p.lnf_b = b.Add("lnf.b", 1, d.C, Slicing::kReplicated, kLnfBId, 0);
+    AddFinalNorm(d, p, b);
     if (s.head_is_embedding) {
       p.lm_head = p.wte;
     } else if (d.tied) {
@@ -215,8 +268,10 @@ ParameterLayout LayoutParameters(const ModelDims& d, const Shard& s) {
     } else {
       p.lm_head = b.Add("lm_head", d.V, d.C, Slicing::kRows, kLmHeadId, kStd);
     }
+    b.EndUnit(unit_multiple);
   }
   p.count = b.count();
+  if (!p.units.empty()) p.units.back().end = p.count;
   p.tensors = b.Take();
   return p;
 }

@@ -80,6 +80,13 @@ struct BlockTensors {
   int64_t ln1_w, ln1_b, qkv_w, qkv_b, attproj_w, attproj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
 };
 
+// A range [begin, end) of the flat parameters that ZeRO-2/3 gathers, reduce-scatters and shards
+// as one (an FSDP unit): the embedding (with learned positions), each block, the head.
+struct ParameterUnit {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 struct ParameterLayout {
   std::vector<TensorSpec> tensors;
   int64_t count = 0;  // elements
@@ -88,8 +95,26 @@ struct ParameterLayout {
   std::vector<BlockTensors> blocks;  // this stage's, in order
   // Buffer offsets where each block's tensors start (the DP buckets follow these boundaries).
   std::vector<int64_t> block_begin;
+  // The units in flat order, covering [0, count): the embedding's (first stage), each block's,
+  // the head's (last stage; with a head tied to the embedding on one stage the final norm sits in
+  // the embedding's unit instead, as the head reads the embedding's rows). -1: none here.
+  std::vector<ParameterUnit> units;
+  int embedding_unit = -1, head_unit = -1, first_block_unit = 0;
+  int BlockUnit(int i) const { return first_block_unit + i; }
+  // The unit the head computes with (the embedding's when they share it).
+  int HeadComputeUnit() const { return head_unit >= 0 ? head_unit : embedding_unit; }
 };
-ParameterLayout LayoutParameters(const ModelDims& dims, const Shard& shard);
+// `unit_multiple` > 0: the FSDP layout (ZeRO-2/3): every unit padded to a multiple of it (the
+// shard group's size, so each rank's shard of a unit is contiguous), and a head tied to the
+// embedding on one stage with its final norm in the embedding's unit. 0: the plain layout (one
+// unit per block and end, unpadded).
+ParameterLayout LayoutParameters(const ModelDims& dims, const Shard& shard, int64_t unit_multiple = 0);
+
+// The offsets of a unit's tensors relative to `base` (where the unit's buffer starts), for the
+// layers to read a gathered unit or write a unit's gradients; -1 stays -1.
+BlockTensors Rebased(BlockTensors t, int64_t base);
+// The embedding's and head's offsets (wte, wpe, lnf, lm_head) rebased the same way.
+ParameterLayout EndsRebased(const ParameterLayout& p, int64_t base);
 
 // The value of element `global_index` of tensor `spec` at initialisation (GPT-2: N(0, 0.02),
 // residual projections N(0, 0.02 / sqrt(2 L)), biases 0, layer-norm weights 1), from a counter

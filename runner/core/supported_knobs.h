@@ -1,6 +1,6 @@
 // What tunepar-core runs of a layout: tensor, pipeline (1F1B) and data parallelism, ZeRO-1,
-// micro-batches, precision, recomputation and (CPU and CUDA builds) fused attention and sequence
-// parallelism; not interleaved stages. The one statement of it, per build: the core's option parser checks
+// micro-batches, precision, recomputation and (CPU and CUDA builds) fused attention, sequence
+// parallelism, ZeRO-2, ZeRO-3 (FSDP) and hybrid sharding (dp_replicate); not interleaved stages. The one statement of it, per build: the core's option parser checks
 // layouts against its own build's, and the local and slurm backends restrict their studies to
 // the build they launch.
 #pragma once
@@ -57,19 +57,29 @@ inline std::vector<int> SequenceParallelValues(CoreBuild build) {
   return {0, 1};
 }
 
-// ZeRO 0 and 1 without hybrid sharding: stages 2 and 3 and dp_replicate are the performance
-// model's until the core implements them.
-inline std::vector<int> ZeroStages(CoreBuild) { return {0, 1}; }
+// ZeRO-2 and 3 and hybrid sharding (sharding.h) are device code around the shard group's
+// reduce-scatter and all-gather (NCCL's in the CUDA build, as ZeRO-1's; ZeRO-3's prefetched
+// gathers on the communication stream): the CPU and CUDA builds run them. The HIP build keeps
+// zero 0-1 and dp_replicate 1 until they are measured on an AMD GPU. A build that gains them
+// gives its studies new ids, as a new capability should.
+inline std::vector<int> ZeroValues(CoreBuild build) {
+  if (build == CoreBuild::kHip) return {0, 1};
+  return {0, 1, 2, 3};
+}
+inline std::vector<int> DpReplicateValues(CoreBuild build) {
+  if (build == CoreBuild::kHip) return {1};
+  return {};  // every value
+}
 
-// vpp1, and sp0 / fa0 unless the build runs them: the knobs it does not implement, fixed off (a
-// knob whose every value runs has no entry, as KnobSupport says: "vpp1" for the CPU and CUDA
-// builds, "sp0 vpp1 fa0" for the HIP build).
+// vpp1, and sp0 / fa0 / zero0-1 / dpr1 unless the build runs them: the knobs it does not
+// implement, fixed off (a knob whose every value runs has no entry, as KnobSupport says: "vpp1"
+// for the CPU and CUDA builds, "zero0 zero1 sp0 vpp1 fa0 dpr1" for the HIP build).
 inline KnobSupport SupportedKnobs(CoreBuild build) {
   KnobSupport support;
+  if (const std::vector<int> zero = ZeroValues(build); zero.size() < 4) support.Of(Knob::kZero) = zero;
+  if (const std::vector<int> dpr = DpReplicateValues(build); !dpr.empty()) support.Of(Knob::kDpReplicate) = dpr;
   if (const std::vector<int> sp = SequenceParallelValues(build); sp.size() == 1) support.Of(Knob::kSeqParallel) = sp;
   support.Of(Knob::kVirtualStages) = {1};
-  support.Of(Knob::kZero) = ZeroStages(build);
-  support.Of(Knob::kDpReplicate) = {1};
   if (const std::vector<int> fa = FlashAttentionValues(build); fa.size() == 1) support.Of(Knob::kFlashAttention) = fa;
   return support;
 }

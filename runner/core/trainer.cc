@@ -125,21 +125,32 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.clock = &clock_;
   ctx_.tp_comm = grid.tp_comm;
   ctx_.sequence_parallel = options.sequence_parallel && grid.tp > 1;
-  params_ = LayoutParameters(dims, ctx_.shard);
   loss_scale_ = options.precision == 1 ? options.initial_loss_scale : 1.0;
 
-  const bool zero = options.zero1 && grid.dp > 1;
   const bool mixed = options.precision != 0;
-  padded_count_ = (params_.count + grid.dp - 1) / grid.dp * grid.dp;
-  const int64_t shard = padded_count_ / grid.dp;
-  shard_begin_ = zero ? grid.dp_rank * shard : 0;
-  shard_end_ = zero ? shard_begin_ + shard : params_.count;
-  const size_t optimized = static_cast<size_t>(shard_end_ - shard_begin_);
+  zero_ = grid.shard > 1 ? options.zero : 0;
+  const int S = grid.shard;
+  params_ = LayoutParameters(dims, ctx_.shard, zero_ >= 2 ? S : 0);  // FSDP units for ZeRO-2/3
+  padded_count_ = zero_ >= 2 ? params_.count : (params_.count + grid.dp - 1) / grid.dp * grid.dp;
+  if (zero_ >= 2) {
+    shards_ = ShardLayout::PerUnit(params_, S, grid.shard_rank);
+  } else if (zero_ == 1) {
+    shards_ = ShardLayout::Whole(padded_count_, S, grid.shard_rank);
+  } else {
+    shards_ = ShardLayout::Whole(params_.count, 1, 0);
+  }
+  const size_t optimized = static_cast<size_t>(shards_.values());
 
-  weights_ = mixed ? Buffer::SixteenBit(allocator, MemoryCategory::kWeights, padded_count_)
-                   : Buffer(allocator, MemoryCategory::kWeights, padded_count_, 4.0);
-  grads_ = Buffer(allocator, MemoryCategory::kGradients, padded_count_, 4.0);
-  if (zero) grad_shard_ = Buffer(allocator, MemoryCategory::kGradients, optimized, 4.0);
+  auto storage = [&](MemoryCategory category, size_t values) {
+    return mixed ? Buffer::SixteenBit(allocator, category, values) : Buffer(allocator, category, values, 4.0);
+  };
+  if (zero_ == 3) {
+    weight_shard_ = storage(MemoryCategory::kWeights, optimized);
+  } else {
+    weights_ = storage(MemoryCategory::kWeights, static_cast<size_t>(padded_count_));
+  }
+  if (zero_ < 2) grads_ = Buffer(allocator, MemoryCategory::kGradients, padded_count_, 4.0);
+  if (zero_ >= 1) grad_shard_ = Buffer(allocator, MemoryCategory::kGradients, optimized, 4.0);
   if (mixed) master_ = Buffer(allocator, MemoryCategory::kOptimizer, optimized, 4.0);
   m_ = Buffer(allocator, MemoryCategory::kOptimizer, optimized, 4.0);
   v_ = Buffer(allocator, MemoryCategory::kOptimizer, optimized, 4.0);
@@ -150,8 +161,14 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
       host[t.offset + i] = static_cast<real>(InitialValue(t, t.GlobalIndex(i), options.seed));
     }
   }
-  if (mixed) Upload(master_.data(), host.data() + shard_begin_, optimized * sizeof(real));
+  if (mixed) {
+    const std::vector<real> shard = shards_.Extract(host);
+    Upload(master_.data(), shard.data(), optimized * sizeof(real));
+  }
   StoreWeights(host);
+  if (zero_ == 3) {
+    gatherer_ = std::make_unique<UnitGatherer>(shards_, weight_shard_, options.precision, allocator, grid.shard_comm);
+  }
 
   workspace_ = AllocateBlockWorkspace(ctx_, options.recompute == 1);
   dx_ = ctx_.ActivationGradient(static_cast<size_t>(ctx_.StreamValues()));
@@ -162,7 +179,7 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
     recompute_ = std::make_unique<BlockActivations>(AllocateBlockActivations(ctx_, true));
     recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.StreamValues()));
   }
-  if (grid.dp > 1 && !zero) {
+  if (grid.dp > 1 && zero_ == 0) {
     const bool tied_copy = dims.tied && grid.pp > 1 && grid.last_stage();
     sync_ = std::make_unique<GradientSync>(
         params_, options.bucket_values, tied_copy ? params_.block_begin.back() : params_.count, grid.dp_comm);
@@ -176,28 +193,109 @@ StageWeights Trainer::Weights() const {
   return {nullptr, weights_.bits16(), options_.precision};
 }
 
-void Trainer::StoreWeights(const std::vector<real>& host) {
-  const int P = options_.precision;
-  if (P == 0) {
-    Upload(weights_.data(), host.data(), host.size() * sizeof(real));
+namespace {
+
+// A buffer at storage width from fp32 host values (rounded to the 16-bit grid with 16-bit
+// storage), and back (exactly).
+void StoreValues(Buffer& to, const std::vector<real>& host, int precision) {
+  if (precision == 0) {
+    Upload(to.data(), host.data(), host.size() * sizeof(real));
     return;
   }
   std::vector<uint16_t> bits(host.size());
-  for (size_t i = 0; i < host.size(); ++i) bits[i] = To16BitValue(static_cast<float>(RoundTo(host[i], P)), P);
-  Upload(weights_.bits16(), bits.data(), bits.size() * sizeof(uint16_t));
+  for (size_t i = 0; i < host.size(); ++i)
+    bits[i] = To16BitValue(static_cast<float>(RoundTo(host[i], precision)), precision);
+  Upload(to.bits16(), bits.data(), bits.size() * sizeof(uint16_t));
+}
+
+std::vector<real> LoadValues(const Buffer& from, size_t n, int precision) {
+  std::vector<real> host(n);
+  if (precision == 0) {
+    Download(host.data(), from.data(), n * sizeof(real));
+    return host;
+  }
+  std::vector<uint16_t> bits(n);
+  Download(bits.data(), from.bits16(), n * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i) host[i] = From16BitValue(bits[i], precision);
+  return host;
+}
+
+}  // namespace
+
+void Trainer::StoreWeights(const std::vector<real>& host) {
+  if (zero_ == 3) {
+    StoreValues(weight_shard_, shards_.Extract(host), options_.precision);
+  } else {
+    StoreValues(weights_, host, options_.precision);
+  }
 }
 
 std::vector<real> Trainer::LoadWeights() const {
-  std::vector<real> host(static_cast<size_t>(padded_count_));
-  const int P = options_.precision;
-  if (P == 0) {
-    Download(host.data(), weights_.data(), host.size() * sizeof(real));
-    return host;
+  if (zero_ != 3) return LoadValues(weights_, static_cast<size_t>(padded_count_), options_.precision);
+  std::vector<real> flat(static_cast<size_t>(padded_count_), real(0));
+  shards_.Place(LoadValues(weight_shard_, static_cast<size_t>(shards_.values()), options_.precision), flat);
+  return flat;
+}
+
+int64_t Trainer::Base(int unit) const {
+  return zero_ >= 2 ? params_.units[static_cast<size_t>(unit)].begin : 0;
+}
+
+StageWeights Trainer::UnitWeights(int unit) {
+  if (zero_ == 3) return gatherer_->Acquire(unit, clock_);
+  StageWeights w = Weights();
+  const int64_t base = Base(unit);
+  if (w.values != nullptr) w.values += base;
+  if (w.bits16 != nullptr) w.bits16 += base;
+  return w;
+}
+
+void Trainer::ReleaseWeights() {
+  if (zero_ == 3) gatherer_->Release();
+}
+
+Buffer Trainer::UnitGradients(int unit) {
+  if (zero_ < 2) return Buffer();
+  return Buffer(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(params_.units[unit].size()), 4.0);
+}
+
+real* Trainer::GradientsOf(Buffer& unit_gradients) {
+  return zero_ >= 2 ? unit_gradients.data() : grads_.data();
+}
+
+void Trainer::FinishGradients(int unit, Buffer& unit_gradients, bool last_micro_batch,
+                              const std::function<void(real*)>& sum_rows) {
+  if (zero_ < 2) {
+    if (last_micro_batch) sum_rows(grads_.data());
+    return;
   }
-  std::vector<uint16_t> bits(host.size());
-  Download(bits.data(), weights_.bits16(), bits.size() * sizeof(uint16_t));
-  for (size_t i = 0; i < bits.size(); ++i) host[i] = From16BitValue(bits[i], P);
-  return host;
+  sum_rows(unit_gradients.data());
+  const UnitShard& u = shards_.unit(unit);
+  TimedScope timed(clock_, Phase::kDpComm);
+  Buffer reduced(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(u.per_rank), 4.0, false);
+  DeviceReduceScatter(unit_gradients.data(), reduced.data(), u.per_rank, grid_.shard_comm);
+  Accumulate(grad_shard_.data() + u.at, reduced.data(), u.per_rank);
+  unit_gradients.Reset();
+}
+
+std::vector<int> Trainer::StepUnitUses() const {
+  const Shard& s = ctx_.shard;
+  std::vector<int> forward, backward;  // the embedding's backward reads no weights
+  if (s.has_embedding) forward.push_back(params_.embedding_unit);
+  for (int i = 0; i < s.num_layers; ++i) forward.push_back(params_.BlockUnit(i));
+  if (s.has_head) forward.push_back(params_.HeadComputeUnit());
+  for (int i = s.num_layers - 1; i >= 0; --i) backward.push_back(params_.BlockUnit(i));
+  // RunSchedule's passes: warm-up forwards, one forward and one backward each, the drain.
+  const int M = options_.num_micro_batches, warmup = std::min(grid_.pp - grid_.pp_rank - 1, M);
+  std::vector<int> uses;
+  auto add = [&uses](const std::vector<int>& pass) { uses.insert(uses.end(), pass.begin(), pass.end()); };
+  for (int j = 0; j < warmup; ++j) add(forward);
+  for (int j = 0; j < M - warmup; ++j) {
+    add(forward);
+    add(backward);
+  }
+  for (int j = M - warmup; j < M; ++j) add(backward);
+  return uses;
 }
 
 void Trainer::SendGradient(const Buffer& gradient, int peer, int tag) {
@@ -249,22 +347,33 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   if (s.has_embedding) {
     // The workspace is free outside the blocks: the lookup's fp32 sum (and its rows with sequence
     // parallelism) are made there.
-    EmbeddingForward(ctx_, Weights(), params_, mb->tokens.as_ints(), mb->inputs[0], workspace_);
+    const int u = params_.embedding_unit;
+    const StageWeights weights = UnitWeights(u);
+    EmbeddingForward(ctx_, weights, EndsRebased(params_, Base(u)), mb->tokens.as_ints(), mb->inputs[0], workspace_);
+    ReleaseWeights();
   } else {
     TimedScope timed(clock_, Phase::kPpWait);
     RecvStream(mb->inputs[0], NC, P, grid_.StageRank(grid_.pp_rank - 1), 2 * j, grid_.world);
   }
   for (int i = 0; i < s.num_layers; ++i) {
     BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb->saved[i];
-    BlockForward(ctx_, Weights(), params_.blocks[i], mb->inputs[i], a, workspace_, mb->inputs[i + 1]);
+    const int u = params_.BlockUnit(i);
+    const StageWeights weights = UnitWeights(u);
+    BlockForward(ctx_, weights, Rebased(params_.blocks[i], Base(u)), mb->inputs[i], a, workspace_, mb->inputs[i + 1]);
+    ReleaseWeights();
   }
   if (s.has_head) {
     const double tokens_per_step = static_cast<double>(global_batch) * T;
+    const int u = params_.HeadComputeUnit();
+    const ParameterLayout head = EndsRebased(params_, Base(u));
+    const StageWeights weights = UnitWeights(u);
+    Buffer unit_gradients = UnitGradients(u);
     // The gradient of the stage output goes to dx_, where this micro-batch's backward pass, next
     // on the last stage, takes it.
-    HeadForwardBackward(ctx_, Weights(), grads_.data(), params_, mb->inputs.back(), mb->targets.as_ints(),
+    HeadForwardBackward(ctx_, weights, GradientsOf(unit_gradients), head, mb->inputs.back(), mb->targets.as_ints(),
                         loss_scale_ / tokens_per_step, workspace_, dx_, MicroBatchLosses() + j);
-    if (LastMicroBatch(j)) SumRowGradientsOverTp(ctx_, grads_.data(), params_);
+    ReleaseWeights();
+    FinishGradients(u, unit_gradients, LastMicroBatch(j), [&](real* g) { SumRowGradientsOverTp(ctx_, g, head); });
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin.back(), clock_);
   } else {
     mb->send = SendStream(mb->inputs.back(), NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j, grid_.world);
@@ -286,16 +395,25 @@ void Trainer::Backward(int j, bool sync_last) {
     RecvStream(dx_, NC, P, grid_.StageRank(grid_.pp_rank + 1), 2 * j + 1, grid_.world);
   }
   for (int i = s.num_layers - 1; i >= 0; --i) {
+    const int u = params_.BlockUnit(i);
+    const BlockTensors t = Rebased(params_.blocks[i], Base(u));
+    const StageWeights weights = UnitWeights(u);
     if (options_.recompute == 2) {
-      BlockForward(ctx_, Weights(), params_.blocks[i], mb.inputs[i], *recompute_, workspace_, recompute_out_);
+      BlockForward(ctx_, weights, t, mb.inputs[i], *recompute_, workspace_, recompute_out_);
     }
     const BlockActivations& a = options_.recompute == 2 ? *recompute_ : mb.saved[i];
-    BlockBackward(ctx_, Weights(), grads_.data(), params_.blocks[i], mb.inputs[i], a, workspace_, dx_);
-    if (LastMicroBatch(j)) SumRowGradientsOverTp(ctx_, grads_.data(), params_.blocks[i]);
+    Buffer unit_gradients = UnitGradients(u);
+    BlockBackward(ctx_, weights, GradientsOf(unit_gradients), t, mb.inputs[i], a, workspace_, dx_);
+    ReleaseWeights();
+    FinishGradients(u, unit_gradients, LastMicroBatch(j), [&](real* g) { SumRowGradientsOverTp(ctx_, g, t); });
     if (sync_last) sync_->Ready(grads_.data(), params_.block_begin[i], clock_);
   }
   if (s.has_embedding) {
-    EmbeddingBackward(ctx_, grads_.data(), params_, mb.tokens.as_ints(), dx_, workspace_);
+    const int u = params_.embedding_unit;
+    Buffer unit_gradients = UnitGradients(u);
+    EmbeddingBackward(ctx_, GradientsOf(unit_gradients), EndsRebased(params_, Base(u)), mb.tokens.as_ints(), dx_,
+                      workspace_);
+    FinishGradients(u, unit_gradients, LastMicroBatch(j), [](real*) {});
   } else {
     SendGradient(dx_, grid_.StageRank(grid_.pp_rank - 1), 2 * j + 1);
   }
@@ -312,6 +430,7 @@ void Trainer::RunSchedule(int64_t step, bool sync) {
   const int M = options_.num_micro_batches;
   const int warmup = std::min(grid_.pp - grid_.pp_rank - 1, M);
   if (sync) sync_->Begin();
+  if (gatherer_ != nullptr) gatherer_->BeginStep(StepUnitUses());
   for (int j = 0; j < warmup; ++j) {
     Forward(step, j, sync && j == M - 1);
     IssueQueuedSends();  // the next stage starts on micro-batch j now, not at this stage's first backward
@@ -325,14 +444,31 @@ void Trainer::RunSchedule(int64_t step, bool sync) {
     TimedScope timed(clock_, Phase::kPpWait);
     for (auto& s : sends_) s->request.Wait();
   }
-  // Tied embeddings over several stages: the first and last stage add their gradients.
-  if (dims_.tied && grid_.pp > 1 && (grid_.first_stage() || grid_.last_stage())) {
-    const TensorSpec* wte = nullptr;
-    for (const TensorSpec& t : params_.tensors) {
-      if (t.name == "wte") wte = &t;
-    }
-    AllReduceSum(grads_.data() + wte->offset, wte->size, grid_.embedding_comm, clock_, Phase::kPpWait);
+  if (dims_.tied && grid_.pp > 1 && (grid_.first_stage() || grid_.last_stage())) SumTiedEmbeddingGradients();
+}
+
+void Trainer::SumTiedEmbeddingGradients() {
+  const TensorSpec* wte = nullptr;
+  for (const TensorSpec& t : params_.tensors) {
+    if (t.name == "wte") wte = &t;
   }
+  if (zero_ < 2) {
+    AllReduceSum(grads_.data() + wte->offset, wte->size, grid_.embedding_comm, clock_, Phase::kPpWait);
+    return;
+  }
+  // Sharded gradients: the first stage's embedding unit and the last stage's head unit shard
+  // differently, so the unit holding wte is gathered whole (for the moment), its wte summed, and
+  // this rank's piece taken back.
+  const UnitShard& u = shards_.unit(grid_.first_stage() ? params_.embedding_unit : params_.head_unit);
+  const int64_t mine = u.per_rank * grid_.shard_rank;
+  Buffer whole(allocator_, MemoryCategory::kCommBuffers, static_cast<size_t>(u.size), 4.0, false);
+  Copy(whole.data() + mine, grad_shard_.data() + u.at, u.per_rank);
+  {
+    TimedScope timed(clock_, Phase::kDpComm);
+    DeviceAllGather(whole.data(), u.per_rank, grid_.shard_comm);
+  }
+  AllReduceSum(whole.data() + (wte->offset - u.begin), wte->size, grid_.embedding_comm, clock_, Phase::kPpWait);
+  Copy(grad_shard_.data() + u.at, whole.data() + mine, u.per_rank);
 }
 
 double* Trainer::MicroBatchLosses() {
@@ -350,7 +486,8 @@ double Trainer::StepLossSum() {
 
 double Trainer::ComputeGradients(int64_t step) {
   clock_.Reset();
-  Fill(grads_.data(), padded_count_, 0);
+  if (zero_ < 2) Fill(grads_.data(), padded_count_, 0);
+  if (zero_ >= 2) Fill(grad_shard_.data(), shards_.values(), 0);
   RunSchedule(step, false);
   double loss = StepLossSum();
   const bool counts = grid_.last_stage() && grid_.tp_rank == 0;
@@ -366,14 +503,17 @@ StepStats Trainer::Step(int64_t step) {
   Barrier(grid_.world);
   const double start = MPI_Wtime();
   clock_.Reset();
-  Fill(grads_.data(), padded_count_, 0);
-  const bool zero = options_.zero1 && grid_.dp > 1;
+  if (zero_ < 2) Fill(grads_.data(), padded_count_, 0);
+  if (zero_ >= 2) Fill(grad_shard_.data(), shards_.values(), 0);  // accumulated over micro-batches
   RunSchedule(step, sync_ != nullptr);
   if (sync_ != nullptr) {
     sync_->Finish(grads_.data(), clock_);
-  } else if (zero) {
+  } else if (zero_ == 1) {
     TimedScope timed(clock_, Phase::kDpComm);
-    DeviceReduceScatter(grads_.data(), grad_shard_.data(), shard_end_ - shard_begin_, grid_.dp_comm);
+    DeviceReduceScatter(grads_.data(), grad_shard_.data(), shards_.values(), grid_.shard_comm);
+  }
+  if (zero_ >= 1) {  // hybrid sharding: the shard's sum across replicas (nothing with one replica)
+    AllReduceSum(grad_shard_.data(), shards_.values(), grid_.replicate_comm, clock_, Phase::kDpComm);
   }
   stats.loss_scale = loss_scale_;
   Optimize(stats);
@@ -396,31 +536,28 @@ StepStats Trainer::Step(int64_t step) {
   return stats;
 }
 
+real* Trainer::MasterAt(int64_t flat, int64_t at) {
+  if (options_.precision != 0) return master_.data() + at;
+  return zero_ == 3 ? weight_shard_.data() + at : weights_.data() + flat;
+}
+
 void Trainer::Optimize(StepStats& stats) {
-  const bool zero = options_.zero1 && grid_.dp > 1;
-  const int64_t lo = shard_begin_, hi = shard_end_;
-  real* g = zero ? grad_shard_.data() : grads_.data();
-  real* master = options_.precision != 0 ? master_.data() : weights_.data() + lo;
-  // The update runs on [lo, hi): this rank's ZeRO shard, or all its parameters.
-  // The pieces of each tensor inside [lo, hi), as offsets from lo.
-  auto for_each_piece = [&](const std::function<void(const TensorSpec&, int64_t, int64_t)>& fn) {
-    for (const TensorSpec& t : params_.tensors) {
-      const int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.size);
-      if (a < b) fn(t, a - lo, b - a);
-    }
-  };
+  // The update runs on this rank's shard (all its parameters without ZeRO), tensor piece by piece.
+  const int64_t n = shards_.values();
+  real* g = zero_ >= 1 ? grad_shard_.data() : grads_.data();
   double sums[2] = {0, 0};  // squared norm, non-finite values
   {
     TimedScope timed(clock_, Phase::kOptimizer);
-    if (zero || grid_.dp_rank == 0) {
+    // Each value counted once: one replica's shards (every replica holds the same sums).
+    if (zero_ >= 1 ? grid_.replicate_rank == 0 : grid_.dp_rank == 0) {
       std::vector<DeviceRange> counted;  // one wait for the device, not one per tensor
-      for_each_piece([&](const TensorSpec& t, int64_t at, int64_t n) {
+      shards_.ForEachPiece(params_.tensors, [&](const TensorSpec& t, int64_t, int64_t at, int64_t count) {
         if (t.tied_copy || (t.tp_replicated && grid_.tp_rank != 0)) return;
-        counted.push_back({g + at, n});
+        counted.push_back({g + at, count});
       });
       sums[0] = SumOfSquares(counted);
     }
-    sums[1] = static_cast<double>(CountNonFinite(g, hi - lo));
+    sums[1] = static_cast<double>(CountNonFinite(g, n));
     Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_.world);
   }
   stats.grad_norm = std::sqrt(sums[0]) / loss_scale_;
@@ -436,24 +573,31 @@ void Trainer::Optimize(StepStats& stats) {
     const double clip =
         options_.clip > 0 && stats.grad_norm > options_.clip ? options_.clip / (stats.grad_norm + 1e-6) : 1.0;
     const double factor = clip / loss_scale_;
-    if (factor != 1.0) Scale(g, hi - lo, static_cast<real>(factor));
+    if (factor != 1.0) Scale(g, n, static_cast<real>(factor));
     ++adam_steps_;
     const real c1 = static_cast<real>(1 - std::pow(options_.beta1, adam_steps_));
     const real c2 = static_cast<real>(1 - std::pow(options_.beta2, adam_steps_));
-    for_each_piece([&](const TensorSpec& t, int64_t at, int64_t n) {
-      AdamWUpdate(master + at, g + at, m_.data() + at, v_.data() + at, n, static_cast<real>(options_.lr),
+    shards_.ForEachPiece(params_.tensors, [&](const TensorSpec& t, int64_t flat, int64_t at, int64_t count) {
+      AdamWUpdate(MasterAt(flat, at), g + at, m_.data() + at, v_.data() + at, count, static_cast<real>(options_.lr),
                   static_cast<real>(options_.beta1), static_cast<real>(options_.beta2),
                   static_cast<real>(options_.eps), static_cast<real>(t.decay ? options_.weight_decay : 0.0),
                   c1, c2);
     });
-    if (options_.precision != 0) Round16Bit(weights_.bits16() + lo, master, hi - lo, options_.precision);
-  }
-  if (zero) {
-    TimedScope gather(clock_, Phase::kDpComm);
     if (options_.precision != 0) {
-      DeviceAllGather16(weights_.bits16(), hi - lo, grid_.dp_comm);
-    } else {
-      DeviceAllGather(weights_.data(), hi - lo, grid_.dp_comm);
+      for (const UnitShard& u : shards_.units()) {
+        uint16_t* to = zero_ == 3 ? weight_shard_.bits16() + u.at : weights_.bits16() + u.PieceBegin(shards_.rank());
+        Round16Bit(to, master_.data() + u.at, u.per_rank, options_.precision);
+      }
+    }
+  }
+  if (zero_ == 1 || zero_ == 2) {  // the updated weights to every rank of the shard group
+    TimedScope gather(clock_, Phase::kDpComm);
+    for (const UnitShard& u : shards_.units()) {
+      if (options_.precision != 0) {
+        DeviceAllGather16(weights_.bits16() + u.begin, u.per_rank, grid_.shard_comm);
+      } else {
+        DeviceAllGather(weights_.data() + u.begin, u.per_rank, grid_.shard_comm);
+      }
     }
   }
   if (options_.precision == 1 && ++good_steps_ >= options_.loss_scale_window) {
@@ -468,7 +612,9 @@ std::map<std::string, std::vector<double>> Trainer::Gather(const std::vector<rea
   std::map<std::string, int64_t> global_offset;
   for (const TensorSpec& t : whole.tensors) global_offset[t.name] = t.offset;
   std::vector<double> global(static_cast<size_t>(whole.count), 0.0);
-  const bool replica_counts = gradients || grid_.dp_rank == 0;
+  // Gradients: every replica's part of the sum. Weights: one replica's (ZeRO-3: its shard group's
+  // pieces).
+  const bool replica_counts = gradients || (zero_ == 3 ? grid_.replicate_rank == 0 : grid_.dp_rank == 0);
   if (replica_counts) {
     const double unscale = gradients ? 1.0 / loss_scale_ : 1.0;
     for (const TensorSpec& t : params_.tensors) {
@@ -495,25 +641,34 @@ std::map<std::string, std::vector<double>> Trainer::GatherWeights() const {
   return Gather(LoadWeights(), false);
 }
 std::map<std::string, std::vector<double>> Trainer::GatherGradients() const {
-  std::vector<real> grads(static_cast<size_t>(padded_count_));
-  Download(grads.data(), grads_.data(), grads.size() * sizeof(real));
+  std::vector<real> grads(static_cast<size_t>(padded_count_), real(0));
+  if (zero_ < 2) {
+    Download(grads.data(), grads_.data(), grads.size() * sizeof(real));
+  } else {  // this rank's pieces, each already summed over the shard group
+    std::vector<real> shard(static_cast<size_t>(shards_.values()));
+    Download(shard.data(), grad_shard_.data(), shard.size() * sizeof(real));
+    shards_.Place(shard, grads);
+  }
   return Gather(grads, true);
 }
 
 double Trainer::Parameter(int64_t offset) const {
-  if (options_.precision != 0) throw std::logic_error("Trainer::Parameter: gradient checks run in fp32 storage");
+  if (options_.precision != 0 || zero_ == 3)
+    throw std::logic_error("Trainer::Parameter: gradient checks run in fp32 storage on one rank");
   real value;
   Download(&value, weights_.data() + offset, sizeof(real));
   return value;
 }
 
 void Trainer::SetParameter(int64_t offset, double value) {
-  if (options_.precision != 0) throw std::logic_error("Trainer::SetParameter: gradient checks run in fp32 storage");
+  if (options_.precision != 0 || zero_ == 3)
+    throw std::logic_error("Trainer::SetParameter: gradient checks run in fp32 storage on one rank");
   const real v = static_cast<real>(value);
   Upload(weights_.data() + offset, &v, sizeof(real));
 }
 
 double Trainer::Gradient(int64_t offset) const {
+  if (zero_ >= 2) throw std::logic_error("Trainer::Gradient: gradient checks run on one rank");
   real value;
   Download(&value, grads_.data() + offset, sizeof(real));
   return value / loss_scale_;

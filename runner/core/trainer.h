@@ -1,16 +1,28 @@
 // One rank's part of a training step: the 1F1B pipeline schedule over micro-batches, the
-// gradient reduction over data-parallel replicas (bucketed all-reduce overlapping the last
-// micro-batch's backward, or ZeRO-1's reduce-scatter), and AdamW with gradient clipping on fp32
-// master weights (sharded over replicas with ZeRO-1, then all-gathered), with dynamic loss
-// scaling for fp16.
+// gradient reduction over data-parallel replicas, and AdamW with gradient clipping on fp32
+// master weights, with dynamic loss scaling for fp16. Over the shard group (sharding.h):
+//   ZeRO-0  bucketed all-reduce of the gradients overlapping the last micro-batch's backward.
+//   ZeRO-1  reduce-scatter of the step's gradients; AdamW on this rank's shard of the master
+//           weights and moments; all-gather of the updated weights.
+//   ZeRO-2  each unit's gradients reduce-scattered after every micro-batch's backward through it,
+//           accumulated in the gradient shard (no whole gradient buffer held across the step);
+//           then as ZeRO-1.
+//   ZeRO-3  (FSDP) only the weight shard is kept: each unit's weights are all-gathered before its
+//           forward and again before its backward (the next unit's gather prefetched while one
+//           computes), gradients as ZeRO-2, AdamW on the shard, no all-gather after it.
+// Hybrid sharding (dp_replicate > 1): the gradient shard is all-reduced across the replicas once a
+// step, before the optimizer.
 //
-// Memory, as a GPU holds it (TrackingAllocator): weights at storage width; fp32 gradients;
-// optimizer states m, v (fp32) and, with 16-bit storage, the fp32 master weights; per
+// Memory, as a GPU holds it (TrackingAllocator): weights at storage width (ZeRO-3: the shard, and
+// at most two gathered units as gathered_weights); fp32 gradients (ZeRO-2/3: the shard; a unit's
+// whole gradients, while they are made and reduce-scattered, as comm_buffers); optimizer states
+// m, v (fp32) and, with 16-bit storage, the fp32 master weights (ZeRO-1-3: the shard); per
 // micro-batch in flight the blocks' inputs and (without recomputation) their saved activations.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +33,7 @@
 #include "runner/core/memory.h"
 #include "runner/core/parallel.h"
 #include "runner/core/parameters.h"
+#include "runner/core/sharding.h"
 
 namespace tunepar::core {
 
@@ -28,7 +41,9 @@ struct TrainingOptions {
   int micro_batch = 1;        // B, sequences per micro-batch
   int num_micro_batches = 1;  // M, per replica per step
   int precision = 0;          // 0 fp32, 1 fp16, 2 bf16 (storage; arithmetic and master weights fp32)
-  bool zero1 = false;         // shard optimizer states over data-parallel replicas
+  // ZeRO stage over the shard group (dp / dp_replicate ranks): 0 nothing sharded, 1 optimizer
+  // states, 2 and gradients, 3 and weights (FSDP). With dp 1 there is nothing to shard: 0.
+  int zero = 0;
   // 0 none; 1 selective (attention scores recomputed in the backward pass); 2 full (only each
   // block's input is kept; the block's forward runs again before its backward).
   int recompute = 0;
@@ -102,10 +117,31 @@ class Trainer {
   void Optimize(StepStats& stats);
   // `local`: this rank's values (weights or gradients) in its flat order, on the host.
   std::map<std::string, std::vector<double>> Gather(const std::vector<real>& local, bool gradients) const;
-  // The weights as the layers read them (block.h), and their host copies (fp32 values) in and out.
+  // The weights as the layers read them (block.h), and their host copies (fp32 values) in and out:
+  // the whole stage's (ZeRO-0-2), or with ZeRO-3 this rank's pieces in a flat vector.
   StageWeights Weights() const;
   void StoreWeights(const std::vector<real>& host);
   std::vector<real> LoadWeights() const;
+
+  // A unit's layers (parameters.h ParameterUnit): its weights as they read them, at offsets from
+  // Base(unit) (ZeRO-3: the gathered unit, held until ReleaseWeights), and its gradients: with
+  // ZeRO-2/3 a whole-unit buffer (UnitGradients) that FinishGradients reduce-scatters into the
+  // gradient shard; else the stage's gradients.
+  int64_t Base(int unit) const;
+  StageWeights UnitWeights(int unit);
+  void ReleaseWeights();
+  Buffer UnitGradients(int unit);
+  real* GradientsOf(Buffer& unit_gradients);
+  // `sum_rows` (sequence parallelism's norm gradients over TP) on a micro-batch's unit gradients
+  // (ZeRO-2/3), or once a step on the stage's.
+  void FinishGradients(int unit, Buffer& unit_gradients, bool last_micro_batch,
+                       const std::function<void(real*)>& sum_rows);
+  // The units the step's passes compute with, in the schedule's order (ZeRO-3's gathers).
+  std::vector<int> StepUnitUses() const;
+  // Tied embeddings over several stages: the first and last stage add their gradients.
+  void SumTiedEmbeddingGradients();
+  // The master weights of the piece at flat offset `flat`, shard offset `at`.
+  real* MasterAt(int64_t flat, int64_t at);
 
   ModelDims dims_;
   const ProcessGrid& grid_;
@@ -114,9 +150,15 @@ class Trainer {
   TrackingAllocator& allocator_;
   StageContext ctx_;
   ParameterLayout params_;
-  int64_t padded_count_ = 0;                 // a multiple of dp (ZeRO shards)
-  int64_t shard_begin_ = 0, shard_end_ = 0;  // this rank's optimizer range
-  Buffer weights_, grads_, master_, m_, v_, grad_shard_;
+  int zero_ = 0;                 // the ZeRO stage run (0 with one rank in the shard group)
+  int64_t padded_count_ = 0;     // the flat buffers' values: a multiple of the shard group
+  ShardLayout shards_;           // this rank's optimizer range(s)
+  Buffer weights_;               // ZeRO-0-2: the stage's weights
+  Buffer weight_shard_;          // ZeRO-3: this rank's shard of them
+  Buffer grads_;                 // ZeRO-0/1: the stage's gradients
+  Buffer grad_shard_;            // ZeRO-1-3
+  Buffer master_, m_, v_;        // on the shard
+  std::unique_ptr<UnitGatherer> gatherer_;  // ZeRO-3
   BlockWorkspace workspace_;
   Buffer dx_;  // the gradient flowing back through the stage (an ActivationGradient)
   Buffer recompute_out_;
