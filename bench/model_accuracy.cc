@@ -7,9 +7,14 @@
 //    % of the 191.5 TFLOP/s peak predicted vs reported; goal within 15%.
 // 3. Layouts known not to fit are predicted not to fit.
 // 4. Prediction speed on one core; goal >= 1 million predictions per second.
+// 5. MosaicML llm-foundry MPT on H100 with PyTorch FSDP only (FULL_SHARD = zero 3,
+//    SHARD_GRAD_OP = zero 2), with the dgx-h100 profile as committed (nothing fitted to these
+//    rows): TFLOP/s per GPU by llm-foundry's formula predicted vs published, whether it fits in
+//    80 GB, the predicted step's breakdown; mean and worst |error| per sharding strategy.
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -83,6 +88,70 @@ Summary Compare(const std::vector<runner::MeasuredRun>& runs, const runner::Hard
   return s;
 }
 
+// Section 5: every row of `runs` predicted on `hw`, its step time and memory broken down.
+void CompareFsdp(const std::vector<runner::MeasuredRun>& runs, const runner::HardwareProfile& hw) {
+  fmt::print("{:<12} {:>4} {:<21} {:>6} {:>6} {:>7} {:>6} | {:>6} {:>6} {:>6} {:>6} {:>6} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5}\n",
+             "run", "GPUs", "layout", "publ.", "pred.", "error", "comp.", "step", "comp", "dp", "gather",
+             "optim", "other", "mem", "state", "gathr", "act", "rest");
+  fmt::print("{:<12} {:>4} {:<21} {:>6} {:>6} {:>7} {:>6} | {:>6} {:>6} {:>6} {:>6} {:>6} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5}\n",
+             "", "", "", "TF/s", "TF/s", "", "TF/s", "s", "s", "s", "s", "s", "s", "GB", "GB", "GB", "GB", "GB");
+  struct Stat {
+    double sum = 0, worst = 0;
+    int n = 0, fit = 0;
+  };
+  Stat by_stage[4];
+  // Per model (the label without its GPU count), TFLOP/s published and predicted by GPU count.
+  std::vector<std::pair<std::string, std::map<int, std::pair<double, double>>>> scaling;
+  for (const runner::MeasuredRun& run : runs) {
+    const runner::PerformanceModel model = OrDie(runner::PerformanceModel::Create(run.model, hw));
+    if (const Status s = model.CheckLayout(run.layout); !s.ok()) {
+      fmt::print(stderr, "model_accuracy: {}: {}\n", run.label, s.message());
+      std::exit(1);
+    }
+    const runner::Prediction p = model.Predict(run.layout);
+    const Layout& l = run.layout;
+    const double flops = run.FlopsPerStep() / l.World() / 1e12;  // the run's formula (llm-foundry)
+    const double published = flops / run.step_time_s, predicted = flops / p.step_time_s;
+    const double error = predicted / published - 1.0;
+    const runner::TimeBreakdown& t = p.time;
+    const runner::MemoryBreakdown& m = p.memory;
+    const double other = t.tp_comm + t.pp_p2p + t.bubble + t.device_sharing;
+    fmt::print(
+        "{:<12} {:>4} {:<21} {:>6.1f} {:>6.1f} {:>+6.1f}% {:>6.1f} | {:>6.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5.3f} | "
+        "{:>5.1f} {:>5.1f} {:>5.1f} {:>5.1f} {:>5.1f}{}\n",
+        run.label, l.World(),
+        fmt::format("dp{} mbs{} z{} rc{}", l.dp, l.micro_batch, l.zero,
+                    l.recompute == Recompute::kFull ? "full" : l.recompute == Recompute::kSelective ? "sel" : "none"),
+        published, predicted, 100 * error, flops / t.compute, p.step_time_s, t.compute, t.dp_comm_exposed,
+        t.weight_gather_exposed, t.optimizer, other, p.memory_bytes / 1e9,
+        (m.weights + m.gradients + m.optimizer_states) / 1e9, m.gathered_weights / 1e9, m.activations / 1e9,
+        (m.comm_buffers + m.runtime_overhead) / 1e9, p.fits ? "" : " OOM");
+    const std::string name = run.label.substr(0, run.label.rfind('-'));
+    if (scaling.empty() || scaling.back().first != name) scaling.push_back({name, {}});
+    scaling.back().second[l.World()] = {published, predicted};
+    Stat& s = by_stage[l.zero];
+    s.sum += std::abs(error);
+    s.worst = std::max(s.worst, std::abs(error));
+    s.n += 1;
+    s.fit += p.fits ? 1 : 0;
+  }
+  for (int zero : {3, 2}) {
+    const Stat& s = by_stage[zero];
+    if (s.n == 0) continue;
+    fmt::print("{} (zero {}): TFLOP/s error mean |error| {:.2f}%, worst {:.2f}% ({} rows); predicted to fit in {:g} GB: {} of {}\n",
+               zero == 3 ? "FULL_SHARD" : "SHARD_GRAD_OP", zero, 100 * s.sum / s.n, 100 * s.worst, s.n,
+               hw.memory_gb.value, s.fit, s.n);
+  }
+  fmt::print("Scaling out: TFLOP/s per GPU on the most GPUs / on the fewest\n");
+  for (const auto& [name, by_gpus] : scaling) {
+    if (by_gpus.size() < 2) continue;
+    const std::pair<double, double>& few = by_gpus.begin()->second;
+    const std::pair<double, double>& most = by_gpus.rbegin()->second;
+    fmt::print("  {:<8} {:>3} -> {:>3} GPUs: published {:.3f}, predicted {:.3f}\n", name, by_gpus.begin()->first,
+               by_gpus.rbegin()->first, most.first / few.first, most.second / few.second);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,5 +209,15 @@ int main(int argc, char** argv) {
   fmt::print("{:.1f} million predictions per second (goal >= 1); {} layouts in {:.2f} ms{}\n",
              predictions / elapsed / 1e6, space.legal.size(),
              1e3 * elapsed * space.legal.size() / predictions, sink > 0 ? "" : " ");
+
+  const runner::HardwareProfile h100 = Profile("dgx-h100");
+  fmt::print(
+      "\n5. MosaicML llm-foundry MPT, PyTorch FSDP only (tp1 pp1, dp = GPUs), H100 80GB, profile dgx-h100 "
+      "(nothing fitted to these rows)\n"
+      "TFLOP/s per GPU by llm-foundry's formula (6 N s + 12 L h s^2 per sequence); comp.: the predicted compute "
+      "alone; step = comp + dp (gradient reduce-scatter, zero 2's weight gather) + gather (zero 3's per-layer "
+      "gathers) + optim + other; mem: state = weights + gradients + Adam, gathr = zero 3's whole layers, act, "
+      "rest = buffers + runtime overhead\n");
+  CompareFsdp(Runs(data + "/mpt-fsdp-h100.csv"), h100);
   return 0;
 }

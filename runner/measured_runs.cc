@@ -21,11 +21,17 @@ double ModelFormulaFlops(const ModelShape& m) {
   return 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
 }
 
+double LlmFoundryFlops(const ModelShape& m) {
+  const double B = m.global_batch, s = m.seq_len, L = m.layers, h = m.hidden;
+  return B * (6 * m.Parameters() * s + 12 * L * h * s * s);
+}
+
 std::optional<double> FlopsPerStepByFormula(const ModelShape& m, std::string_view formula) {
   if (formula == "recompute-counted") return RecomputeCountedFlops(m);
   if (formula == "model") return ModelFormulaFlops(m);
   if (formula == "megatron-full") return ModelFlopsPerStep(m, ScoreFlops::kFull);
   if (formula == "megatron-causal") return ModelFlopsPerStep(m, ScoreFlops::kCausalHalf);
+  if (formula == "llm-foundry") return LlmFoundryFlops(m);
   return std::nullopt;
 }
 
@@ -198,7 +204,7 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   const std::optional<double> flops = FlopsPerStepByFormula(m, formula);
   if (!flops)
     return r.Error("tflops_formula",
-                   fmt::format("'{}' is not recompute-counted, model, megatron-full or megatron-causal", formula));
+                   fmt::format("'{}' is not recompute-counted, model, megatron-full, megatron-causal or llm-foundry", formula));
   run->tflops_formula = formula;
   run->step_time_s = *flops / (tflops * 1e12 * gpus);
   return Status::Ok();

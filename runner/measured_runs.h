@@ -43,13 +43,18 @@ struct MeasuredRun {
 //                          score term, as Megatron-LM counted before 2025-03 (NeMo 24.07's tables)
 //     "megatron-causal":   ModelFlopsPerStep(kCausalHalf): half the score term of a causal model,
 //                          as Megatron-LM since 2025-03 and Megatron-Bridge (NeMo 26.04's tables)
+//     "llm-foundry":       B (6 N s + 12 L h s^2), N = ModelShape::Parameters() (every trainable
+//                          parameter: embeddings, position table, biases and norms included), the
+//                          full s^2 score term: MosaicML llm-foundry's "Model TFLOP" and MFU
+//                          (scripts/train/benchmarking/collect_results.py)
 // Errors name the source, the line and the column.
 Result<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv_text, std::string_view source);
 
 // FLOPs per step by the formulas above, for converting TFLOP/s to step time and back.
 double RecomputeCountedFlops(const ModelShape& model);
 double ModelFormulaFlops(const ModelShape& model);
-// By the formula's name; nothing for a name that is none of the four.
+double LlmFoundryFlops(const ModelShape& model);
+// By the formula's name; nothing for a name that is none of the five.
 std::optional<double> FlopsPerStepByFormula(const ModelShape& model, std::string_view formula);
 
 }  // namespace tunepar::runner
