@@ -403,6 +403,40 @@ TEST(LocalBackend, ALlamaStyleSearchMeasuresOnlyTpSizesThatSplitItsKvHeads) {
   }
 }
 
+// Issue 34's check: a local search of the tiny Llama-style model at world 4 (dp 4) measures
+// ZeRO-2, ZeRO-3 and hybrid-sharded layouts (2 replicas of shard groups of 2): the four legal
+// layouts of zero 2-3 x dp_replicate 1-2, each run by the core as its key says, ZeRO-3 holding
+// gathered units and a quarter (or, hybrid, half) of the weights.
+TEST(LocalBackend, ALocalSearchMeasuresShardedAndHybridLayouts) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run = RunTunepar(
+      "--store " + store + " search --backend local --world 4 --model tiny-llama --hardware local-cpu --budget 4 "
+      "--steps 2 --warmup 1 --node-id n0 --fix tp=1 --fix pp=1 --fix micro_batch=2 --fix precision=fp32 "
+      "--fix recompute=none --fix seq_parallel=off --fix flash_attention=off --fix zero=2,3 --fix dp_replicate=1,2 "
+      "--core " + std::string(TUNEPAR_CORE));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 4u);
+  std::map<std::string, double> weights;  // "zero2", "zero3", "zero3-dpr2", ... -> peak weight bytes
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "ok") << t.layout << ": " << t.message;
+    const nlohmann::json result = CoreResultOf(store, study, t);
+    EXPECT_EQ(result["layout"], t.layout);
+    const nlohmann::json& peak = result["memory"]["peak_by_category"];
+    const bool zero3 = t.layout.find("-zero3-") != std::string::npos;
+    const bool hybrid = t.layout.find("-dpr2") != std::string::npos;
+    EXPECT_EQ(peak.value("gathered_weights", 0.0) > 0, zero3) << t.layout << ": " << peak.dump();
+    weights[std::string(zero3 ? "zero3" : "zero2") + (hybrid ? "-dpr2" : "")] = peak["weights"].get<double>();
+  }
+  ASSERT_EQ(weights.size(), 4u);
+  // ZeRO-3 shards the weights over the shard group (4, or 2 when hybrid); ZeRO-2 keeps them whole.
+  EXPECT_EQ(weights["zero2"], weights["zero2-dpr2"]);
+  EXPECT_NEAR(weights["zero3"] * 4, weights["zero2"], 0.01 * weights["zero2"]);
+  EXPECT_NEAR(weights["zero3-dpr2"] * 2, weights["zero2"], 0.01 * weights["zero2"]);
+}
+
 // The issue's check: a local search of the tiny Llama-style model at world 4 measures
 // sequence-parallel layouts (the core runs sp1; before, it pinned sp0 and such a study had no
 // candidates). Each trial's core result is of that layout, with its TP communication timed.

@@ -115,14 +115,22 @@ TEST(CoreBinary, SearchRunsTheProfilesBuildAndNamesItFirst) {
 // found (the same searches with --core tunepar-core give them too). They changed when the CPU
 // and CUDA builds gained fused attention (pinned knobs "sp0 vpp1 fa0" -> "sp0 vpp1"; before:
 // tiny-w2-1eb8838e and tiny-w2-fba600c0) and again with sequence parallelism ("sp0 vpp1" ->
-// "vpp1"; before: tiny-w2-cf42d4b2 and tiny-w2-e5fc8311), as a new capability should.
+// "vpp1"; before: tiny-w2-cf42d4b2 and tiny-w2-e5fc8311), as a new capability should. Issue 34's
+// default space (ZeRO 0-3, dp_replicate) gives new ids again (before: tiny-w2-677b2afd and
+// tiny-w2-37623368); the space of 2026-11 still gives those: the core's new stages and hybrid
+// sharding pin nothing in the CPU and CUDA builds.
 TEST(CoreBinary, StudyIdsStayAsTheyWere) {
   TempDir dir;
   const std::string tunepar = testing::InstallTunepar(dir.path(), {"tunepar-core", "tunepar-core-cuda"});
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "cpu", "")).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "cpu"), "tiny-w2-677b2afd");
+  EXPECT_EQ(testing::OnlyStudy(dir / "cpu"), "tiny-w2-8b5d2274");
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "h100", "dgx-h100")).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "h100"), "tiny-w2-37623368");
+  EXPECT_EQ(testing::OnlyStudy(dir / "h100"), "tiny-w2-4a895044");
+  const std::string before = std::string(" --space ") + testing::kSpace2026_11;
+  ASSERT_EQ(RunCommand(tunepar + Search(dir / "cpu-2026-11", "") + before).exit_code, 0);
+  EXPECT_EQ(testing::OnlyStudy(dir / "cpu-2026-11"), "tiny-w2-677b2afd");
+  ASSERT_EQ(RunCommand(tunepar + Search(dir / "h100-2026-11", "dgx-h100") + before).exit_code, 0);
+  EXPECT_EQ(testing::OnlyStudy(dir / "h100-2026-11"), "tiny-w2-37623368");
 }
 
 void ExpectOneLineError(const CliRun& run, const std::string& fragment) {
@@ -155,7 +163,7 @@ TEST(CoreBinary, WithoutTheProfilesBuildOnlyCoreRuns) {
             std::string::npos)
       << given.out;
   EXPECT_NE(TrialCommand(store).find(" " + (dir / "tunepar-core") + " --model "), std::string::npos);
-  EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-37623368");  // the CUDA build's (StudyIdsStayAsTheyWere)
+  EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-4a895044");  // the CUDA build's (StudyIdsStayAsTheyWere)
 }
 
 // Not beside tunepar: the build on $PATH, named by its path.

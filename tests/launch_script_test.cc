@@ -364,9 +364,10 @@ TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
 // named): torchtitan trains its flavours only, Megatron-DeepSpeed no Llama shape, and a
 // --training-command that does not pass a field the model sets.
 TEST(LaunchScript, AModelTheProgramCannotTrainGetsNoScript) {
-  const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero3-rcnone-sp0-vpp1-fa0 --steps 1000";
+  const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero1-rcnone-sp0-vpp1-fa0 --steps 1000";
+  const std::string fsdp = " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero3-rcnone-sp0-vpp1-fa0 --steps 1000";
   ExpectOneLineError(RunTunepar("launch-script --model gpt-22b --hardware dgx-h100 --command-config " + kTorchtitan +
-                                layout),
+                                fsdp),
                      kExitConfig, "command config torchtitan.toml passes the model as a torchtitan flavour "
                                   "({torchtitan_flavor}): model gpt-22b has the shape of none of torchtitan's");
   ExpectOneLineError(RunTunepar("launch-script --model llama3-8b --hardware dgx-h100 --command-config " + kMegatron +
