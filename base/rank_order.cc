@@ -140,14 +140,21 @@ Result<RankOrder> RankOrder::Arrange(const GridSizes& g, const std::array<GridDi
 }
 
 // The performance model asks for a layout's grid several times per prediction: the default
-// orders are arranged directly, without parsing their names.
+// orders are arranged directly, without parsing their names, and this thread's last grid is kept.
 RankOrder RankOrder::Of(const Layout& l) {
+  const int replicas = l.dp_replicate >= 1 && l.dp % l.dp_replicate == 0 ? l.dp_replicate : 1;
+  const std::array<int, 4> sizes_key{l.tp, l.dp, l.pp, replicas};
+  thread_local std::array<int, 4> last_key{0, 0, 0, 0};
+  thread_local RankOrder last;
+  if (sizes_key == last_key) return last;
   GridSizes sizes;
   sizes.tp = l.tp;
   sizes.dp = l.dp;
   sizes.pp = l.pp;
-  sizes.dp_replicate = l.dp_replicate >= 1 && l.dp % l.dp_replicate == 0 ? l.dp_replicate : 1;
-  return *Arrange(sizes, kDenseDims, kExpertDims);
+  sizes.dp_replicate = replicas;
+  last = *Arrange(sizes, kDenseDims, kExpertDims);
+  last_key = sizes_key;
+  return last;
 }
 
 std::vector<int> RankOrder::Group(int rank, GridDim d) const {
