@@ -9,6 +9,7 @@ std::string_view ToString(Precision precision) {
     case Precision::kFp32: return "fp32";
     case Precision::kFp16: return "fp16";
     case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
   }
   return "?";
 }
@@ -23,10 +24,10 @@ std::string_view ToString(Recompute recompute) {
 }
 
 Result<Precision> ParsePrecision(std::string_view text) {
-  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kFp8}) {
     if (text == ToString(p)) return p;
   }
-  return InvalidArgument(fmt::format("unknown precision '{}' (expected fp32, fp16 or bf16)", text));
+  return InvalidArgument(fmt::format("unknown precision '{}' (expected fp32, fp16, bf16 or fp8)", text));
 }
 
 Result<Recompute> ParseRecompute(std::string_view text) {

@@ -10,10 +10,13 @@
 
 namespace tunepar {
 
-enum class Precision { kFp32, kFp16, kBf16 };
+// kFp8: 16-bit (bf16) storage, communication and attention, with the transformer layers' GEMMs in
+// FP8 (TransformerEngine's recipe: e4m3 forward, e5m2 gradients, scaled per tensor); where the
+// hardware has an FP8 peak.
+enum class Precision { kFp32, kFp16, kBf16, kFp8 };
 enum class Recompute { kNone, kSelective, kFull };
 
-std::string_view ToString(Precision precision);  // "fp32" | "fp16" | "bf16"
+std::string_view ToString(Precision precision);  // "fp32" | "fp16" | "bf16" | "fp8"
 std::string_view ToString(Recompute recompute);  // "none" | "selective" | "full"
 Result<Precision> ParsePrecision(std::string_view text);
 Result<Recompute> ParseRecompute(std::string_view text);

@@ -54,6 +54,8 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
      [](const Q&, const L& l) { return l.dp % l.dp_replicate != 0; }},
     {C::kDpReplicateLeavesShards, "dp_replicate_leaves_shards", "hybrid sharding leaves shard groups of 2 or more ranks",
      Knob::kDpReplicate, [](const Q&, const L& l) { return l.dp_replicate > 1 && l.dp / l.dp_replicate < 2; }},
+    {C::kFp8NeedsPeak, "fp8_needs_peak", "fp8 needs hardware with an FP8 peak (peak_tflops_fp8)", Knob::kPrecision,
+     [](const Q& q, const L& l) { return l.precision == Precision::kFp8 && !q.fp8_peak; }},
 }};
 
 }  // namespace

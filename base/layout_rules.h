@@ -21,6 +21,7 @@ struct LayoutQuery {
   int gpus_per_node = 0;
   const ModelShape* model = nullptr;
   const SpaceSpec* space = nullptr;
+  bool fp8_peak = false;  // the hardware has an FP8 matrix peak (its profile's peak_tflops_fp8)
 };
 
 // In check order.
@@ -42,8 +43,9 @@ enum class Constraint {
   kDpReplicateNeedsZero,       // hybrid sharding without ZeRO replicates what is replicated anyway
   kDpReplicateDividesDp,       // dp splits into dp_replicate equal shard groups
   kDpReplicateLeavesShards,    // a shard group of one rank shards nothing: that layout is ZeRO-0's
+  kFp8NeedsPeak,               // fp8 GEMMs need hardware with an FP8 peak (H100: yes; A100, MI250X: no)
 };
-inline constexpr int kNumConstraints = 17;
+inline constexpr int kNumConstraints = 18;
 
 struct ConstraintRow {
   Constraint constraint;

@@ -49,7 +49,7 @@ std::string EndsLabel(const ModelShape& m) {
 
 }  // namespace
 
-std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms& t) {
+std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms& t, Precision precision) {
   const std::string core = std::string("attention core (QK^T, softmax, V") +
                            (m.positions == Positions::kAlibi ? "; ALiBi biases" : "") +
                            (m.Causal() ? ")" : "; bidirectional)");
@@ -57,7 +57,7 @@ std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms
           {"attention_output_s", "attention output projection", t.attention_output},
           {"mlp_s", fmt::format("MLP ({}: {} matrices, f {})", MlpName(m), m.MlpMatrices(), m.MlpWidth()), t.mlp},
           {"attention_core_s", core, t.attention_core},
-          {"elementwise_s", ElementwiseLabel(m), t.elementwise},
+          {"elementwise_s", ElementwiseLabel(m) + (precision == Precision::kFp8 ? ", FP8 casts" : ""), t.elementwise},
           {"kernel_overhead_s", "kernel launches (per layer)", t.kernel_overhead},
           {"recompute_s", "recomputation", t.recompute},
           {"head_and_embedding_s", EndsLabel(m), t.head_and_embedding}};

@@ -19,7 +19,9 @@ struct NamedTerm {
 };
 
 // ComputeTerms' fields in order, labelled for `model`.
-std::vector<NamedTerm> NamedComputeTerms(const ModelShape& model, const ComputeTerms& terms);
+// `precision` names what fp8 adds to a term (its casts, in the element-wise kernels).
+std::vector<NamedTerm> NamedComputeTerms(const ModelShape& model, const ComputeTerms& terms,
+                                         Precision precision = Precision::kBf16);
 
 // One line naming the shape's features: "GQA 64/8, SwiGLU f 28672, rotary, RMSNorm, untied, no
 // biases" (a GPT: "MHA 96 heads, GeLU f 49152, learned positions, LayerNorm, tied").

@@ -83,8 +83,8 @@ class CoreBackend : public Backend {
   }
   // The knobs of the tunepar-core build it launches for its model, and the models it trains
   // (runner/core/supported_knobs.h).
-  Result<KnobSupport> SupportedKnobs(const SpaceSpec&, int) const override {
-    return core::SupportedKnobs(options_.build, model_);
+  Result<KnobSupport> SupportedKnobs(const SpaceSpec& space, int world) const override {
+    return core::SupportedKnobs(options_.build, model_, space.Values(Knob::kPrecision, world));
   }
   Status SupportsModel(const ModelShape& model) const override { return core::SupportsModel(model); }
   // The seconds of exposed data-parallel communication the full layout adds over its slice.

@@ -27,6 +27,7 @@ double HardwareProfile::PeakFlops(Precision precision) const {
     case Precision::kFp32: return peak_tflops_fp32.value * 1e12;
     case Precision::kFp16: return peak_tflops_fp16.value * 1e12;
     case Precision::kBf16: return peak_tflops_bf16.value * 1e12;
+    case Precision::kFp8: return peak_tflops_fp8.value * 1e12;
   }
   return 0.0;
 }
@@ -248,6 +249,7 @@ Result<HardwareProfile> ParseHardwareProfile(std::string_view toml_text, std::st
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(d, "peak_tflops_fp32", &p.peak_tflops_fp32));
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(d, "peak_tflops_fp16", &p.peak_tflops_fp16));
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(d, "peak_tflops_bf16", &p.peak_tflops_bf16));
+  TUNEPAR_RETURN_IF_ERROR(ReadNumber(d, "peak_tflops_fp8", &p.peak_tflops_fp8, false));
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(d, "memory_gb", &p.memory_gb));
   TUNEPAR_RETURN_IF_ERROR(ReadNumber(d, "memory_bandwidth_gbs", &p.memory_bandwidth_gbs));
   TUNEPAR_RETURN_IF_ERROR(d.RejectUnknownKeys());

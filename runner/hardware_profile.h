@@ -96,6 +96,7 @@ struct HardwareProfile {
   ProfileNumber peak_tflops_fp32;  // dense matrix peak per device
   ProfileNumber peak_tflops_fp16;
   ProfileNumber peak_tflops_bf16;
+  ProfileNumber peak_tflops_fp8;  // 0 (absent): no FP8 matrix unit, the precision fp8 is excluded
   ProfileNumber memory_gb;  // device memory, GB (1e9 bytes)
   ProfileNumber memory_bandwidth_gbs;
 
@@ -112,7 +113,8 @@ struct HardwareProfile {
   LaunchSettings launch;
   std::optional<CalibrationRecord> calibration;
 
-  double PeakFlops(Precision precision) const;  // FLOP/s per device
+  double PeakFlops(Precision precision) const;  // FLOP/s per device (fp8: of its FP8 GEMMs)
+  bool HasFp8() const { return peak_tflops_fp8.value > 0; }
   double MemoryBytes() const { return memory_gb.value * kBytesPerGb; }
 };
 

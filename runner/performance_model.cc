@@ -32,12 +32,14 @@ constexpr double kMseValuesPerOutput = 3.0;
 // Fused attention's backward pass costs about 2.5 times its forward (Dao 2023).
 constexpr double kFlashBackwardFactor = 2.5;
 
+// Bytes of a stored, communicated or element-wise value: fp8 training keeps weights, activations
+// and their communication in bf16 (TransformerEngine casts each GEMM's operands to FP8 itself).
 double BytesPerValue(Precision p) {
   return p == Precision::kFp32 ? 4.0 : 2.0;
 }
 
-// Gradient bytes per parameter: Megatron keeps fp16 gradients in fp16 and accumulates bf16
-// gradients in fp32; fp32 training has fp32 gradients.
+// Gradient bytes per parameter: Megatron keeps fp16 gradients in fp16 and accumulates bf16 (and
+// fp8's bf16) gradients in fp32; fp32 training has fp32 gradients.
 double GradientBytes(Precision p) {
   return p == Precision::kFp16 ? 2.0 : 4.0;
 }
@@ -48,9 +50,15 @@ double KvHeadsOverTp(const ModelShape& m, int tp) {
   return std::max(m.KvHeads(), tp);
 }
 
-double PeakIndex(Precision p) {
-  return static_cast<int>(p);
+// The peak of everything but the layers' GEMMs: fp8 runs attention, the LM head and the embedding
+// in bf16 (Megatron's output layer is not a TransformerEngine module; FP8 attention is opt-in).
+int StoragePeakIndex(Precision p) {
+  return static_cast<int>(p == Precision::kFp8 ? Precision::kBf16 : p);
 }
+
+// FP8 GEMMs read operands TransformerEngine casts from bf16, each cast reading 2 bytes and writing
+// the FP8 value and its transpose (1 + 1: the backward GEMMs need the other layout).
+constexpr double kFp8CastBytesPerValue = 4.0;
 
 // Latency steps of an all-reduce over n ranks: a ring's 2 (n - 1) for small groups; a tree's
 // 2 log2(n) once that is fewer (as NCCL/RCCL switch at scale).
@@ -70,7 +78,7 @@ Result<PerformanceModel> PerformanceModel::Create(const ModelShape& model, const
 PerformanceModel::PerformanceModel(const ModelShape& model, const HardwareProfile& hw, const Efficiency& eff)
     : model_(model), eff_(eff) {
   using K = EfficiencyKey;
-  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kFp8}) {
     peak_[static_cast<int>(p)] = hw.PeakFlops(p);
   }
   memory_bytes_ = hw.MemoryBytes();
@@ -142,6 +150,8 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
   if (l.virtual_stages > 1 && (l.pp == 1 || l.num_micro_batches % l.pp != 0))
     return bad("interleaving needs pp > 1 and a micro-batch count divisible by pp");
   if (l.flash_attention && l.precision == Precision::kFp32) return bad("flash attention needs fp16 or bf16");
+  if (l.precision == Precision::kFp8 && peak_[static_cast<int>(Precision::kFp8)] <= 0)
+    return bad("fp8 needs hardware with an FP8 peak (its profile has no peak_tflops_fp8)");
   if (l.zero < 0 || l.zero > 3) return bad("ZeRO stage must be 0, 1, 2 or 3");
   if (l.dp_replicate < 1 || l.dp % l.dp_replicate != 0)
     return bad(fmt::format("dp_replicate {} does not divide dp {}", l.dp_replicate, l.dp));
@@ -152,7 +162,8 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
 PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const {
   using K = EfficiencyKey;
   const ModelShape& m = model_;
-  const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
+  const double peak = peak_[StoragePeakIndex(l.precision)];
+  const double gemm_peak = peak_[static_cast<int>(l.precision)];
   const double bv = BytesPerValue(l.precision);
   const double h = m.hidden, f = m.MlpWidth(), s = m.seq_len, a = m.heads;
   const double t = l.tp, b = l.micro_batch, tokens = b * s, head_dim = h / a;
@@ -163,9 +174,11 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   // GEMMs (M x N x K): QKV (T, (h + 2 g d)/t, h): GQA's K and V projections are g/a of Q's (3h/t
   // for multi-head attention); attention output (T, h, h/t); MLP in (T, f/t, h), SwiGLU's gate and
   // up stacked in one (T, 2f/t, h) as Megatron's linear_fc1; MLP out (T, h, f/t).
-  layer.qkv = GemmTime(tokens, (h + 2 * kv * head_dim) / t, h, peak);
-  layer.attention_output = GemmTime(tokens, h, h / t, peak);
-  const double mlp_in = GemmTime(tokens, (swiglu ? 2 * f : f) / t, h, peak), mlp_out = GemmTime(tokens, h, f / t, peak);
+  // fp8: these four run at the FP8 peak.
+  layer.qkv = GemmTime(tokens, (h + 2 * kv * head_dim) / t, h, gemm_peak);
+  layer.attention_output = GemmTime(tokens, h, h / t, gemm_peak);
+  const double mlp_in = GemmTime(tokens, (swiglu ? 2 * f : f) / t, h, gemm_peak);
+  const double mlp_out = GemmTime(tokens, h, f / t, gemm_peak);
   layer.mlp = mlp_in + mlp_out;
   const double gemm = layer.qkv + layer.attention_output + mlp_in + mlp_out;  // summed in this order (golden test)
   // Attention core, 4 b s^2 h / t FLOPs (query heads: GQA shrinks K and V, not the scores): a
@@ -188,7 +201,8 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const double rotary_values =
       m.positions == Positions::kRotary ? tokens * kValuesPerRotaryValue * (h + kv * head_dim) / t : 0.0;
   const double score_values = l.flash_attention ? 0.0 : b * (a / t) * s * s * kValuesPerScore;
-  const double elementwise = (hidden_values + mlp_values + rotary_values) * bv / memory_bandwidth_;
+  const double elementwise = (hidden_values + mlp_values + rotary_values) * bv / memory_bandwidth_ +
+                             Fp8CastValuesPerPass(l) * kFp8CastBytesPerValue / memory_bandwidth_;
   const double softmax = score_values * bv / memory_bandwidth_;
   layer.elementwise = elementwise + softmax;
 
@@ -204,12 +218,28 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   return layer;
 }
 
+// ---- fp8's casts per layer and pass, averaged over forward and backward (the element-wise
+// term counts once forward, twice backward): forward the four GEMMs' inputs (the norms' outputs
+// on the rank's tokens, the attention output's and fc2's inputs on its columns), backward the
+// gradients of their outputs, both cast to FP8 with a transpose. The weights' casts, once per
+// step, are counted with the optimizer (Fp8WeightCastTime).
+double PerformanceModel::Fp8CastValuesPerPass(const Layout& l) const {
+  if (l.precision != Precision::kFp8) return 0.0;
+  const ModelShape& m = model_;
+  const double h = m.hidden, f = m.MlpWidth(), t = l.tp, tokens = static_cast<double>(l.micro_batch) * m.seq_len;
+  const double kv = KvHeadsOverTp(m, l.tp), head_dim = h / m.heads;
+  const double fc1_columns = (m.mlp == MlpKind::kSwiglu ? 2 * f : f) / t;
+  const double forward = tokens * (2 * h / (l.seq_parallel ? t : 1.0) + h / t + f / t);
+  const double backward = tokens * ((h + 2 * kv * head_dim) / t + h + fc1_columns + h);
+  return (forward + backward) / 3.0;
+}
+
 // ---- The head on the last stage, per micro-batch. A language model: logits GEMM (T, V/t, h)
 // forward and backward, and the fp32 cross-entropy over the vocabulary shard. A model without a
 // vocabulary (a ViT): the head GEMM (T, O, h), replicated over tp (no collective), and the fp32
 // mean-squared error over its outputs (read, write, gradient). Both: the final norm.
 PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
-  const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
+  const double peak = peak_[StoragePeakIndex(l.precision)];
   const double bv = BytesPerValue(l.precision);
   const double h = model_.hidden, V = model_.vocab, t = l.tp;
   const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
@@ -232,7 +262,7 @@ PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
 // model's token embedding is a table lookup, counted nowhere (as before).
 double PerformanceModel::EmbedTime(const Layout& l) const {
   if (model_.HasVocabulary()) return 0.0;
-  const double peak = peak_[static_cast<int>(PeakIndex(l.precision))];
+  const double peak = peak_[StoragePeakIndex(l.precision)];
   const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
   return 2 * GemmTime(tokens, model_.hidden, model_.patch_tokens, peak);
 }
@@ -338,6 +368,13 @@ double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
   return params / (l.zero >= 1 ? static_cast<double>(l.ShardGroup()) : 1.0) * optimizer_bytes / memory_bandwidth_;
 }
 
+// ---- fp8: once per step, on the step's first micro-batch, TransformerEngine casts the stage's
+// layer weights (whole, as each rank computes with them) to FP8 and their transposes.
+double PerformanceModel::Fp8WeightCastTime(const Layout& l, const StageParameters& stage) const {
+  if (l.precision != Precision::kFp8) return 0.0;
+  return stage.layer * model_.layers / l.pp * kFp8CastBytesPerValue / memory_bandwidth_;
+}
+
 // ---- Time-shared devices (more ranks than devices on a node): the node's ranks' work (the LM
 // head on one stage in p) over its devices, beyond the dedicated-device schedule.
 double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown& time, double head_per_mb,
@@ -358,10 +395,15 @@ double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown&
 // gate and up 4 f/h and fc2's input silu(gate) * up 2 f/h. GPT: R 10, S 24 (f = 4h), Korthikanti's 34.
 // RMSNorm keeps what LayerNorm keeps; rotary keeps nothing (Q and K are stored rotated, and the
 // rotation's backward needs only the cos/sin table); ALiBi keeps nothing.
-PerformanceModel::ActivationUnits PerformanceModel::ActivationUnitsPerLayer(const ModelShape& m, int tp) {
+// fp8 keeps the four GEMMs' inputs in FP8 for their backward (TransformerEngine's Linear and
+// LayerNormLinear save the FP8 casts, 1 byte): the QKV and MLP inputs 1 each, the attention output
+// projection's input 1 and fc2's f/h.
+PerformanceModel::ActivationUnits PerformanceModel::ActivationUnitsPerLayer(const ModelShape& m, int tp,
+                                                                            Precision precision) {
   const double f_over_h = static_cast<double>(m.MlpWidth()) / m.hidden;
   const double kv_over_a = KvHeadsOverTp(m, tp) / m.heads;
   const double mlp = m.mlp == MlpKind::kSwiglu ? 6 * f_over_h : 4 * f_over_h;
+  if (precision == Precision::kFp8) return {8.0, 2 + 4 * kv_over_a + 1 + mlp - f_over_h};
   return {10.0, 2 + 4 * kv_over_a + 2 + mlp};
 }
 
@@ -388,7 +430,7 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   const bool mixed = l.precision != Precision::kFp32;
   const double scores_kept = l.flash_attention ? 0.0 : 5 * a * s / (h * t);
   const double scores = l.recompute != Recompute::kNone ? 0.0 : scores_kept;
-  const ActivationUnits units = ActivationUnitsPerLayer(m, l.tp);
+  const ActivationUnits units = ActivationUnitsPerLayer(m, l.tp, l.precision);
   // Without sequence parallelism every TP rank keeps R whole and S / t; with it, both split.
   const double kept = l.seq_parallel ? (units.replicated + units.split) / t
                                      : (l.tp == 1 ? units.replicated + units.split : units.replicated + units.split / t);
@@ -406,11 +448,16 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   // FSDP (ZeRO-3) holds a unit's weights whole while it computes (a layer, or the embedding or
   // the head: a vocabulary shard), and the next unit's, gathered ahead on the communication stream.
   const double gathered = l.zero >= 3 ? (stage.layer + std::max(stage.layer, stage.embedding)) * bv : 0.0;
+  // fp8 caches each layer weight's FP8 copy and transpose through the step (2 bytes a parameter),
+  // of the whole layers a rank computes with: the stage's, or under ZeRO-3 the gathered ones.
+  const double fp8_copies = l.precision != Precision::kFp8 ? 0.0
+                            : l.zero >= 3                  ? 2.0 * 2 * stage.layer
+                                                           : 2.0 * stage.layer * layers_per_stage;
   auto stage_memory = [&](double stage_params, double activations) {
     MemoryBreakdown mem;
     const ModelStates states =
         ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ShardGroup());
-    mem.weights = states.weights;
+    mem.weights = states.weights + fp8_copies;
     mem.gathered_weights = gathered;
     mem.gradients = states.gradients;
     mem.optimizer_states = states.optimizer;
@@ -469,14 +516,14 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   out.time.dp_comm_exposed = dp_exposed.gradients;
   out.time.weight_gather_exposed = dp_exposed.weight_gather;
   out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
-  out.time.optimizer = OptimizerTime(l, stage.most_loaded);
+  out.time.optimizer = OptimizerTime(l, stage.most_loaded) + Fp8WeightCastTime(l, stage);
   const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
                            out.time.dp_comm_exposed + out.time.weight_gather_exposed + out.time.optimizer;
   out.time.device_sharing = DeviceSharingTime(l, out.time, ends_mb, dedicated);
   out.step_time_s = dedicated + out.time.device_sharing;
   out.tokens_per_s = model_.TokensPerStep() / out.step_time_s;
   out.tflops_per_gpu = model_flops_ / out.step_time_s / l.World() / 1e12;
-  out.mfu = out.tflops_per_gpu * 1e12 / peak_[static_cast<int>(PeakIndex(l.precision))];
+  out.mfu = out.tflops_per_gpu * 1e12 / peak_[static_cast<int>(l.precision)];  // fp8: of the FP8 peak, as NVIDIA's tables
   out.memory = Memory(l, stage);
   out.memory_bytes = out.memory.Total();
   out.fits = out.memory_bytes <= memory_bytes_;

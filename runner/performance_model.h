@@ -168,6 +168,8 @@ class PerformanceModel {
   DpExposed DataParallelExposedTime(const Layout& layout, const StageParameters& stage, DpOverlap hide) const;
   double TiedEmbeddingTime(const Layout& layout, double embedding_params) const;
   double OptimizerTime(const Layout& layout, double params) const;
+  double Fp8WeightCastTime(const Layout& layout, const StageParameters& stage) const;
+  double Fp8CastValuesPerPass(const Layout& layout) const;
   double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,
                            double dedicated) const;
   MemoryBreakdown Memory(const Layout& layout, const StageParameters& stage) const;
@@ -175,7 +177,7 @@ class PerformanceModel {
     double replicated = 0;  // R: on every TP rank (split only by sequence parallelism)
     double split = 0;       // S: split over tp
   };
-  static ActivationUnits ActivationUnitsPerLayer(const ModelShape& model, int tp);
+  static ActivationUnits ActivationUnitsPerLayer(const ModelShape& model, int tp, Precision precision);
   // The link a group of `size` ranks, `stride` ranks apart, runs its collectives over.
   LinkSpeed GroupLink(int size, int stride) const;
   double GemmTime(double m, double n, double k, double peak) const;
@@ -184,7 +186,7 @@ class PerformanceModel {
   ModelShape model_;
   Efficiency eff_;
   // Hardware, in SI units.
-  double peak_[3] = {0, 0, 0};  // FLOP/s by Precision
+  double peak_[4] = {0, 0, 0, 0};  // FLOP/s by Precision
   double memory_bytes_ = 0;
   double memory_bandwidth_ = 0;  // achieved by element-wise kernels, bytes/s
   int gpus_per_node_ = 1;

@@ -101,6 +101,26 @@ TEST(CliPredict, RefusesWhatTheSpaceCallsIllegalAndNamesTheConstraint) {
 }
 
 // Every layout predict accepts is one that `space` lists, and the reverse, on a small problem.
+// fp8 is the default space's where the hardware has an FP8 peak (dgx-h100), and asked for on
+// hardware without one (MI250X, A100) it is refused with the rule named.
+TEST(CliFp8, AskedForOnHardwareWithoutAnFp8PeakExitsTwoNamingTheRule) {
+  const std::string llama = "predict --world 64 --model llama3-8b --tp 2 --pp 1 --flash ";
+  ExpectOneLineError(RunTunepar(llama + "--hardware frontier-mi250x --precision fp8"), kExitUsage, "fp8_needs_peak");
+  ExpectOneLineError(RunTunepar(llama + "--hardware dgx-a100 --precision fp8"), kExitUsage, "fp8_needs_peak");
+  const testing::CliRun h100 = RunTunepar(llama + "--hardware dgx-h100 --precision fp8");
+  ASSERT_EQ(h100.exit_code, 0) << h100.err;
+  EXPECT_NE(h100.out.find("fp8 dense peak of 1979"), std::string::npos) << h100.out;
+  TempDir dir;
+  const std::string store = "--store " + (dir / "store");
+  const testing::CliRun refused =
+      RunTunepar(store + " search --world 64 --model llama3-8b --hardware dgx-a100 --fix precision=fp8");
+  ExpectOneLineError(refused, kExitUsage, "FP8 peak");
+  const testing::CliRun searched =
+      RunTunepar(store + " --json search --world 64 --model llama3-8b --hardware dgx-h100 --fix precision=fp8");
+  ASSERT_EQ(searched.exit_code, 0) << searched.err;
+  EXPECT_NE(searched.out.find("-fp8-"), std::string::npos) << searched.out.substr(0, 600);
+}
+
 TEST(CliPredict, AcceptsExactlyTheLayoutsTheSpaceLists) {
   const testing::CliRun space = RunTunepar("--json space --world 8 --model tiny --hardware local-cpu --list");
   ASSERT_EQ(space.exit_code, 0) << space.err;

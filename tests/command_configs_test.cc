@@ -149,7 +149,7 @@ void CheckMegatron(Verdict& v, const Layout& l, const ModelShape& model) {
   v.expect_flag("--pipeline-model-parallel-size", std::to_string(l.pp));
   v.expect_flag("--micro-batch-size", std::to_string(l.micro_batch));
   v.expect_flag("--global-batch-size", std::to_string(l.GlobalBatch()));
-  v.expect_on("--bf16", l.precision == Precision::kBf16);
+  v.expect_on("--bf16", l.precision == Precision::kBf16 || l.precision == Precision::kFp8);
   v.expect_on("--fp16", l.precision == Precision::kFp16);
   const bool interleaved = l.virtual_stages > 1;
   v.expect_on("--num-layers-per-virtual-pipeline-stage", interleaved);
@@ -177,6 +177,7 @@ void CheckMegatronLm(Verdict& v, const Layout& l, const ModelShape& m) {
                                                                                    : "(refused: alibi)");
   v.expect_on("--untie-embeddings-and-output-weights", !m.tied_embeddings);
   v.expect_on("--disable-bias-linear", !m.linear_biases);
+  v.expect_flag("--fp8-format", l.precision == Precision::kFp8 ? "hybrid" : "(absent)");
   v.expect_on("--sequence-parallel", l.seq_parallel);
   v.expect_flag("--attention-backend", l.flash_attention ? "flash" : "unfused");
   v.expect_flag("--recompute-granularity", l.recompute == Recompute::kFull        ? "full"
@@ -207,9 +208,10 @@ void CheckTorchtitan(Verdict& v, const Layout& l, const ModelShape& m) {
     v.expect_flag("--parallelism.pipeline_parallel_microbatch_size", mbs);
     v.expect_flag("--training.local_batch_size", std::to_string(l.micro_batch * l.num_micro_batches));
   }
-  v.expect_flag("--training.mixed_precision_param", l.precision == Precision::kBf16   ? "bfloat16"
-                                                    : l.precision == Precision::kFp32 ? "float32"
-                                                                                      : "(none: fp16)");
+  v.expect_flag("--training.mixed_precision_param", l.precision == Precision::kFp32   ? "float32"
+                                                    : l.precision == Precision::kFp16 ? "(none: fp16)"
+                                                                                      : "bfloat16");
+  v.expect_flag("--model.converters", l.precision == Precision::kFp8 ? "quantize.linear.float8" : "(absent)");
   // FSDP2 over the shard group, replicated across dp_replicate groups (HSDP); resharding after
   // forward is ZeRO 3, keeping the gathered weights until backward ZeRO 2.
   v.expect_flag("--parallelism.data_parallel_shard_degree", std::to_string(l.dp / l.dp_replicate));
@@ -451,6 +453,53 @@ TEST(ShippedCommandConfigs, TorchtitanLaunchesOneTorchrunPerNodeWithARendezvous)
   EXPECT_LT(command->find("MASTER_ADDR="), command->find("srun"));  // outside srun: one address for all
   // The only pipe is the one that finds the first node, before the launch.
   EXPECT_EQ(command->find('|', command->find("srun")), std::string::npos) << *command;
+}
+
+// On hardware with an FP8 peak the space offers fp8: Megatron-LM receives it as --bf16 with
+// TransformerEngine's hybrid FP8 format, torchtitan as torchao's Float8Linear converter (LM head
+// filtered out); Megatron-DeepSpeed has no FP8 and runs none of it.
+TEST(ShippedCommandConfigs, Fp8ReachesMegatronLmAndTorchtitanAsTheirFlags) {
+  testing::TempDir dir;
+  const int world = 64;
+  for (const char* name : {"megatron-lm", "torchtitan", "megatron-deepspeed"}) {
+    SCOPED_TRACE(name);
+    CommandFlags flags;
+    flags.config_file = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/" + name + ".toml";
+    std::string knobs;
+    Result<runner::CommandBackendOptions> options = ResolveCommandOptions(flags, &knobs);
+    ASSERT_TRUE(options.ok()) << options.status().message();
+    const runner::CommandBackend backend(*options);
+    Result<KnobSupport> support =
+        backend.SupportedKnobs(testing::PresetSpace("default"), world);
+    ASSERT_TRUE(support.ok()) << support.status().message();
+    const std::vector<int>& precisions = support->Of(Knob::kPrecision);
+    const bool runs_fp8 = precisions.empty() || std::count(precisions.begin(), precisions.end(), 3) == 1;
+    EXPECT_EQ(runs_fp8, std::string(name) != "megatron-deepspeed");
+    if (!runs_fp8) continue;
+    const ModelShape model = testing::PresetModel(std::string(name) == "torchtitan" ? "llama3-70b" : "llama3-8b");
+    Layout l;
+    l.tp = 2;
+    l.pp = 2;
+    l.dp = 16;
+    l.micro_batch = 1;
+    l.num_micro_batches = model.global_batch / 16;
+    l.precision = Precision::kFp8;
+    l.flash_attention = true;
+    l.zero = std::string(name) == "torchtitan" ? 3 : 1;
+    runner::TrialContext context;
+    context.trial_dir = dir.path();
+    context.number = 1;
+    context.world = world;
+    context.gpus_per_node = 8;
+    context.model = &model;
+    Result<std::string> command = runner::ExpandCommand(options->command, l, context);
+    ASSERT_TRUE(command.ok()) << command.status().message();
+    EXPECT_EQ(Disagreement(*command, l, model, context.trial_dir), "") << *command;
+    EXPECT_NE(command->find(std::string(name) == "torchtitan" ? "--model.converters quantize.linear.float8"
+                                                             : "--bf16 --fp8-format hybrid"),
+              std::string::npos)
+        << *command;
+  }
 }
 
 }  // namespace

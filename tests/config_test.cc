@@ -214,6 +214,12 @@ TEST(Presets, PublishedShapesAreThoseOfTheMeasuredRuns) {
   EXPECT_DOUBLE_EQ(f.peak_tflops_bf16.value, 191.5);
   EXPECT_EQ(f.peak_tflops_bf16.origin, runner::NumberOrigin::kPublished);
   EXPECT_EQ(f.launch.cpu_masks.size(), 8u);
+  // An FP8 peak where the device has one (H100: 1979 dense), none on MI250X or A100.
+  const runner::HardwareProfile h100 = testing::PresetHardware("dgx-h100");
+  EXPECT_DOUBLE_EQ(h100.PeakFlops(Precision::kFp8), 1979e12);
+  EXPECT_TRUE(h100.HasFp8());
+  EXPECT_FALSE(f.HasFp8());
+  EXPECT_FALSE(testing::PresetHardware("dgx-a100").HasFp8());
 }
 
 TEST(Presets, ResolveNamesAndPaths) {

@@ -407,6 +407,18 @@ TEST(LocalBackend, ALlamaStyleSearchMeasuresOnlyTpSizesThatSplitItsKvHeads) {
 // ZeRO-2, ZeRO-3 and hybrid-sharded layouts (2 replicas of shard groups of 2): the four legal
 // layouts of zero 2-3 x dp_replicate 1-2, each run by the core as its key says, ZeRO-3 holding
 // gathered units and a quarter (or, hybrid, half) of the weights.
+// The core has no FP8 GEMMs: a space that offers fp8 (the default, on an H100 profile) runs the
+// other three precisions; a space without it keeps its support, and its studies their ids.
+TEST(CoreKnobs, Fp8IsLeftOutWhereTheSpaceOffersIt) {
+  const ModelShape tiny = testing::PresetModel("tiny");
+  const std::vector<int> all = {0, 1, 2, 3}, without = {0, 1, 2};
+  for (core::CoreBuild build : {core::CoreBuild::kCpu, core::CoreBuild::kCuda, core::CoreBuild::kHip}) {
+    EXPECT_EQ(core::SupportedKnobs(build, tiny, all).Of(Knob::kPrecision), without);
+    EXPECT_EQ(core::SupportedKnobs(build, tiny, without), core::SupportedKnobs(build, tiny));
+  }
+  // tunepar-core --precision fp8 exits 2 naming it (CoreInput.BadInputIsOneLineAndExitTwo).
+}
+
 TEST(LocalBackend, ALocalSearchMeasuresShardedAndHybridLayouts) {
   TempDir dir;
   const std::string store = dir / "s";

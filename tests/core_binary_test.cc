@@ -118,19 +118,22 @@ TEST(CoreBinary, SearchRunsTheProfilesBuildAndNamesItFirst) {
 // "vpp1"; before: tiny-w2-cf42d4b2 and tiny-w2-e5fc8311), as a new capability should. Issue 34's
 // default space (ZeRO 0-3, dp_replicate) gives new ids again (before: tiny-w2-677b2afd and
 // tiny-w2-37623368); the space of 2026-11 still gives those: the core's new stages and hybrid
-// sharding pin nothing in the CPU and CUDA builds.
+// sharding pin nothing in the CPU and CUDA builds. fp8 in the default space changed them again
+// (before: tiny-w2-8b5d2274 and tiny-w2-4a895044; the core runs no fp8, pinned "fp32 fp16 bf16"
+// where the space offers it), and the dgx-h100 profile's FP8 peak changed its studies' ids in
+// the space of 2026-11 too (before: tiny-w2-37623368): a profile that says more is another study.
 TEST(CoreBinary, StudyIdsStayAsTheyWere) {
   TempDir dir;
   const std::string tunepar = testing::InstallTunepar(dir.path(), {"tunepar-core", "tunepar-core-cuda"});
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "cpu", "")).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "cpu"), "tiny-w2-8b5d2274");
+  EXPECT_EQ(testing::OnlyStudy(dir / "cpu"), "tiny-w2-252e03d3");
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "h100", "dgx-h100")).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "h100"), "tiny-w2-4a895044");
+  EXPECT_EQ(testing::OnlyStudy(dir / "h100"), "tiny-w2-793bed9b");
   const std::string before = std::string(" --space ") + testing::kSpace2026_11;
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "cpu-2026-11", "") + before).exit_code, 0);
   EXPECT_EQ(testing::OnlyStudy(dir / "cpu-2026-11"), "tiny-w2-677b2afd");
   ASSERT_EQ(RunCommand(tunepar + Search(dir / "h100-2026-11", "dgx-h100") + before).exit_code, 0);
-  EXPECT_EQ(testing::OnlyStudy(dir / "h100-2026-11"), "tiny-w2-37623368");
+  EXPECT_EQ(testing::OnlyStudy(dir / "h100-2026-11"), "tiny-w2-6802c2c8");
 }
 
 void ExpectOneLineError(const CliRun& run, const std::string& fragment) {
@@ -163,7 +166,7 @@ TEST(CoreBinary, WithoutTheProfilesBuildOnlyCoreRuns) {
             std::string::npos)
       << given.out;
   EXPECT_NE(TrialCommand(store).find(" " + (dir / "tunepar-core") + " --model "), std::string::npos);
-  EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-4a895044");  // the CUDA build's (StudyIdsStayAsTheyWere)
+  EXPECT_EQ(testing::OnlyStudy(store), "tiny-w2-793bed9b");  // the CUDA build's (StudyIdsStayAsTheyWere)
 }
 
 // Not beside tunepar: the build on $PATH, named by its path.

@@ -325,7 +325,7 @@ TEST(LaunchScript, ALayoutTheCommandConfigDoesNotRunGetsNoScript) {
   const std::string layout = " --layout tp8-pp2-dp4-mbs1-nmb256-";
   const std::string titan = "launch-script --model llama3-8b --hardware dgx-h100 --steps 1000 --command-config " + kTorchtitan;
   ExpectOneLineError(RunTunepar(titan + layout + "fp16-zero3-rcnone-sp0-vpp1-fa0"), kExitUsage,
-                     "runs precision bf16, fp32 only (its [knobs]); layout tp8-pp2-dp4-mbs1-nmb256-fp16-zero3-rcnone-"
+                     "runs precision bf16, fp32, fp8 only (its [knobs]); layout tp8-pp2-dp4-mbs1-nmb256-fp16-zero3-rcnone-"
                      "sp0-vpp1-fa0 has precision fp16");
   ExpectOneLineError(RunTunepar(titan + " --layout tp8-pp2-dp4-mbs1-nmb256-bf16-zero3-rcnone-sp0-vpp2-fa0"),
                      kExitUsage, "runs virtual_stages 1 only");

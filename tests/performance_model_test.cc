@@ -346,6 +346,69 @@ TEST_F(Physics, PrecisionChangesPeakAndBytes) {
   EXPECT_LT(h.memory.gradients, b.memory.gradients);  // Megatron keeps bf16 gradients in fp32
 }
 
+// fp8 on an H100 (FP8 peak 1979, bf16 989): the layers' four GEMMs run at the FP8 peak, attention
+// and the LM head stay at bf16's; the casts add element-wise traffic; the weights gain their FP8
+// copy and transpose (2 bytes a parameter of the stage's layers); the four GEMMs' inputs are kept
+// in FP8 (GPT, f = 4h, flash: 34 16-bit units of s b h per layer become 27).
+class Fp8 : public Physics {
+ protected:
+  void SetUp() override { hw_ = testing::PresetHardware("dgx-h100"); }
+  tunepar::Layout Gpt(Precision p) const {
+    tunepar::Layout l = Layout(1, 96, 16);  // one layer a stage: no tensor parallelism
+    l.flash_attention = true;
+    l.precision = p;
+    return l;
+  }
+};
+
+TEST_F(Fp8, LayerGemmsRunAtTheFp8PeakAndTheRestAtBf16s) {
+  const Prediction b = P(Gpt(Precision::kBf16)), f = P(Gpt(Precision::kFp8));
+  const double ratio = 989.0 / 1979.0;
+  EXPECT_NEAR(f.compute_terms.mlp, ratio * b.compute_terms.mlp, 1e-9 * b.compute_terms.mlp);
+  EXPECT_NEAR(f.compute_terms.qkv_projections, ratio * b.compute_terms.qkv_projections, 1e-9 * b.compute_terms.mlp);
+  EXPECT_NEAR(f.compute_terms.attention_output, ratio * b.compute_terms.attention_output, 1e-9 * b.compute_terms.mlp);
+  EXPECT_DOUBLE_EQ(f.compute_terms.attention_core, b.compute_terms.attention_core);
+  EXPECT_DOUBLE_EQ(f.compute_terms.head_and_embedding, b.compute_terms.head_and_embedding);
+  EXPECT_NEAR(f.mfu, f.tflops_per_gpu / 1979.0, 1e-12);  // judged against the FP8 peak
+  EXPECT_LT(f.step_time_s, b.step_time_s);
+}
+
+TEST_F(Fp8, CastsAddElementWiseTrafficAndTheWeightCastOncePerStep) {
+  const tunepar::Layout l = Gpt(Precision::kFp8);
+  const Prediction b = P(Gpt(Precision::kBf16)), f = P(l);
+  const double h = model_.hidden, T = model_.seq_len * 1.0, layers_per_step = l.num_micro_batches * 1.0;
+  // Forward: QKV and fc1 inputs h each, the projection's h, fc2's 4h; backward: the outputs' gradients
+  // 3h, h, 4h and h. 4 bytes a value (read 2, write the FP8 value and its transpose).
+  const double cast_bytes = layers_per_step * T * (2 * h + h + 4 * h + 3 * h + h + 4 * h + h) * 4.0;
+  const double bandwidth = 3350e9 * 0.8;
+  EXPECT_NEAR(f.compute_terms.elementwise - b.compute_terms.elementwise, cast_bytes / bandwidth,
+              1e-6 * cast_bytes / bandwidth);
+  EXPECT_GT(f.time.optimizer, b.time.optimizer);
+}
+
+TEST_F(Fp8, WeightsGainTheirFp8CopiesAndActivationsKeepFp8Inputs) {
+  const Prediction b = P(Gpt(Precision::kBf16)), f = P(Gpt(Precision::kFp8));
+  const double h = model_.hidden, layer = 12 * h * h + 7 * h + 5 * h;  // one layer a stage, tp 1
+  EXPECT_NEAR(f.memory.weights - b.memory.weights, 2 * layer, 1e-6 * layer);
+  EXPECT_EQ(f.memory.gradients, b.memory.gradients);
+  EXPECT_EQ(f.memory.optimizer_states, b.memory.optimizer_states);
+  // The first stage holds min(p, m) = 96 micro-batches of its one layer: 7 units of s b h fewer each.
+  const double sbh = model_.seq_len * h * 1.0;
+  EXPECT_NEAR(b.memory.activations - f.memory.activations, 96 * 7 * sbh, 1e-6 * sbh);
+}
+
+TEST_F(Fp8, NeedsHardwareWithAnFp8Peak) {
+  for (const char* name : {"frontier-mi250x", "dgx-a100", "lumi-g"}) {
+    Result<PerformanceModel> m = PerformanceModel::Create(model_, testing::PresetHardware(name));
+    ASSERT_TRUE(m.ok());
+    const Status s = m->CheckLayout(Gpt(Precision::kFp8));
+    EXPECT_FALSE(s.ok()) << name;
+    EXPECT_NE(s.message().find("FP8 peak"), std::string::npos) << s.message();
+  }
+  Result<PerformanceModel> h100 = PerformanceModel::Create(model_, hw_);
+  EXPECT_TRUE(h100->CheckLayout(Gpt(Precision::kFp8)).ok());
+}
+
 TEST_F(Physics, KnownInfeasibleLayoutsDoNotFit) {
   const ModelShape t = testing::PresetModel("gpt-1t");
   for (const char* hw_name : {"dgx-a100", "frontier-mi250x", "dgx-h100"}) {
@@ -543,7 +606,7 @@ TEST(MeasuredRuns, ErrorsNameLineAndColumn) {
   EXPECT_NE(
       error("a,24,2304,24,2048,51200,500,32,1,1,16,1,fp16,full,0,0,0,3\n").find("column 'global_batch'"),
       std::string::npos);
-  EXPECT_NE(error("a,24,2304,24,2048,51200,512,32,1,1,16,1,fp8,full,0,0,0,3\n").find("column 'precision'"),
+  EXPECT_NE(error("a,24,2304,24,2048,51200,512,32,1,1,16,1,fp4,full,0,0,0,3\n").find("column 'precision'"),
             std::string::npos);
   EXPECT_NE(error("a,24,2304,24,2048,51200,512,32,1,1,16,1,fp16,full,0,0,0,x\n").find("column 'step_time_s'"),
             std::string::npos);

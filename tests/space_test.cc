@@ -202,6 +202,25 @@ TEST(Space, FlashAttentionNeeds16BitPrecision) {
   EXPECT_EQ(e.legal.size(), 5u);
 }
 
+// fp8 is excluded, and counted, where the hardware has no FP8 peak; with one it is legal wherever
+// bf16 is (flash attention included).
+TEST(Space, Fp8NeedsAnFp8Peak) {
+  const ModelShape m = SmallModel();
+  SpaceSpec s = PinnedSpace();
+  s.Set(Knob::kPrecision, testing::Codes({Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kFp8}));
+  s.Set(Knob::kFlashAttention, testing::Codes({false, true}));
+  const SpaceEnumeration without = Enumerate(1, m, s);
+  EXPECT_EQ(without.Excluded(Constraint::kFp8NeedsPeak), 2);
+  EXPECT_EQ(without.legal.size(), 5u);
+  for (const Layout& l : without.legal) EXPECT_NE(l.precision, Precision::kFp8);
+  Result<SpaceEnumeration> with = EnumerateSpace({1, 8, &m, &s, /*fp8_peak=*/true});
+  ASSERT_TRUE(with.ok());
+  EXPECT_EQ(with->Excluded(Constraint::kFp8NeedsPeak), 0);
+  EXPECT_EQ(with->legal.size(), 7u);
+  ExpectConsistent(without);
+  ExpectConsistent(*with);
+}
+
 TEST(Space, RedundantKnobsAreExcluded) {
   ModelShape m = SmallModel();
   SpaceSpec s = PinnedSpace();
@@ -255,7 +274,7 @@ TEST(Space, Gpt1tAtWorld3072) {
   const ModelShape m = testing::PresetModel("gpt-1t");
   const SpaceSpec s = testing::PresetSpace("default");
   SpaceEnumeration e = Enumerate(3072, m, s);
-  EXPECT_EQ(e.candidates, 7318080);
+  EXPECT_EQ(e.candidates, 9757440);  // 4 precisions; fp8 excluded without an FP8 peak
   EXPECT_EQ(e.legal.size(), 114300u);
   EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 41310);
   EXPECT_EQ(e.Excluded(Constraint::kDpReplicateDividesDp), 37170);

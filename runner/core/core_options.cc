@@ -159,6 +159,8 @@ Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   l.dp = f.dp > 0 ? f.dp : (f.tp * f.pp > 0 ? world_size / (f.tp * f.pp) : 0);
   Result<Precision> p = ParsePrecision(f.precision);
   if (!p.ok()) return p.status().WithContext("--precision");
+  if (*p == Precision::kFp8)
+    return InvalidArgument("--precision fp8: tunepar-core has no FP8 GEMMs (fp32, fp16 or bf16)");
   l.precision = *p;
   Result<Recompute> r = ParseRecompute(f.recompute);
   if (!r.ok()) return r.status().WithContext("--recompute");

@@ -5,6 +5,7 @@
 // the build they launch.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,17 @@ inline KnobSupport SupportedKnobs(CoreBuild build, const ModelShape& model) {
   if (model.KvHeads() == model.heads) return support;
   for (int tp = 1; tp <= model.KvHeads(); ++tp)
     if (model.KvHeads() % tp == 0) support.Of(Knob::kTp).push_back(tp);
+  return support;
+}
+
+// ... and of a space offering `precisions`: the core has no FP8 GEMMs, so fp8 is left out where
+// the space offers it (a space without it keeps its support, and its studies their ids).
+inline KnobSupport SupportedKnobs(CoreBuild build, const ModelShape& model, const std::vector<int>& precisions) {
+  KnobSupport support = SupportedKnobs(build, model);
+  if (std::find(precisions.begin(), precisions.end(), static_cast<int>(Precision::kFp8)) == precisions.end())
+    return support;
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16})
+    support.Of(Knob::kPrecision).push_back(static_cast<int>(p));
   return support;
 }
 

@@ -154,7 +154,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
     time.AddRow({what, fmt::format("{:.4g}", s), fmt::format("{:.1f}%", 100 * s / p.step_time_s)});
   };
   add_time("compute (GEMMs, attention, element-wise, recompute)", p.time.compute);
-  for (const runner::NamedTerm& term : runner::NamedComputeTerms(problem->model, p.compute_terms)) {
+  for (const runner::NamedTerm& term : runner::NamedComputeTerms(problem->model, p.compute_terms, layout->precision)) {
     if (term.seconds > 0) add_time(("  " + term.label).c_str(), term.seconds);
   }
   add_time("tensor-parallel communication", p.time.tp_comm);
@@ -171,7 +171,8 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   auto add_mem = [&](const char* what, double bytes) {
     mem.AddRow({what, fmt::format("{:.2f}", bytes / 1e9)});
   };
-  add_mem("weights", p.memory.weights);
+  add_mem(layout->precision == Precision::kFp8 ? "weights (bf16, and the layers' FP8 copies and transposes)" : "weights",
+          p.memory.weights);
   add_mem("gradients", p.memory.gradients);
   add_mem("optimizer states", p.memory.optimizer_states);
   add_mem("activations in flight", p.memory.activations);

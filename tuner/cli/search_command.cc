@@ -86,6 +86,7 @@ Result<std::unique_ptr<runner::Backend>> MeasuringBackend(SearchOptions* options
   Result<Problem> problem = LoadProblem(o.problem.model, o.problem.hardware, o.problem.space, o.knobs);
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
+  TUNEPAR_RETURN_IF_ERROR(CheckHardwareRunsPrecisions(*problem, static_cast<int>(o.problem.world)));
   Result<runner::CoreBackendOptions> core =
       ResolveCoreOptions(o.core, o.backend == "slurm" ? runner::Launcher::kSlurm : runner::Launcher::kLocal,
                          problem->hardware, static_cast<int>(o.problem.world), o.command.timeout_s, core_said);

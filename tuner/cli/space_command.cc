@@ -35,6 +35,7 @@ Status RunSpace(const GlobalOptions& global, const SpaceOptions& o) {
   Result<Problem> problem = o.problem.Load();
   if (!problem.ok()) return problem.status();
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(o.problem.world, problem->hardware));
+  TUNEPAR_RETURN_IF_ERROR(CheckHardwareRunsPrecisions(*problem, static_cast<int>(o.problem.world)));
   const search::SpaceQuery query = MakeSpaceQuery(*problem, static_cast<int>(o.problem.world));
   const auto start = std::chrono::steady_clock::now();
   Result<search::SpaceEnumeration> e = search::EnumerateSpace(query);

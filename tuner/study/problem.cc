@@ -1,5 +1,6 @@
 #include "tuner/study/problem.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -117,8 +118,19 @@ Status CheckWorld(int64_t world, const runner::HardwareProfile& hw) {
   return Status::Ok();
 }
 
+Status CheckHardwareRunsPrecisions(const Problem& p, int world) {
+  const std::vector<int> offered = p.space.Values(Knob::kPrecision, world);
+  const bool only_fp8 =
+      !offered.empty() && std::all_of(offered.begin(), offered.end(),
+                                      [](int code) { return code == static_cast<int>(Precision::kFp8); });
+  if (!only_fp8 || p.hardware.HasFp8()) return Status::Ok();
+  return InvalidArgument(fmt::format("precision fp8 on {}: {} (rule {}); use a profile with peak_tflops_fp8",
+                                     p.hardware.name, ConstraintRule(Constraint::kFp8NeedsPeak),
+                                     ConstraintId(Constraint::kFp8NeedsPeak)));
+}
+
 search::SpaceQuery MakeSpaceQuery(const Problem& p, int world) {
-  return search::SpaceQuery{world, p.hardware.gpus_per_node, &p.model, &p.space};
+  return search::SpaceQuery{world, p.hardware.gpus_per_node, &p.model, &p.space, p.hardware.HasFp8()};
 }
 
 }  // namespace tunepar

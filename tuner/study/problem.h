@@ -46,6 +46,11 @@ Status CheckWorld(int64_t world, const runner::HardwareProfile& hardware);
 // checked where a name becomes part of a path or a command (a new study, a calibration sweep).
 Status CheckConfigNames(const Problem& problem);
 
+// Usage error (exit 2) when the space offers only precisions the hardware cannot run (--fix
+// precision=fp8 without an FP8 peak: rule fp8_needs_peak); a space offering others as well
+// keeps them, fp8 excluded and counted by the enumeration.
+Status CheckHardwareRunsPrecisions(const Problem& problem, int world);
+
 search::SpaceQuery MakeSpaceQuery(const Problem& problem, int world);
 
 }  // namespace tunepar

@@ -38,6 +38,7 @@ Result<Proposed> ProposeStudy(const SessionRequest& r) {
   if (!problem.ok()) return problem.status();
   p.problem = std::move(*problem);
   TUNEPAR_RETURN_IF_ERROR(CheckWorld(r.world, p.problem.hardware));
+  TUNEPAR_RETURN_IF_ERROR(CheckHardwareRunsPrecisions(p.problem, static_cast<int>(r.world)));
   p.settings = r.settings;
   p.settings.world = static_cast<int>(r.world);
   if (r.backend != nullptr) {
