@@ -58,7 +58,7 @@ void PrintJson(const GlobalOptions& global, const StudySession& session, const s
 void PrintComputeTerms(const StudyContext& context, const Layout& best) {
   const runner::Prediction p = context.model().Predict(best);
   fmt::print("Compute of the best layout, {:.4g} s of its {:.4g} s step:\n", p.time.compute, p.step_time_s);
-  for (const runner::NamedTerm& term : runner::NamedComputeTerms(context.problem.model, p.compute_terms)) {
+  for (const runner::NamedTerm& term : runner::NamedComputeTerms(context.problem.model, p.compute_terms, best.precision)) {
     if (term.seconds > 0) fmt::print("  {:5.1f}%  {}\n", 100 * term.seconds / p.time.compute, term.label);
   }
   fmt::print("\n");
