@@ -54,6 +54,10 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
      [](const Q&, const L& l) { return l.dp % l.dp_replicate != 0; }},
     {C::kDpReplicateLeavesShards, "dp_replicate_leaves_shards", "hybrid sharding leaves shard groups of 2 or more ranks",
      Knob::kDpReplicate, [](const Q&, const L& l) { return l.dp_replicate > 1 && l.dp / l.dp_replicate < 2; }},
+    // A rule may read any knob: decided at the one set last (the innermost of the enumeration).
+    {C::kProgramRunsCombination, "program_runs_combination",
+     "the program runs the combination (its command config's or space's [[rules]])", Knob::kDpReplicate,
+     [](const Q& q, const L& l) { return q.space != nullptr && BrokenRule(q.space->rules, l) != nullptr; }},
 }};
 
 }  // namespace

@@ -42,8 +42,9 @@ enum class Constraint {
   kDpReplicateNeedsZero,       // hybrid sharding without ZeRO replicates what is replicated anyway
   kDpReplicateDividesDp,       // dp splits into dp_replicate equal shard groups
   kDpReplicateLeavesShards,    // a shard group of one rank shards nothing: that layout is ZeRO-0's
+  kProgramRunsCombination,     // the space's [[rules]] (a command config's): combinations the program refuses
 };
-inline constexpr int kNumConstraints = 17;
+inline constexpr int kNumConstraints = 18;
 
 struct ConstraintRow {
   Constraint constraint;
