@@ -56,6 +56,10 @@ const std::array<ConstraintRow, kNumConstraints> kRows = {{
      Knob::kDpReplicate, [](const Q&, const L& l) { return l.dp_replicate > 1 && l.dp / l.dp_replicate < 2; }},
     {C::kFp8NeedsPeak, "fp8_needs_peak", "fp8 needs hardware with an FP8 peak (peak_tflops_fp8)", Knob::kPrecision,
      [](const Q& q, const L& l) { return l.precision == Precision::kFp8 && !q.fp8_peak; }},
+    // A rule may read any knob: decided at the one set last (the innermost of the enumeration).
+    {C::kProgramRunsCombination, "program_runs_combination",
+     "the program runs the combination (its command config's or space's [[rules]])", Knob::kDpReplicate,
+     [](const Q& q, const L& l) { return q.space != nullptr && BrokenRule(q.space->rules, l) != nullptr; }},
 }};
 
 }  // namespace

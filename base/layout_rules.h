@@ -44,8 +44,9 @@ enum class Constraint {
   kDpReplicateDividesDp,       // dp splits into dp_replicate equal shard groups
   kDpReplicateLeavesShards,    // a shard group of one rank shards nothing: that layout is ZeRO-0's
   kFp8NeedsPeak,               // fp8 GEMMs need hardware with an FP8 peak (H100: yes; A100, MI250X: no)
+  kProgramRunsCombination,     // the space's [[rules]] (a command config's): combinations the program refuses
 };
-inline constexpr int kNumConstraints = 18;
+inline constexpr int kNumConstraints = 19;
 
 struct ConstraintRow {
   Constraint constraint;

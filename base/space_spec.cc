@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/toml_fields.h"
 
@@ -107,7 +109,97 @@ Status ReadKnob(TomlFields& f, Knob knob, KnobCandidates* out) {
   return Status::Ok();
 }
 
+// One side of a rule (`when` or `then`): a table of knob lists, as under [knobs].
+Status ReadRuleSide(TomlFields& rule, std::string_view side, std::vector<std::pair<Knob, std::vector<int>>>* out) {
+  const toml::table* table = nullptr;
+  TUNEPAR_RETURN_IF_ERROR(rule.Table(side, &table));
+  if (table->empty()) return rule.Error(side, "must list at least one knob, e.g. { pp = [1] }");
+  TomlFields knobs(*table, rule.source(), rule.Path(side) + ".");
+  for (auto&& [key, value] : *table) {
+    const std::string name(key.str());
+    Result<Knob> knob = ParseKnobName(name);
+    if (!knob.ok() || KnobName(*knob) != name)
+      return knobs.ErrorAt(value, name, fmt::format("is no knob ({})", KnobNamesExpected()));
+    std::vector<int> codes;
+    TUNEPAR_RETURN_IF_ERROR(ReadList<int>(knobs, name, &codes, ItemOf(knobs, *knob)));
+    out->emplace_back(*knob, std::move(codes));
+  }
+  return Status::Ok();
+}
+
+// "zero 2 or 3": a rule side's values of one knob.
+std::string SideText(const std::pair<Knob, std::vector<int>>& knob_values) {
+  std::vector<std::string> values;
+  for (int code : knob_values.second) values.push_back(KnobValueText(knob_values.first, code));
+  return fmt::format("{} {}", KnobName(knob_values.first), fmt::join(values, " or "));
+}
+
+std::string SideToml(const std::vector<std::pair<Knob, std::vector<int>>>& side) {
+  std::vector<std::string> lists;
+  for (const auto& [knob, codes] : side) {
+    std::vector<std::string> items;
+    for (int code : codes) items.push_back(KnobTomlItem(knob, code));
+    lists.push_back(fmt::format("{} = [{}]", KnobName(knob), fmt::join(items, ", ")));
+  }
+  return fmt::format("{{ {} }}", fmt::join(lists, ", "));
+}
+
+bool Holds(const std::pair<Knob, std::vector<int>>& knob_values, const Layout& l) {
+  const std::vector<int>& codes = knob_values.second;
+  return std::find(codes.begin(), codes.end(), KnobCode(knob_values.first, l)) != codes.end();
+}
+
 }  // namespace
+
+bool KnobRule::BrokenBy(const Layout& l) const {
+  auto holds = [&](const auto& knob_values) { return Holds(knob_values, l); };
+  return std::all_of(when.begin(), when.end(), holds) && !std::all_of(then.begin(), then.end(), holds);
+}
+
+std::string KnobRule::Text() const {
+  std::vector<std::string> conditions, needs;
+  for (const auto& knob_values : when) conditions.push_back(SideText(knob_values));
+  for (const auto& knob_values : then) needs.push_back(SideText(knob_values));
+  return fmt::format("{} needs {}", fmt::join(conditions, " with "), fmt::join(needs, " and "));
+}
+
+Status ReadKnobRules(TomlFields& f, std::vector<KnobRule>* rules) {
+  const toml::node* node = f.Take("rules");
+  if (node == nullptr) return Status::Ok();
+  const toml::array* array = node->as_array();
+  if (array == nullptr || (!array->empty() && !array->is_array_of_tables()))
+    return f.Error("rules", "must be an array of tables: [[rules]] with when = { KNOB = [...] }, then and why");
+  for (size_t i = 0; i < array->size(); ++i) {
+    TomlFields rule(*array->get(i)->as_table(), f.source(), fmt::format("{}[{}].", f.Path("rules"), i + 1));
+    KnobRule read;
+    TUNEPAR_RETURN_IF_ERROR(ReadRuleSide(rule, "when", &read.when));
+    TUNEPAR_RETURN_IF_ERROR(ReadRuleSide(rule, "then", &read.then));
+    TUNEPAR_RETURN_IF_ERROR(rule.String("why", &read.why));
+    if (read.why.empty()) return rule.Error("why", "must say why the combination cannot run");
+    TUNEPAR_RETURN_IF_ERROR(rule.RejectUnknownKeys());
+    rules->push_back(std::move(read));
+  }
+  return Status::Ok();
+}
+
+std::string KnobRulesToml(const std::vector<KnobRule>& rules) {
+  if (rules.empty()) return "";
+  std::vector<std::string> tables;
+  for (const KnobRule& rule : rules) {
+    std::ostringstream why;
+    why << toml::value<std::string>(rule.why);
+    tables.push_back(
+        fmt::format("{{ when = {}, then = {}, why = {} }}", SideToml(rule.when), SideToml(rule.then), why.str()));
+  }
+  return fmt::format("rules = [{}]\n", fmt::join(tables, ", "));
+}
+
+const KnobRule* BrokenRule(const std::vector<KnobRule>& rules, const Layout& layout) {
+  for (const KnobRule& rule : rules) {
+    if (rule.BrokenBy(layout)) return &rule;
+  }
+  return nullptr;
+}
 
 Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source, std::string_view file_stem) {
   Result<toml::table> doc = ParseToml(toml_text, source);
@@ -120,6 +212,7 @@ Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view so
   const toml::table* constraints = nullptr;
   TUNEPAR_RETURN_IF_ERROR(root.Table("knobs", &knobs));
   TUNEPAR_RETURN_IF_ERROR(root.Table("constraints", &constraints, false));
+  TUNEPAR_RETURN_IF_ERROR(ReadKnobRules(root, &s.rules));
   TUNEPAR_RETURN_IF_ERROR(root.RejectUnknownKeys());
 
   TomlFields k(*knobs, source, "knobs.");

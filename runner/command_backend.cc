@@ -455,7 +455,7 @@ std::string DeepSpeedConfig(const Layout& l) {
   // the layout's global batch. fp16 takes DeepSpeed's dynamic loss scaling with its documented
   // defaults (loss_scale 0 = dynamic, from 2^16, halved after 2 overflows, raised after 1000
   // clean steps).
-  const nlohmann::json config = {
+  nlohmann::json config = {
       {"train_batch_size", l.GlobalBatch()},
       {"train_micro_batch_size_per_gpu", l.micro_batch},
       {"gradient_accumulation_steps", l.num_micro_batches},
@@ -471,6 +471,13 @@ std::string DeepSpeedConfig(const Layout& l) {
       {"gradient_clipping", 1.0},
       {"steps_per_print", 1},
       {"wall_clock_breakdown", false}};
+  // Hybrid sharding as DeepSpeed's MiCS (deepspeed/runtime/zero/config.py `mics_shard_size`,
+  // docs zero3.rst "MiCS Configurations"): the model states are sharded over groups of
+  // mics_shard_size ranks and replicated across the dp_replicate groups. A ZeRO-3 feature
+  // (DeepSpeed builds its MiCS optimizer for stage 3 only), so written for ZeRO 3 with
+  // dp_replicate > 1 alone: every other layout's config stays as it was, and a template must
+  // pass the knob itself (Megatron-DeepSpeed's --use-mics) for a program to receive it.
+  if (l.zero == 3 && l.dp_replicate > 1) config["zero_optimization"]["mics_shard_size"] = l.dp / l.dp_replicate;
   return config.dump(2) + "\n";
 }
 

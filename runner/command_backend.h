@@ -92,7 +92,8 @@ Status CheckTrainsModel(const CommandBackendOptions& options, const ModelShape& 
 
 // The DeepSpeed config of a layout (JSON): train_batch_size (the global batch),
 // train_micro_batch_size_per_gpu, gradient_accumulation_steps (the micro-batch count),
-// zero_optimization.stage, bf16/fp16 enabled (fp16 with dynamic loss scaling).
+// zero_optimization.stage, bf16/fp16 enabled (fp16 with dynamic loss scaling), and for ZeRO 3
+// with hybrid sharding (dp_replicate > 1) zero_optimization.mics_shard_size = dp / dp_replicate.
 std::string DeepSpeedConfig(const Layout& layout);
 // A trial's stored exit ("code 1", "signal 9": ExitText) read back; nullopt when it is not one.
 std::optional<ExitInfo> ParseExitText(const std::string& text);

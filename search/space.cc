@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tunepar::search {
 
@@ -87,7 +88,11 @@ bool Among(const std::vector<int>& values, int value) {
 // Why `l` is not legal, in the enumeration's order ("" when it is): the constraint it fails,
 // or that its derived sizes (dp, the micro-batch count) do not match the world and the batch.
 std::string WhyIllegal(const SpaceQuery& q, const Layout& l) {
-  auto failing = [](Constraint c) { return fmt::format("it fails '{}' ({})", ConstraintRule(c), ConstraintId(c)); };
+  auto failing = [&](Constraint c) {
+    const KnobRule* rule = c == Constraint::kProgramRunsCombination ? BrokenRule(q.space->rules, l) : nullptr;
+    const std::string which = rule == nullptr ? "" : fmt::format(": {} ({})", rule->Text(), rule->why);
+    return fmt::format("it fails '{}' ({}){}", ConstraintRule(c), ConstraintId(c), which);
+  };
   bool positive = l.dp >= 1 && l.num_micro_batches >= 1;
   for (Knob k : Knobs()) positive = positive && (RowOf(k).kind != KnobKind::kSize || KnobCode(k, l) >= 1);
   if (!positive) return "its sizes must be positive";
@@ -101,6 +106,26 @@ std::string WhyIllegal(const SpaceQuery& q, const Layout& l) {
     }
   }
   return "";
+}
+
+// The space's rules some of its candidates could break (every `when` knob has a listed value
+// among the space's, some `then` knob a value outside), as "zero 3 needs pp 1 (why)"; "; "-joined.
+std::string RulesInPlay(const SpaceQuery& q) {
+  auto any_value = [&](Knob k, auto&& pred) {
+    const std::vector<int> values = q.space->Values(k, q.world);
+    return std::any_of(values.begin(), values.end(), pred);
+  };
+  std::vector<std::string> rules;
+  for (const KnobRule& rule : q.space->rules) {
+    const bool applies = std::all_of(rule.when.begin(), rule.when.end(), [&](const auto& side) {
+      return any_value(side.first, [&](int v) { return Among(side.second, v); });
+    });
+    const bool excludes = std::any_of(rule.then.begin(), rule.then.end(), [&](const auto& side) {
+      return any_value(side.first, [&](int v) { return !Among(side.second, v); });
+    });
+    if (applies && excludes) rules.push_back(fmt::format("{} ({})", rule.Text(), rule.why));
+  }
+  return fmt::format("{}", fmt::join(rules, "; "));
 }
 
 }  // namespace
@@ -149,11 +174,12 @@ std::string ExplainEmpty(const SpaceQuery& query, const SpaceEnumeration& e) {
     detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", ConstraintId(static_cast<Constraint>(c)),
                           e.excluded[c]);
   }
+  const Constraint failed = static_cast<Constraint>(last);
+  const std::string rules = failed == Constraint::kProgramRunsCombination ? ": " + RulesInPlay(query) : "";
   return fmt::format(
-      "no legal layout for world {} with model {} and space {}: the last candidates failed '{}' "
+      "no legal layout for world {} with model {} and space {}: the last candidates failed '{}'{} "
       "(excluded per constraint: {} of {} candidates)",
-      query.world, query.model->name, query.space->name, ConstraintRule(static_cast<Constraint>(last)),
-      detail, e.candidates);
+      query.world, query.model->name, query.space->name, ConstraintRule(failed), rules, detail, e.candidates);
 }
 
 }  // namespace tunepar::search

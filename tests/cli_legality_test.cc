@@ -100,6 +100,38 @@ TEST(CliPredict, RefusesWhatTheSpaceCallsIllegalAndNamesTheConstraint) {
   EXPECT_EQ(across.exit_code, 0) << across.err;
 }
 
+// A command config's [[rules]] (and a space file's) are one counted constraint: a --fix that only
+// their combination excludes empties the space (exit 4), naming the rule and its why; predict
+// refuses such a layout (exit 2); `space` counts it.
+TEST(CliRules, ACombinationARuleExcludesIsRefusedWithItsWhy) {
+  TempDir dir;
+  const std::string config = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-deepspeed.toml";
+  const std::string why = "zero 2 or 3 needs pp 1 (DeepSpeed's pipeline engine refuses ZeRO-2 and 3 with pipeline "
+                          "parallelism)";
+  const testing::CliRun search =
+      RunTunepar("--store " + (dir / "s") + " search --world 32 --hardware lumi-g --model gpt-22b --backend command "
+                 "--command-config " + config + " --fix zero=3 --fix pp=2 --budget 1");
+  ExpectOneLineError(search, kExitNoLegalLayout, "program runs the combination");
+  EXPECT_NE(search.err.find(why), std::string::npos) << search.err;
+  EXPECT_TRUE(search.out.empty()) << search.out;
+
+  const std::string rules =
+      "[[rules]]\nwhen = { zero = [2, 3] }\nthen = { pp = [1] }\nwhy = \"DeepSpeed's pipeline engine refuses ZeRO-2 "
+      "and 3 with pipeline parallelism\"\n";
+  testing::WriteFile(dir / "ruled.toml", testing::PresetText("spaces", "default") + rules);
+  const std::string gpt = "--world 1024 --model gpt-175b --space " + (dir / "ruled.toml");
+  ExpectOneLineError(RunTunepar("predict " + gpt + " --tp 4 --pp 16 --zero 3"), kExitUsage,
+                     "program_runs_combination): " + why);
+  EXPECT_EQ(RunTunepar("predict " + gpt + " --tp 4 --pp 1 --zero 3").exit_code, 0);
+  const testing::CliRun space = RunTunepar("--json space " + gpt);
+  ASSERT_EQ(space.exit_code, 0) << space.err;
+  const nlohmann::json j = nlohmann::json::parse(space.out);
+  int64_t counted = -1;
+  for (const nlohmann::json& c : j["excluded"])
+    if (c["constraint"] == "program_runs_combination") counted = c["excluded"].get<int64_t>();
+  EXPECT_GT(counted, 0) << space.out;
+}
+
 // Every layout predict accepts is one that `space` lists, and the reverse, on a small problem.
 // fp8 is the default space's where the hardware has an FP8 peak (dgx-h100), and asked for on
 // hardware without one (MI250X, A100) it is refused with the rule named.

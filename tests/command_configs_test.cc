@@ -226,6 +226,16 @@ void CheckTorchtitan(Verdict& v, const Layout& l, const ModelShape& m) {
   v.expect_flag("--training.seq_len", std::to_string(m.seq_len));
 }
 
+// Megatron-DeepSpeed: ZeRO 2 and 3 through the plain DeepSpeed engine (pp 1, its [[rules]]),
+// hybrid sharding as MiCS (ZeRO 3 only), built under MiCS_Init.
+void CheckMegatronDeepSpeed(Verdict& v, const Layout& l) {
+  v.expect_flag("--zero-stage", std::to_string(l.zero));
+  v.expect_on("--no-pipeline-parallel", l.zero >= 2);
+  if (l.zero >= 2) v.expect("pp with ZeRO 2 or 3 (the pipeline engine refuses them)", std::to_string(l.pp), "1");
+  v.expect_on("--use-mics", l.dp_replicate > 1);
+  if (l.dp_replicate > 1) v.expect("ZeRO with hybrid sharding (MiCS)", std::to_string(l.zero), "3");
+}
+
 // The DeepSpeed config written for the trial says what the flags say.
 void CheckDeepSpeedConfig(Verdict& v, const Layout& l, const std::string& trial_dir) {
   const std::string gbs = std::to_string(l.GlobalBatch());
@@ -241,6 +251,9 @@ void CheckDeepSpeedConfig(Verdict& v, const Layout& l, const std::string& trial_
   v.expect("bf16.enabled", ds["bf16"]["enabled"].dump(), l.precision == Precision::kBf16 ? "true" : "false");
   v.expect("fp16.enabled", ds["fp16"]["enabled"].dump(), l.precision == Precision::kFp16 ? "true" : "false");
   if (l.precision == Precision::kFp16) v.expect("fp16.loss_scale (dynamic)", ds["fp16"]["loss_scale"].dump(), "0");
+  const nlohmann::json& zero = ds["zero_optimization"];
+  v.expect("zero_optimization.mics_shard_size", zero.contains("mics_shard_size") ? zero["mics_shard_size"].dump() : "(absent)",
+           l.zero == 3 && l.dp_replicate > 1 ? std::to_string(l.dp / l.dp_replicate) : "(absent)");
 }
 
 // What the flags (and the DeepSpeed config, when the command passes one) say against the layout
@@ -253,7 +266,7 @@ std::string Disagreement(const std::string& command, const Layout& l, const Mode
     CheckMegatronLm(v, l, model);
   } else if (v.has("--micro-batch-size")) {  // Megatron-DeepSpeed
     CheckMegatron(v, l, model);
-    v.expect_flag("--zero-stage", std::to_string(l.zero));
+    CheckMegatronDeepSpeed(v, l);
   } else if (v.has("--training.global_batch_size")) {
     CheckTorchtitan(v, l, model);
   } else {
@@ -500,6 +513,154 @@ TEST(ShippedCommandConfigs, Fp8ReachesMegatronLmAndTorchtitanAsTheirFlags) {
               std::string::npos)
         << *command;
   }
+}
+
+}  // namespace
+}  // namespace tunepar
+
+namespace tunepar {
+namespace {
+
+const char kRulesBase[] = "command = \"train {zero} {pp}\"\nmetric_regex = \"t: ([0-9.]+)\"\n";
+
+// [[rules]] name knobs and values as [knobs] does; anything else is a config error (exit 3) that
+// names the file and the key.
+TEST(CommandTemplates, TheRulesAreChecked) {
+  testing::TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[[rules]]\nwhen = { zeros = [2] }\nthen = { pp = [1] }\nwhy = \"w\"\n",
+       "c.toml:4:18: key 'rules[1].when.zeros': is no knob (expected tp, pp"},
+      {"[[rules]]\nwhen = { zero = [4] }\nthen = { pp = [1] }\nwhy = \"w\"\n",
+       "c.toml:4:18: key 'rules[1].when.zero': item 4 is out of range [0, 3]"},
+      {"[[rules]]\nwhen = { zero = [2] }\nthen = { precision = [\"bf32\"] }\nwhy = \"w\"\n",
+       "key 'rules[1].then.precision': "},
+      {"[[rules]]\nthen = { pp = [1] }\nwhy = \"w\"\n", "c.toml: key 'rules[1].when': missing (a table is required)"},
+      {"[[rules]]\nwhen = { zero = [2] }\nwhy = \"w\"\n", "key 'rules[1].then': missing (a table is required)"},
+      {"[[rules]]\nwhen = { zero = [2] }\nthen = { pp = [1] }\n", "key 'rules[1].why': missing (a string is required)"},
+      {"[[rules]]\nwhen = { zero = [2] }\nthen = {}\nwhy = \"w\"\n", "key 'rules[1].then': must list at least one knob"},
+      {"[[rules]]\nwhen = { zero = 2 }\nthen = { pp = [1] }\nwhy = \"w\"\n",
+       "key 'rules[1].when.zero': must be an array, not an integer"},
+      {"[[rules]]\nwhen = { zero = [2] }\nthen = { pp = [1] }\nwhy = \"w\"\nif = 1\n", "rules[1].if"},
+      {"rules = { when = 1 }\n", "key 'rules': must be an array of tables: [[rules]] with when"},
+  };
+  for (const auto& [text, message] : cases) {
+    std::ofstream(dir / "c.toml") << kRulesBase << text;
+    CommandFlags flags;
+    flags.config_file = dir / "c.toml";
+    Result<runner::CommandBackendOptions> options = ResolveCommandOptions(flags);
+    ASSERT_FALSE(options.ok()) << text;
+    EXPECT_EQ(options.status().code(), StatusCode::kConfig) << text;
+    EXPECT_NE(options.status().message().find(message), std::string::npos) << options.status().message();
+    EXPECT_EQ(options.status().message().find('\n'), std::string::npos) << options.status().message();
+  }
+}
+
+// The rules reach the space as a space file writes them: parsed back the same, and counted.
+TEST(CommandTemplates, TheRulesReachTheSpace) {
+  testing::TempDir dir;
+  std::ofstream(dir / "c.toml") << kRulesBase
+                                << "[knobs]\nzero = [0, 1, 2, 3]\n[[rules]]\nwhen = { zero = [2, 3] }\n"
+                                   "then = { pp = [1] }\nwhy = \"the \\\"pipeline\\\" engine refuses them\"\n";
+  CommandFlags flags;
+  flags.config_file = dir / "c.toml";
+  std::string knobs;
+  ASSERT_TRUE(ResolveCommandOptions(flags, &knobs).ok());
+  EXPECT_NE(knobs.find("\nrules = [{ when = { zero = [2, 3] }, then = { pp = [1] }, why = "), std::string::npos) << knobs;
+  Result<Problem> problem = LoadProblem("gpt-22b", "lumi-g", "default", knobs);
+  ASSERT_TRUE(problem.ok()) << problem.status().message();
+  ASSERT_EQ(problem->space.rules.size(), 1u);
+  EXPECT_EQ(problem->space.rules[0].Text(), "zero 2 or 3 needs pp 1");
+  EXPECT_EQ(problem->space.rules[0].why, "the \"pipeline\" engine refuses them");
+  EXPECT_EQ(KnobRulesToml(problem->space.rules), knobs.substr(knobs.find("rules = ")));
+  // A study's stored space takes its rules again as the same space (a resumed study's inputs).
+  Result<ConfigText> again = WithDeclaredKnobs(problem->space_text, knobs);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->text, problem->space_text.text);
+  // --fix of a declared knob replaces its list (TOML would refuse the key twice); the rules stay.
+  Result<std::string> fixed = KnobDeclarations(knobs, {"zero=3", "pp=2"});
+  ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+  Result<Problem> refused = LoadProblem("gpt-22b", "lumi-g", "default", *fixed);
+  ASSERT_TRUE(refused.ok()) << refused.status().message();
+  EXPECT_EQ(refused->space.Values(Knob::kZero, 32), (std::vector<int>{3}));
+  Result<search::SpaceEnumeration> none = search::EnumerateSpace(MakeSpaceQuery(*refused, 32));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->legal.empty());
+  EXPECT_GT(none->Excluded(Constraint::kProgramRunsCombination), 0);
+}
+
+// A config without rules leaves the space's text, and so every study id, as it was; rules change it.
+TEST(ShippedCommandConfigs, StudyIdsChangeWithRulesOnly) {
+  for (const char* name : {"megatron-lm", "torchtitan"}) {
+    CommandFlags flags;
+    flags.config_file = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/" + name + ".toml";
+    std::string knobs;
+    ASSERT_TRUE(ResolveCommandOptions(flags, &knobs).ok()) << name;
+    EXPECT_EQ(knobs.find("rules"), std::string::npos) << knobs;
+    Result<Problem> problem = LoadProblem("gpt-22b", "lumi-g", "default", knobs);
+    ASSERT_TRUE(problem.ok()) << problem.status().message();
+    EXPECT_EQ(problem->space_text.text.find("rules"), std::string::npos) << name;
+    EXPECT_TRUE(problem->space.rules.empty());
+  }
+  StudySettings settings;
+  settings.world = 32;
+  settings.backend = "command";
+  const std::string knobs = "zero = [0, 1, 2, 3]\n";
+  const std::string rule = "rules = [{ when = { zero = [2, 3] }, then = { pp = [1] }, why = \"w\" }]\n";
+  const std::string other = "rules = [{ when = { zero = [3] }, then = { pp = [1] }, why = \"w\" }]\n";
+  std::set<std::string> ids;
+  for (const std::string& declared : {knobs, knobs + rule, knobs + other}) {
+    Result<Problem> problem = LoadProblem("gpt-22b", "lumi-g", "default", declared);
+    ASSERT_TRUE(problem.ok()) << problem.status().message();
+    ids.insert(StudyId(*problem, settings));
+  }
+  EXPECT_EQ(ids.size(), 3u);
+}
+
+// Megatron-DeepSpeed runs ZeRO 2 and 3 with pp 1 only, and hybrid sharding (MiCS, whose shard
+// group is dp / dp_replicate) with ZeRO 3 only; the launch script refuses a layout its rules
+// exclude, with their why.
+TEST(ShippedCommandConfigs, MegatronDeepSpeedRunsZero3WithoutPipelinesAndMicsWithZero3) {
+  CommandFlags flags;
+  flags.config_file = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-deepspeed.toml";
+  std::string knobs;
+  Result<runner::CommandBackendOptions> options = ResolveCommandOptions(flags, &knobs);
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  const runner::CommandBackend backend(*options);
+  ModelShape shape;
+  const std::vector<Layout> layouts = SearchedLayouts(backend, knobs, "gpt-22b", "default", 64, &shape);
+  std::set<int> zeros;
+  const Layout* mics = nullptr;
+  for (const Layout& l : layouts) {
+    zeros.insert(l.zero);
+    if (l.zero >= 2) {
+      EXPECT_EQ(l.pp, 1) << LayoutKey(l);
+    }
+    if (l.dp_replicate > 1) {
+      EXPECT_EQ(l.zero, 3) << LayoutKey(l);
+    }
+    if (l.dp_replicate > 1 && mics == nullptr) mics = &l;
+  }
+  EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+  ASSERT_NE(mics, nullptr);
+  const nlohmann::json ds = nlohmann::json::parse(runner::DeepSpeedConfig(*mics));
+  EXPECT_EQ(ds["zero_optimization"]["mics_shard_size"], mics->dp / mics->dp_replicate) << LayoutKey(*mics);
+  Layout plain = *mics;
+  plain.dp_replicate = 1;
+  EXPECT_FALSE(nlohmann::json::parse(runner::DeepSpeedConfig(plain))["zero_optimization"].contains("mics_shard_size"));
+  Layout zero2 = *mics;  // MiCS is ZeRO 3's: another stage's config says nothing of it
+  zero2.zero = 2;
+  EXPECT_FALSE(nlohmann::json::parse(runner::DeepSpeedConfig(zero2))["zero_optimization"].contains("mics_shard_size"));
+
+  Layout piped = plain;
+  piped.pp = 2;
+  piped.dp /= 2;
+  const Status refused = CheckDeclaredKnobs(piped, knobs, "megatron-deepspeed.toml");
+  EXPECT_NE(refused.message().find("megatron-deepspeed.toml does not run layout " + LayoutKey(piped) +
+                                   ": zero 2 or 3 needs pp 1 (its [[rules]]: DeepSpeed's pipeline engine refuses "
+                                   "ZeRO-2 and 3 with pipeline parallelism)"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_TRUE(CheckDeclaredKnobs(*mics, knobs, "megatron-deepspeed.toml").ok());
 }
 
 }  // namespace

@@ -300,6 +300,71 @@ TEST(Space, EmptySetIsExplained) {
   EXPECT_EQ(why.find('\n'), std::string::npos);
 }
 
+// DeepSpeed's two rules, as megatron-deepspeed.toml states them.
+std::vector<KnobRule> DeepSpeedRules() {
+  return {{{{Knob::kZero, {2, 3}}}, {{Knob::kPp, {1}}}, "the pipeline engine refuses ZeRO-2 and 3"},
+          {{{Knob::kZero, {0, 1, 2}}}, {{Knob::kDpReplicate, {1}}}, "MiCS is a ZeRO-3 feature"}};
+}
+
+TEST(Space, RulesExcludeTheCombinationsTheyName) {
+  const ModelShape m = SmallModel();  // 8 layers, global batch 16
+  SpaceSpec s = PinnedSpace();
+  s.Of(Knob::kPp) = {false, {1, 2, 4}};
+  s.Set(Knob::kZero, testing::Codes({0, 1, 2, 3}));
+  s.Set(Knob::kDpReplicate, testing::Codes({1, 2}));
+  const SpaceEnumeration open = Enumerate(8, m, s);
+  EXPECT_EQ(open.Excluded(Constraint::kProgramRunsCombination), 0);
+  s.rules = DeepSpeedRules();
+  const SpaceEnumeration e = Enumerate(8, m, s);
+  ExpectConsistent(e);
+  // By hand, world 8 (dp 8, 4, 2 for pp 1, 2, 4), 3 pp x 4 zero x 2 dpr = 24 candidates:
+  // dpr 1: zero 2, 3 with pp 2, 4 break the first rule (4); dpr 2: zero 0 fails
+  // dp_replicate_needs_zero (3 pp), pp 4 leaves shard groups of 1 rank (zero 1-3: 3); of zero 1-3
+  // with pp 1, 2 only zero 3 with pp 1 keeps both rules (5 excluded). Legal: 8 + 1.
+  EXPECT_EQ(e.candidates, 24);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 3);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateLeavesShards), 3);
+  EXPECT_EQ(e.Excluded(Constraint::kProgramRunsCombination), 9);
+  EXPECT_EQ(e.legal.size(), 9u);
+  for (const Layout& l : e.legal) {
+    if (l.zero >= 2) {
+      EXPECT_EQ(l.pp, 1) << LayoutKey(l);
+    }
+    if (l.dp_replicate > 1) {
+      EXPECT_EQ(l.zero, 3) << LayoutKey(l);
+    }
+  }
+  EXPECT_EQ(open.legal.size() - e.legal.size(), 9u);
+}
+
+TEST(Space, ARuleIsDecidedOnceEveryKnobIsSet) {
+  const ConstraintRow& row = ConstraintRows()[static_cast<int>(Constraint::kProgramRunsCombination)];
+  EXPECT_EQ(row.constraint, Constraint::kProgramRunsCombination);
+  EXPECT_EQ(row.decided_at, KnobsInVisitOrder().back());
+}
+
+TEST(Space, ABrokenRuleIsNamedWithItsWhy) {
+  const ModelShape m = SmallModel();
+  SpaceSpec s = PinnedSpace();
+  s.Of(Knob::kPp) = {false, {2}};
+  s.Set(Knob::kZero, testing::Codes({3}));
+  const SpaceEnumeration open = Enumerate(8, m, s);
+  ASSERT_EQ(open.legal.size(), 1u);  // zero 3 with pp 2
+  s.rules = DeepSpeedRules();
+  const SpaceQuery q{8, 8, &m, &s};
+  const Status illegal = CheckLegal(q, open.legal.front());
+  EXPECT_NE(illegal.message().find("program_runs_combination): zero 2 or 3 needs pp 1 (the pipeline engine refuses "
+                                   "ZeRO-2 and 3)"),
+            std::string::npos)
+      << illegal.message();
+  const SpaceEnumeration e = Enumerate(8, m, s);
+  ASSERT_TRUE(e.legal.empty());
+  const std::string why = ExplainEmpty(q, e);
+  EXPECT_NE(why.find("zero 2 or 3 needs pp 1 (the pipeline engine refuses ZeRO-2 and 3)"), std::string::npos) << why;
+  EXPECT_EQ(why.find("MiCS"), std::string::npos) << why;  // zero 3 never meets the second rule
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+}
+
 TEST(Space, RejectsBadQueries) {
   const ModelShape m = SmallModel();
   const SpaceSpec s = PinnedSpace();

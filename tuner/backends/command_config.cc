@@ -10,6 +10,7 @@
 
 #include "base/knobs.h"
 #include "base/model_shape.h"
+#include "base/space_spec.h"
 #include "base/toml_fields.h"
 
 namespace tunepar {
@@ -100,6 +101,9 @@ Status ReadFile(const std::string& path, runner::CommandBackendOptions* o, std::
   TUNEPAR_RETURN_IF_ERROR(f.String("workdir", &o->workdir, false));
   TUNEPAR_RETURN_IF_ERROR(f.Bool("reads_layout_env", &o->reads_layout_env, false));
   TUNEPAR_RETURN_IF_ERROR(ReadKnobs(f, knobs));
+  std::vector<KnobRule> rules;
+  TUNEPAR_RETURN_IF_ERROR(ReadKnobRules(f, &rules));
+  *knobs += KnobRulesToml(rules);
   TUNEPAR_RETURN_IF_ERROR(ReadShape(f, &o->shape));
   o->source = fmt::format("command config {}", std::filesystem::path(path).filename().string());
   if (const toml::node* patterns = f.Take("oom_patterns")) {
@@ -172,10 +176,26 @@ Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& 
   return o;
 }
 
+namespace {
+
+// Ok when `layout` breaks none of the rules `declared` holds; else the rule, and the program's why.
+Status CheckDeclaredRules(const Layout& layout, const toml::table& declared, const std::string& program) {
+  TomlFields f(declared, program);
+  std::vector<KnobRule> rules;
+  TUNEPAR_RETURN_IF_ERROR(ReadKnobRules(f, &rules));
+  const KnobRule* broken = BrokenRule(rules, layout);
+  if (broken == nullptr) return Status::Ok();
+  return InvalidArgument(fmt::format("{} does not run layout {}: {} (its [[rules]]: {})", program, LayoutKey(layout),
+                                     broken->Text(), broken->why));
+}
+
+}  // namespace
+
 Status CheckDeclaredKnobs(const Layout& layout, const std::string& knobs, const std::string& program) {
   if (knobs.empty()) return Status::Ok();
   Result<toml::table> declared = ParseToml(knobs, program + " [knobs]");
   if (!declared.ok()) return declared.status();
+  TUNEPAR_RETURN_IF_ERROR(CheckDeclaredRules(layout, *declared, program));
   for (auto&& [key, values] : *declared) {
     Result<Knob> knob = ParseKnobName(key.str());
     const toml::array* list = values.as_array();

@@ -14,6 +14,11 @@
 //   [knobs]                                      # the values the program supports (they replace
 //   tp = [1]                                     # the space's; same keys and values as a space file)
 //   precision = ["fp32", "bf16"]
+//   [[rules]]                                    # a combination the program refuses (any number):
+//   when = { zero = [2, 3] }                     # a layout with these values (every knob listed)
+//   then = { pp = [1] }                          # must have these (every knob listed), else it is
+//   why = "DeepSpeed's pipeline engine ..."      # illegal (constraint program_runs_combination,
+//                                                # base/layout_rules.h); why: said when one is refused
 //   [shape]                                      # the shape values the program can train (a model
 //   positions = ["learned", "rotary", "none"]    # with another is refused at study start, exit 3;
 //                                                # runner::CheckTrainsModel); a field not listed: any
@@ -46,13 +51,14 @@ struct CommandFlags {
   bool reclassify = false;  // --reclassify: read this node's failed trials again from their logs
 };
 
-// The options; `knobs` (when given) receives the config's [knobs] table as TOML lines, for
-// LoadProblem (KnobDeclarations).
+// The options; `knobs` (when given) receives the config's [knobs] table as TOML lines, and its
+// [[rules]] as one line (KnobRulesToml), for LoadProblem (KnobDeclarations).
 Result<runner::CommandBackendOptions> ResolveCommandOptions(const CommandFlags& flags, std::string* knobs = nullptr);
 
-// Ok when `layout` has, for every knob a config declares (`knobs`: its [knobs] table as TOML
-// lines), one of the declared values; else one line naming the knob, the layout's value and what
-// `program` runs (a launch of a layout its program cannot run would fail, or run another layout).
+// Ok when `layout` has, for every knob a config declares (`knobs`: its [knobs] table and
+// [[rules]] as TOML lines), one of the declared values, and breaks none of its rules; else one
+// line naming the knob, the layout's value and what `program` runs, or the rule and its why (a
+// launch of a layout its program cannot run would fail, or run another layout).
 Status CheckDeclaredKnobs(const Layout& layout, const std::string& knobs, const std::string& program);
 
 }  // namespace tunepar

@@ -25,6 +25,34 @@ std::string Flatten(const std::string& lines) {
   return out;
 }
 
+// The declared rules (a command config's) after the space's own, each once (a study's stored
+// space, which holds them already, takes them again unchanged).
+Status AddRules(const toml::node& declared, toml::table* space, const std::string& origin) {
+  if (!space->contains("rules")) space->insert("rules", toml::array{});
+  toml::array* rules = (*space)["rules"].as_array();
+  if (rules == nullptr || declared.as_array() == nullptr)
+    return ConfigError(fmt::format("{}: rules must be an array of tables ([[rules]])", origin));
+  for (const toml::node& rule : *declared.as_array()) {
+    const bool held = std::any_of(rules->begin(), rules->end(), [&](const toml::node& r) {
+      return r.is_table() && rule.is_table() && *r.as_table() == *rule.as_table();
+    });
+    if (!held) rules->push_back(rule);
+  }
+  return Status::Ok();
+}
+
+// `lines` without the line declaring `knob` (TOML refuses a key twice; a later declaration
+// replaces an earlier one). Every declaration is one `key = value` line (ReadKnobs, KnobRulesToml).
+std::string WithoutDeclaration(const std::string& lines, Knob knob) {
+  const std::string prefix = fmt::format("{} =", KnobName(knob));
+  std::string kept;
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) != 0) kept += line + "\n";
+  }
+  return kept;
+}
+
 }  // namespace
 
 Result<ConfigText> WithDeclaredKnobs(ConfigText space, const std::string& knobs) {
@@ -36,7 +64,10 @@ Result<ConfigText> WithDeclaredKnobs(ConfigText space, const std::string& knobs)
   if (!doc->contains("knobs")) doc->insert("knobs", toml::table{});
   toml::table* table = (*doc)["knobs"].as_table();
   if (table == nullptr) return ConfigError(fmt::format("{}: knobs must be a table", space.origin));
-  for (auto&& [key, value] : *declared) table->insert_or_assign(key, value);
+  for (auto&& [key, value] : *declared) {
+    if (key.str() == "rules") TUNEPAR_RETURN_IF_ERROR(AddRules(value, &*doc, space.origin));
+    else table->insert_or_assign(key, value);
+  }
   std::ostringstream text;
   text << *doc;
   space.text = text.str();
@@ -72,7 +103,7 @@ Result<std::string> KnobDeclarations(const std::string& declared, const std::vec
       if (!code.ok()) return code.status().WithContext("--fix " + fix);
       items.push_back(KnobTomlItem(*knob, *code));
     }
-    lines += fmt::format("{} = [{}]\n", KnobName(*knob), fmt::join(items, ", "));
+    lines = WithoutDeclaration(lines, *knob) + fmt::format("{} = [{}]\n", KnobName(*knob), fmt::join(items, ", "));
   }
   return lines;
 }
