@@ -384,8 +384,10 @@ TEST(ProcessGroup, KillLeftoversTouchesOnlyMarkedProcesses) {
   p.trial_id = "marker-a";
   Result<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(p);
   ASSERT_TRUE(group.ok());
-  // Wait for the shell to start both sleeps (a loaded machine takes longer than a quiet one).
-  for (int i = 0; i < 100 && ProcessesWithMarkerPrefix("marker-a").size() < 3; ++i) {
+  // Wait for the shell to start both sleeps (a loaded machine takes longer than a quiet one): the
+  // supervisor, the shell and the two sleeps carry the marker. Waiting for 3 let a loaded machine
+  // count the supervisor and kill only the shell and one sleep.
+  for (int i = 0; i < 200 && ProcessesWithMarkerPrefix("marker-a").size() < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const pid_t pgid = (*group)->process_group();
