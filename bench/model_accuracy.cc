@@ -152,6 +152,24 @@ void CompareFsdp(const std::vector<runner::MeasuredRun>& runs, const runner::Har
   }
 }
 
+// Section 6: NVIDIA's FP8 rows, and the same layouts predicted as bf16 (what tunepar could say
+// before fp8 was a precision).
+void CompareFp8(const std::vector<runner::MeasuredRun>& fp8_runs, const runner::HardwareProfile& h100) {
+  fmt::print(
+      "\n6. NVIDIA NeMo / Megatron-Bridge FP8 pre-training, DGX-H100, cp 1 dense rows, profile dgx-h100 (nothing "
+      "fitted to these rows; TFLOP/s by each row's formula)\n");
+  const Summary fp8 = Compare(fp8_runs, h100, 0);
+  std::vector<runner::MeasuredRun> as_bf16 = fp8_runs;
+  for (runner::MeasuredRun& run : as_bf16) run.layout.precision = Precision::kBf16;
+  const std::vector<runner::RowFit> bf16_rows =
+      OrDie(runner::EvaluateRuns(as_bf16, h100, OrDie(runner::Efficiency::FromProfile(h100))));
+  double bf16_mean = 0;
+  for (const runner::RowFit& r : bf16_rows) bf16_mean += std::abs(r.measured_step_s / r.predicted_step_s - 1) / bf16_rows.size();
+  fmt::print("FP8 TFLOP/s error: mean |error| {:.2f}%, worst {:.2f}% ({} rows; all fit in 80 GB: {}); the same rows "
+             "predicted as bf16: mean |error| {:.2f}%\n",
+             100 * fp8.mean, 100 * fp8.worst, fp8_runs.size(), fp8.all_fit ? "yes" : "NO", 100 * bf16_mean);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,19 +238,6 @@ int main(int argc, char** argv) {
       "rest = buffers + runtime overhead\n");
   CompareFsdp(Runs(data + "/mpt-fsdp-h100.csv"), h100);
 
-  fmt::print(
-      "\n6. NVIDIA NeMo / Megatron-Bridge FP8 pre-training, DGX-H100, cp 1 dense rows, profile dgx-h100 (nothing "
-      "fitted to these rows; TFLOP/s by each row's formula)\n");
-  const std::vector<runner::MeasuredRun> fp8_runs = Runs(data + "/nvidia-h100-fp8.csv");
-  const Summary fp8 = Compare(fp8_runs, h100, 0);
-  std::vector<runner::MeasuredRun> as_bf16 = fp8_runs;
-  for (runner::MeasuredRun& run : as_bf16) run.layout.precision = Precision::kBf16;
-  const std::vector<runner::RowFit> bf16_rows =
-      OrDie(runner::EvaluateRuns(as_bf16, h100, OrDie(runner::Efficiency::FromProfile(h100))));
-  double bf16_mean = 0;
-  for (const runner::RowFit& r : bf16_rows) bf16_mean += std::abs(r.measured_step_s / r.predicted_step_s - 1) / bf16_rows.size();
-  fmt::print("FP8 TFLOP/s error: mean |error| {:.2f}%, worst {:.2f}% ({} rows; all fit in 80 GB: {}); the same rows "
-             "predicted as bf16: mean |error| {:.2f}%\n",
-             100 * fp8.mean, 100 * fp8.worst, fp8_runs.size(), fp8.all_fit ? "yes" : "NO", 100 * bf16_mean);
+  CompareFp8(Runs(data + "/nvidia-h100-fp8.csv"), h100);
   return 0;
 }
