@@ -34,6 +34,14 @@ double HeadForwardFlops(const ModelShape& m) {
 
 }  // namespace
 
+double LayerForwardFlops(const ModelShape& m) { return LayerForwardFlops(m, ScoreFlops::kFull); }
+
+EndsFlops EndsForwardFlops(const ModelShape& m) {
+  const double s = m.seq_len, h = m.hidden;
+  if (m.HasVocabulary()) return {0.0, 2.0 * s * h * m.vocab};
+  return {2.0 * s * m.patch_tokens * h, 2.0 * s * h * m.output_width};
+}
+
 double ModelFlopsPerStep(const ModelShape& m, ScoreFlops scores) {
   return 3 * (m.layers * LayerForwardFlops(m, scores) + HeadForwardFlops(m)) * m.global_batch;
 }

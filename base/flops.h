@@ -29,6 +29,16 @@ double ModelFlopsPerStep(const ModelShape& model, ScoreFlops scores = ScoreFlops
 // c 4 B L s^2 h. Korthikanti et al.'s eq. 8 counts 12 B L s^2 h for it; we count what runs).
 double HardwareFlopsPerStep(const ModelShape& model, Recompute recompute, ScoreFlops scores = ScoreFlops::kFull);
 
+// One layer's forward pass for one sequence (kFull scores): what the pipeline split balances.
+double LayerForwardFlops(const ModelShape& model);
+// The forward work outside the layers for one sequence, by the stage it runs on: the first stage's
+// (a ViT's patch embedding; a token embedding is a lookup, 0) and the last stage's (the LM head's
+// logits, or a ViT's head).
+struct EndsFlops {
+  double first = 0, last = 0;
+};
+EndsFlops EndsForwardFlops(const ModelShape& model);
+
 // Model TFLOP/s per GPU of a step that took `step_time_s` on `gpus` devices (kFull).
 double ModelTflopsPerGpu(const ModelShape& model, double step_time_s, int gpus);
 

@@ -63,6 +63,19 @@ std::vector<KnobRow> BuiltInRows() {
        false, 9, E::kLog2, false,
        "Hybrid sharding (HSDP): dp splits into this many replicas, ZeRO shards inside each (1: over all of dp)",
        TUNEPAR_FIELD(dp_replicate)},
+      // Nested right after tp (the same visit rank, later in the table): dp follows from pp once
+      // tp and cp are set.
+      {"cp", {"context_parallel"}, "--cp", "cp", "cp", K::kSize, {}, "", 1, 1 << 20, 1, {false, {1}}, false, true,
+       0, E::kLog2, false,
+       "Context-parallel size: ranks that split every sequence (2 cp chunks, causally balanced), "
+       "passing K/V around a ring",
+       TUNEPAR_FIELD(cp)},
+      // Nested right after pp: whether pp must divide the layers is decided here.
+      {"uneven_stages", {}, "--uneven-stages", "uneven", "uneven", K::kSwitch, {}, "", 0, 1, 0, {false, {0}}, false,
+       false, 1, E::kBinary, false,
+       "Uneven pipeline stages: Megatron-LM's first/last-stage layer counts, balanced against the "
+       "embedding and head (base/pipeline_split.h)",
+       TUNEPAR_SWITCH_FIELD(uneven_stages)},
   };
 }
 

@@ -38,7 +38,9 @@ enum class Knob : int {
   kSeqParallel,
   kVirtualStages,
   kFlashAttention,
-  kDpReplicate
+  kDpReplicate,
+  kCp,
+  kUnevenStages
 };
 
 enum class KnobKind {

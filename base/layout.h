@@ -24,7 +24,7 @@ Result<Recompute> ParseRecompute(std::string_view text);
 struct Layout {
   int tp = 1;                 // tensor-parallel size
   int pp = 1;                 // pipeline-parallel size (stages)
-  int dp = 1;                 // data-parallel size, = world / (tp * pp)
+  int dp = 1;                 // data-parallel size, = world / (tp * cp * pp)
   int micro_batch = 1;        // sequences per micro-batch
   int num_micro_batches = 1;  // per pipeline per step, = global_batch / (micro_batch * dp)
   Precision precision = Precision::kBf16;
@@ -37,12 +37,22 @@ struct Layout {
   // the model states inside a shard group of dp / dp_replicate ranks and replicates them across
   // the groups; 1 shards over all of dp.
   int dp_replicate = 1;
+  // Context parallelism: the sequence split over cp ranks (2 cp chunks, rank i holding chunks i and
+  // 2 cp - 1 - i for the causal load balance), K/V passed around the ring of the cp group.
+  int cp = 1;
+  // Uneven pipeline stages: the layers split by base/pipeline_split.h's rule (Megatron-LM's first
+  // and last stage counts, balanced against the embedding and the head) instead of evenly.
+  bool uneven_stages = false;
   // Knobs whose table row keeps them by name (base/knobs.h), at a value other than neutral.
   std::map<std::string, int, std::less<>> more_knobs;
 
-  int World() const { return tp * pp * dp; }
-  // The ranks ZeRO shards the model states over: dp / dp_replicate.
+  int World() const { return tp * cp * pp * dp; }
+  // Data-parallel ranks in one shard group: dp / dp_replicate (torchtitan's dp_shard).
   int ShardGroup() const { return dp / dp_replicate; }
+  // The ranks ZeRO shards the model states over, and the gradient reduction spans inside a
+  // replica: the shard group's ranks with their context-parallel peers, which hold the same
+  // weights (Megatron-Core's dp-cp group, torchtitan's dp_shard_cp).
+  int ZeroGroup() const { return cp * ShardGroup(); }
   // Model chunks the layers are split into: pipeline stages x virtual stages per stage.
   int ModelChunks() const { return pp * virtual_stages; }
   // Sequences per optimizer step: micro_batch x num_micro_batches x dp.

@@ -30,13 +30,18 @@ enum class Constraint {
   kTpDividesHeads,          // heads split evenly over tp
   kTpFitsKvHeads,           // tp divides the K/V heads, or they divide tp (each replicated on tp / g ranks)
   kTpDividesFfn,            // the MLP width splits evenly over tp
-  kTpPpDivideWorld,         // tp * pp * dp = world
-  kPpDividesLayers,         // layers split evenly over pipeline stages
+  kTpPpDivideWorld,         // tp * cp * pp * dp = world
+  kCpSplitsSequence,        // the sequence splits into 2 cp equal chunks (the causal load balance)
+  kPpDividesLayers,         // layers split evenly over pipeline stages (without uneven_stages)
+  kUnevenNeedsPp,           // uneven stages with one stage are the even split
+  kUnevenStagesSplit,       // the uneven rule finds a split (every stage a layer), not the even one
   kBatchDivisible,          // global batch = micro_batch * num_micro_batches * dp
   kInterleaveNeedsPp,       // virtual stages > 1 need pp > 1
   kInterleaveLayers,        // layers split evenly over pp * virtual stages
   kInterleaveMicroBatches,  // interleaving needs num_micro_batches % pp == 0
+  kUnevenWithoutInterleave, // uneven stages run without interleaving (virtual_stages 1)
   kFlashNeeds16Bit,         // flash attention kernels exist for fp16/bf16 only
+  kCpNeedsFlash,            // context parallelism runs the fused attention kernel on each K/V chunk
   kZeroNeedsDp,             // ZeRO-1 with dp = 1 is the same layout as ZeRO-0
   kSeqParallelNeedsTp,      // sequence parallelism with tp = 1 is the same as without
   kSeqParallelSplitsSequence,  // sequence parallelism splits the sequence evenly over tp
@@ -46,7 +51,7 @@ enum class Constraint {
   kFp8NeedsPeak,               // fp8 GEMMs need hardware with an FP8 peak (H100: yes; A100, MI250X: no)
   kProgramRunsCombination,     // the space's [[rules]] (a command config's): combinations the program refuses
 };
-inline constexpr int kNumConstraints = 19;
+inline constexpr int kNumConstraints = 24;
 
 struct ConstraintRow {
   Constraint constraint;

@@ -143,12 +143,13 @@ Result<RankOrder> RankOrder::Arrange(const GridSizes& g, const std::array<GridDi
 // orders are arranged directly, without parsing their names, and this thread's last grid is kept.
 RankOrder RankOrder::Of(const Layout& l) {
   const int replicas = l.dp_replicate >= 1 && l.dp % l.dp_replicate == 0 ? l.dp_replicate : 1;
-  const std::array<int, 4> sizes_key{l.tp, l.dp, l.pp, replicas};
-  thread_local std::array<int, 4> last_key{0, 0, 0, 0};
+  const std::array<int, 5> sizes_key{l.tp, l.cp, l.dp, l.pp, replicas};
+  thread_local std::array<int, 5> last_key{0, 0, 0, 0, 0};
   thread_local RankOrder last;
   if (sizes_key == last_key) return last;
   GridSizes sizes;
   sizes.tp = l.tp;
+  sizes.cp = l.cp;
   sizes.dp = l.dp;
   sizes.pp = l.pp;
   sizes.dp_replicate = replicas;

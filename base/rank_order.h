@@ -66,8 +66,8 @@ class RankOrder {
   // divide dp, etp ep does not divide tp cp dp, an order is malformed, or the two orders would
   // give the grids different pipeline groups.
   static Result<RankOrder> CreateGrids(const GridSizes& sizes);
-  // A layout's grid in the default order, dp split into shard x replicate by its dp_replicate
-  // (cp 1 until layouts carry it).
+  // A layout's grid in the default order (tp, cp, dp, pp), dp split into shard x replicate by its
+  // dp_replicate.
   static RankOrder Of(const Layout& l);
 
   int World() const { return world_; }

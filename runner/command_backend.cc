@@ -290,7 +290,7 @@ Result<int> UnreceivedValue(Knob knob, const std::vector<int>& candidates) {
 std::string CommandBackend::Rendering(const Layout& knobs, int world) const {
   static const ModelShape kModel = ProbeModel();
   Layout l = knobs;
-  l.dp = std::max(1, world / std::max(1, l.tp * l.pp));
+  l.dp = std::max(1, world / std::max(1, l.tp * l.cp * l.pp));
   l.num_micro_batches = std::max(1, 1024 * world / std::max(1, l.micro_batch * l.dp));
   TrialContext fixed;
   fixed.trial_dir = "{trial_dir}";

@@ -190,8 +190,9 @@ Status ParseRow(const Row& r, MeasuredRun* run) {
   TUNEPAR_RETURN_IF_ERROR(r.Int("gpus", &gpus));
   TUNEPAR_RETURN_IF_ERROR(ParseKnobs(r, &l));
   if (!r.Text("ranks_per_node").empty()) TUNEPAR_RETURN_IF_ERROR(r.Int("ranks_per_node", &run->ranks_per_node, 0));
-  if (gpus % (l.tp * l.pp) != 0) return r.Error("gpus", fmt::format("{} is not a multiple of tp x pp", gpus));
-  l.dp = gpus / (l.tp * l.pp);
+  if (gpus % (l.tp * l.cp * l.pp) != 0)
+    return r.Error("gpus", fmt::format("{} is not a multiple of tp x cp x pp", gpus));
+  l.dp = gpus / (l.tp * l.cp * l.pp);
   if (m.global_batch % (l.micro_batch * l.dp) != 0)
     return r.Error("global_batch", fmt::format("{} is not a multiple of micro_batch x dp = {}",
                                                m.global_batch, l.micro_batch * l.dp));

@@ -31,7 +31,7 @@ KnobShapley::KnobShapley(const std::vector<Layout>& legal, std::vector<double> f
   }
   // The world size every legal layout shares (0 when they do not: then no twin is looked for).
   for (const Layout& l : legal_) {
-    const int world = l.tp * l.pp * l.dp;
+    const int world = l.World();
     if (world_ == 0) world_ = world;
     if (world != world_) {
       world_ = -1;
@@ -50,8 +50,8 @@ int KnobShapley::Resolve(uint64_t key) const {
     const auto& values = knob_codes_[static_cast<int>(field.knob)];
     l = WithKnob(l, field.knob, code < values.size() ? values[code] : values.front());
   }
-  if (world_ > 0 && world_ % (l.tp * l.pp) == 0) {
-    l.dp = world_ / (l.tp * l.pp);
+  if (world_ > 0 && world_ % (l.tp * l.cp * l.pp) == 0) {
+    l.dp = world_ / (l.tp * l.cp * l.pp);
     const Layout canonical = CanonicalLayout(l);
     bool known = true;  // every value of the twin is one the legal layouts take
     for (const Field& field : fields_)

@@ -26,10 +26,10 @@ const ConstraintRow* FirstFailed(const std::vector<const ConstraintRow*>& rules,
   return nullptr;
 }
 
-// The sizes that follow from the knobs once `knob` is set and its rules passed: dp from tp and
+// The sizes that follow from the knobs once `knob` is set and its rules passed: dp from tp, cp and
 // pp, the micro-batch count from micro_batch and dp.
 void DeriveSizes(const SpaceQuery& q, Knob knob, Layout* l) {
-  if (knob == Knob::kPp) l->dp = q.world / (l->tp * l->pp);
+  if (knob == Knob::kPp) l->dp = q.world / (l->tp * l->cp * l->pp);
   if (knob == Knob::kMicroBatch)
     l->num_micro_batches = static_cast<int>(q.model->global_batch / (static_cast<int64_t>(l->micro_batch) * l->dp));
 }

@@ -80,9 +80,10 @@ Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
     if (!code.ok()) return code.status();
     l = WithKnob(std::move(l), k, *code);
   }
-  if (world % (l.tp * l.pp) != 0)
-    return InvalidArgument(fmt::format("--tp {} x --pp {} does not divide --world {}", l.tp, l.pp, world));
-  l.dp = world / (l.tp * l.pp);
+  if (world % (l.tp * l.cp * l.pp) != 0)
+    return InvalidArgument(
+        fmt::format("--tp {} x --cp {} x --pp {} does not divide --world {}", l.tp, l.cp, l.pp, world));
+  l.dp = world / (l.tp * l.cp * l.pp);
   if (model.global_batch % (static_cast<int64_t>(l.micro_batch) * l.dp) != 0) {
     return InvalidArgument(fmt::format("global batch {} is not a multiple of --mbs {} x dp {}",
                                        model.global_batch, l.micro_batch, l.dp));
