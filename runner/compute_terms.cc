@@ -49,6 +49,19 @@ std::string EndsLabel(const ModelShape& m) {
 
 }  // namespace
 
+std::vector<NamedTerm> NamedTimeTerms(const TimeBreakdown& t, const Layout& l) {
+  std::vector<NamedTerm> terms{{"tp_comm_s", "tensor-parallel communication", t.tp_comm}};
+  if (l.cp > 1) terms.push_back({"cp_comm_s", "context-parallel K/V exchange (ring, exposed)", t.cp_comm});
+  terms.push_back({"pp_p2p_s", "pipeline point-to-point", t.pp_p2p});
+  terms.push_back({"bubble_s", "pipeline bubble", t.bubble});
+  terms.push_back({"dp_comm_exposed_s", "data-parallel communication (exposed)", t.dp_comm_exposed});
+  if (l.zero >= 3) terms.push_back({"weight_gather_exposed_s", "FSDP weight all-gathers (exposed)", t.weight_gather_exposed});
+  terms.push_back({"optimizer_s", "optimizer step", t.optimizer});
+  if (t.device_sharing > 0)
+    terms.push_back({"device_sharing_s", "waiting for devices other ranks use", t.device_sharing});
+  return terms;
+}
+
 std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms& t, Precision precision) {
   const std::string core = std::string("attention core (QK^T, softmax, V") +
                            (m.positions == Positions::kAlibi ? "; ALiBi biases" : "") +

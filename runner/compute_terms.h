@@ -23,6 +23,12 @@ struct NamedTerm {
 std::vector<NamedTerm> NamedComputeTerms(const ModelShape& model, const ComputeTerms& terms,
                                          Precision precision = Precision::kBf16);
 
+// TimeBreakdown's fields beside compute, in order, labelled for people: "tensor-parallel
+// communication", "context-parallel K/V exchange (ring, exposed)", ... (JSON keys as the model
+// backend writes them). Terms a layout cannot have (FSDP gathers without ZeRO-3, the K/V exchange
+// without cp, waiting for devices when none is shared) are left out.
+std::vector<NamedTerm> NamedTimeTerms(const TimeBreakdown& time, const Layout& layout);
+
 // One line naming the shape's features: "GQA 64/8, SwiGLU f 28672, rotary, RMSNorm, untied, no
 // biases" (a GPT: "MHA 96 heads, GeLU f 49152, learned positions, LayerNorm, tied").
 std::string ShapeFeatures(const ModelShape& model);

@@ -21,6 +21,7 @@ std::string PredictionJson(const Prediction& p, const ModelShape& model) {
       {"breakdown",
        {{"compute_s", p.time.compute},
         {"tp_comm_s", p.time.tp_comm},
+        {"cp_comm_s", p.time.cp_comm},
         {"pp_p2p_s", p.time.pp_p2p},
         {"bubble_s", p.time.bubble},
         {"dp_comm_exposed_s", p.time.dp_comm_exposed},

@@ -1,5 +1,6 @@
 #include "runner/performance_model.h"
 
+#include "base/pipeline_split.h"
 #include "base/rank_order.h"
 
 #include <algorithm>
@@ -67,6 +68,12 @@ double CollectiveSteps(int n) {
   return std::min(2.0 * (n - 1), 2.0 * std::ceil(std::log2(static_cast<double>(n))) + 2.0);
 }
 
+// Tokens one rank computes per micro-batch: its micro-batch's sequences, or with context
+// parallelism its 1 / cp of each (2 of the 2 cp chunks).
+double TokensPerRank(const Layout& l, const ModelShape& m) {
+  return static_cast<double>(l.micro_batch) * m.seq_len / l.cp;
+}
+
 }  // namespace
 
 Result<PerformanceModel> PerformanceModel::Create(const ModelShape& model, const HardwareProfile& hardware) {
@@ -131,19 +138,28 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
         fmt::format("layout {} is not legal for model {}: {}", LayoutKey(l), m.name, why));
   };
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.num_micro_batches < 1 ||
-      l.virtual_stages < 1 || l.dp_replicate < 1)
+      l.virtual_stages < 1 || l.dp_replicate < 1 || l.cp < 1)
     return bad("sizes must be positive");
   if (m.heads % l.tp != 0) return bad(fmt::format("tp {} does not divide {} heads", l.tp, m.heads));
   const int g = m.KvHeads();
   if (g % l.tp != 0 && l.tp % g != 0)
     return bad(fmt::format("tp {} neither divides {} kv heads nor is a multiple of them", l.tp, g));
-  if (l.seq_parallel && m.seq_len % l.tp != 0)
-    return bad(fmt::format("sequence parallelism: tp {} does not split the sequence of {} evenly", l.tp, m.seq_len));
+  if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0)
+    return bad(fmt::format("cp {} does not split the sequence of {} into {} equal chunks", l.cp, m.seq_len, 2 * l.cp));
+  if (l.cp > 1 && !l.flash_attention) return bad("context parallelism needs flash attention (per K/V chunk)");
+  if (l.seq_parallel && m.seq_len % (l.tp * l.cp) != 0)
+    return bad(fmt::format("sequence parallelism: tp {} does not split the sequence of {} (over cp {}) evenly", l.tp,
+                           m.seq_len, l.cp));
   if (m.MlpWidth() % l.tp != 0)
     return bad(fmt::format("tp {} does not divide the MLP width {}", l.tp, m.MlpWidth()));
-  if (m.layers % (l.pp * l.virtual_stages) != 0)
+  if (l.uneven_stages && l.pp > 1) {
+    if (l.virtual_stages > 1) return bad("uneven stages run without interleaving (virtual stages 1)");
+    if (UnevenSplit(m, l.pp).layers.empty())
+      return bad(fmt::format("uneven stages: {} layers cannot give each of {} stages a layer", m.layers, l.pp));
+  } else if (m.layers % (l.pp * l.virtual_stages) != 0) {
     return bad(
         fmt::format("pp {} x virtual stages {} does not divide {} layers", l.pp, l.virtual_stages, m.layers));
+  }
   if (l.GlobalBatch() != m.global_batch)
     return bad(fmt::format("micro_batch {} x {} micro-batches x dp {} is not the global batch {}",
                            l.micro_batch, l.num_micro_batches, l.dp, m.global_batch));
@@ -166,7 +182,8 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const double gemm_peak = peak_[static_cast<int>(l.precision)];
   const double bv = BytesPerValue(l.precision);
   const double h = m.hidden, f = m.MlpWidth(), s = m.seq_len, a = m.heads;
-  const double t = l.tp, b = l.micro_batch, tokens = b * s, head_dim = h / a;
+  const double t = l.tp, b = l.micro_batch, tokens = TokensPerRank(l, m), head_dim = h / a;
+  const double queries = s / l.cp;  // a rank's query rows per sequence
   const double kv = KvHeadsOverTp(m, l.tp);
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
   LayerTime layer;
@@ -183,12 +200,13 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const double gemm = layer.qkv + layer.attention_output + mlp_in + mlp_out;  // summed in this order (golden test)
   // Attention core, 4 b s^2 h / t FLOPs (query heads: GQA shrinks K and V, not the scores): a
   // fused flash kernel, or batched GEMMs (s x d x s). ALiBi's biases are added inside the
-  // softmax (or flash) kernel: nothing more moves.
+  // softmax (or flash) kernel: nothing more moves. Context parallelism: a rank's s / cp queries
+  // meet every key, the causal load balance giving each rank 1 / cp of the work.
   if (l.flash_attention) {
-    layer.attention_forward = 4 * b * s * s * h / t / (peak * eff_[K::kFlashEfficiency]);
+    layer.attention_forward = 4 * b * s * s * h / t / l.cp / (peak * eff_[K::kFlashEfficiency]);
     layer.attention_backward = kFlashBackwardFactor * layer.attention_forward;
   } else {
-    const double per_head = GemmTime(s, s, head_dim, peak) + GemmTime(s, head_dim, s, peak);
+    const double per_head = GemmTime(queries, s, head_dim, peak) + GemmTime(queries, head_dim, s, peak);
     layer.attention_forward = b * (a / t) * per_head;
     layer.attention_backward = 2 * layer.attention_forward;
   }
@@ -200,7 +218,7 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const double mlp_values = tokens * (swiglu ? kValuesPerSwigluUnit : kValuesPerMlpUnit) * f / t;
   const double rotary_values =
       m.positions == Positions::kRotary ? tokens * kValuesPerRotaryValue * (h + kv * head_dim) / t : 0.0;
-  const double score_values = l.flash_attention ? 0.0 : b * (a / t) * s * s * kValuesPerScore;
+  const double score_values = l.flash_attention ? 0.0 : b * (a / t) * queries * s * kValuesPerScore;
   const double elementwise = (hidden_values + mlp_values + rotary_values) * bv / memory_bandwidth_ +
                              Fp8CastValuesPerPass(l) * kFp8CastBytesPerValue / memory_bandwidth_;
   const double softmax = score_values * bv / memory_bandwidth_;
@@ -215,7 +233,30 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   // forward pass is recomputed.
   const double collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
   layer.tp_comm = collectives * RingAllReduceTime(tokens * h * bv, l.tp, GroupLink(l.tp, RankOrder::Of(l).Stride(GridDim::kTp)));
+  layer.cp_comm = KvExchangeExposedTime(l, layer);
   return layer;
+}
+
+// ---- Context parallelism, Megatron-Core's ring (cp_comm_type p2p, TransformerEngine's
+// attention with CP): per layer and micro-batch a rank's K/V block (its s / cp tokens' K and V
+// heads of its TP shard: GQA moves g / a of what multi-head attention would) passes cp - 1 hops
+// around the cp group, each posted before the attention of the block in hand and hidden behind
+// it (1 / cp of the rank's attention: the causal load balance evens the blocks). Backward, the
+// K/V block and its dK/dV accumulator travel together (twice the bytes) behind each block's
+// backward, and the dK/dV go home one last hop nothing hides. Recomputation (full or
+// selective) runs the forward ring again. The ring's neighbours are tp ranks apart (cp inside
+// dp, tp innermost): its hops cross the link the cp group spans.
+double PerformanceModel::KvExchangeExposedTime(const Layout& l, const LayerTime& layer) const {
+  if (l.cp == 1) return 0.0;
+  const ModelShape& m = model_;
+  const double kv_heads = KvHeadsOverTp(m, l.tp) / l.tp;
+  const double block = TokensPerRank(l, m) * 2 * kv_heads * m.HeadDim() * BytesPerValue(l.precision);
+  const LinkSpeed link = GroupLink(l.cp, RankOrder::Of(l).Stride(GridDim::kCp));
+  auto hop = [&](double bytes) { return bytes / link.bandwidth + link.latency; };
+  const double hops = l.cp - 1;
+  const double forward = hops * std::max(0.0, hop(block) - layer.attention_forward / l.cp);
+  const double backward = hops * std::max(0.0, hop(2 * block) - layer.attention_backward / l.cp) + hop(block);
+  return forward + backward + (l.recompute != Recompute::kNone ? forward : 0.0);
 }
 
 // ---- fp8's casts per layer and pass, averaged over forward and backward (the element-wise
@@ -226,7 +267,7 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
 double PerformanceModel::Fp8CastValuesPerPass(const Layout& l) const {
   if (l.precision != Precision::kFp8) return 0.0;
   const ModelShape& m = model_;
-  const double h = m.hidden, f = m.MlpWidth(), t = l.tp, tokens = static_cast<double>(l.micro_batch) * m.seq_len;
+  const double h = m.hidden, f = m.MlpWidth(), t = l.tp, tokens = TokensPerRank(l, m);
   const double kv = KvHeadsOverTp(m, l.tp), head_dim = h / m.heads;
   const double fc1_columns = (m.mlp == MlpKind::kSwiglu ? 2 * f : f) / t;
   const double forward = tokens * (2 * h / (l.seq_parallel ? t : 1.0) + h / t + f / t);
@@ -242,7 +283,7 @@ PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
   const double peak = peak_[StoragePeakIndex(l.precision)];
   const double bv = BytesPerValue(l.precision);
   const double h = model_.hidden, V = model_.vocab, t = l.tp;
-  const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
+  const double tokens = TokensPerRank(l, model_);
   HeadTime head;
   if (!model_.HasVocabulary()) {
     const double O = model_.output_width;
@@ -263,16 +304,16 @@ PerformanceModel::HeadTime PerformanceModel::HeadTimes(const Layout& l) const {
 double PerformanceModel::EmbedTime(const Layout& l) const {
   if (model_.HasVocabulary()) return 0.0;
   const double peak = peak_[StoragePeakIndex(l.precision)];
-  const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
+  const double tokens = TokensPerRank(l, model_);
   return 2 * GemmTime(tokens, model_.hidden, model_.patch_tokens, peak);
 }
 
 // ---- Pipeline transfers per micro-batch: activations forward and gradients backward at every
 // chunk boundary, v per micro-batch; T x h values, split over the TP ranks (Megatron's
-// scatter/gather, or sequence-parallel shards). Stage neighbours are t * d ranks apart.
+// scatter/gather, or sequence-parallel shards). Stage neighbours are t * cp * d ranks apart.
 double PerformanceModel::PipelineTransferTime(const Layout& l) const {
   if (l.pp == 1) return 0;
-  const double tokens = static_cast<double>(l.micro_batch) * model_.seq_len;
+  const double tokens = TokensPerRank(l, model_);
   const LinkSpeed pp_link = GroupLink(2, RankOrder::Of(l).Stride(GridDim::kPp));  // neighbouring stages
   const double bytes = tokens * model_.hidden * BytesPerValue(l.precision) / l.tp;
   return 2.0 * l.virtual_stages * (bytes / pp_link.bandwidth + pp_link.latency);
@@ -293,7 +334,8 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
   // GPT: (4h^2 + 3h + 2hf + f) / t + 5h, every term an exact integer before the division.
   const double split = h * qkv_width + h * h + k * h * f + beta * (qkv_width + (k - 1) * f);
   const double layer_params = split / t + (2 * norm_vectors * h + beta * h);
-  const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
+  const StageLayers on = LayersOnStages(l);
+  const double layers_per_stage = on.first;  // every stage's when the split is even
   const double positions = m.positions == Positions::kLearned ? s * h : 0.0;
   const double final_norm = norm_vectors * h;
   StageParameters stage;
@@ -301,19 +343,50 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
   if (!m.HasVocabulary()) {  // a ViT: patch embedding and head replicated over tp, never tied
     const double embed = m.patch_tokens * h + beta * h, head = h * m.output_width + beta * m.output_width;
     stage.first = layers_per_stage * layer_params + embed + positions;
-    stage.last = layers_per_stage * layer_params + final_norm + head;
+    stage.last = on.last * layer_params + final_norm + head;
+    stage.middle = on.middle * layer_params;
     stage.most_loaded = l.pp == 1 ? layers_per_stage * layer_params + embed + head + positions + final_norm
-                                  : std::max(stage.first, stage.last);
+                                  : std::max({stage.first, stage.last, stage.middle});
     return stage;
   }
   stage.embedding = V * h / t;
   stage.first = layers_per_stage * layer_params + stage.embedding + positions;
-  stage.last = layers_per_stage * layer_params + final_norm + (m.tied_embeddings && l.pp > 1 ? stage.embedding : 0.0) +
+  stage.last = on.last * layer_params + final_norm + (m.tied_embeddings && l.pp > 1 ? stage.embedding : 0.0) +
                (m.tied_embeddings ? 0.0 : stage.embedding);
+  stage.middle = on.middle * layer_params;
   stage.most_loaded = l.pp == 1 ? layers_per_stage * layer_params + stage.embedding * (m.tied_embeddings ? 1 : 2) +
                                       positions + final_norm
-                                : std::max(stage.first, stage.last);
+                                : std::max({stage.first, stage.last, stage.middle});
   return stage;
+}
+
+// ---- The layers on the first, the middle (the most loaded of them) and the last stage: L / p
+// each when the split is even (pp divides the layers), else base/pipeline_split.h's rule.
+PerformanceModel::StageLayers PerformanceModel::LayersOnStages(const Layout& l) const {
+  if (!l.uneven_stages || l.pp == 1) {
+    const double even = static_cast<double>(model_.layers) / l.pp;
+    return {even, even, even, false};
+  }
+  const StageSplit split = UnevenSplit(model_, l.pp);
+  const double middle = l.pp > 2 ? *std::max_element(split.layers.begin() + 1, split.layers.end() - 1) : 0.0;
+  return {static_cast<double>(split.First()), middle, static_cast<double>(split.Last()), true};
+}
+
+// ---- The stage that sets the pipeline's pace: the one whose micro-batch takes longest. Evenly
+// split, every stage runs L / p layers and the slowest is the one with the heavier end (the LM
+// head on the last, a ViT's patch embedding on the first; both with one stage). Unevenly split,
+// the first (its layers and the embedding), the most loaded middle stage and the last (its
+// layers and the head) are compared.
+PerformanceModel::SlowestStage PerformanceModel::SlowestStageOf(const Layout& l, const LayerTime& layer,
+                                                                const HeadTime& head, double embed) const {
+  const StageLayers on = LayersOnStages(l);
+  if (!on.uneven) return {on.first, l.pp == 1 ? head.compute + embed : std::max(head.compute, embed), head.tp_comm, false};
+  const double per_layer = layer.forward + layer.backward + layer.recompute + layer.tp_comm + layer.cp_comm;
+  SlowestStage slowest{on.first, embed, 0.0, true};
+  auto time = [&](const SlowestStage& stage) { return stage.layers * per_layer + stage.ends + stage.ends_tp; };
+  for (const SlowestStage& stage : {SlowestStage{on.middle, 0.0, 0.0, true}, SlowestStage{on.last, head.compute, head.tp_comm, true}})
+    if (time(stage) > time(slowest)) slowest = stage;
+  return slowest;
 }
 
 // ---- Data parallelism: members are t ranks apart. The reduction of gradients can hide
@@ -326,15 +399,19 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
 // hides behind that pass's compute as far as it goes; the updated weights stay sharded.
 // Hybrid sharding runs those collectives inside a shard group (dp / dp_replicate ranks, t apart)
 // and all-reduces the gradient shard across the replicas (t x shard group apart) once per step.
+// Context parallelism's ranks hold the same weights: every group above spans them too (cp x
+// the shard group, Megatron-Core's dp-cp group), cp being inside dp in the rank order.
 PerformanceModel::DpExposed PerformanceModel::DataParallelExposedTime(const Layout& l, const StageParameters& stage,
                                                                       DpOverlap hide) const {
-  if (l.dp == 1) return {};
+  if (l.dp * l.cp == 1) return {};
   const double grad_bytes = GradientBytes(l.precision), bv = BytesPerValue(l.precision);
   const double params = stage.most_loaded, mb = l.num_micro_batches;
   const RankOrder order = RankOrder::Of(l);
-  const int shard = l.ShardGroup();
-  const LinkSpeed shard_link = GroupLink(shard, order.Stride(GridDim::kDpShard));
-  if (l.zero == 0) return {std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp, shard_link) - hide.backward), 0.0};
+  // The shard group with its cp peers (cp inside dp: consecutive, tp ranks apart).
+  const int shard = l.ZeroGroup();
+  const LinkSpeed shard_link = GroupLink(shard, order.Stride(GridDim::kCp));
+  if (l.zero == 0)
+    return {std::max(0.0, RingAllReduceTime(params * grad_bytes, l.dp * l.cp, shard_link) - hide.backward), 0.0};
   const double d = shard, steps = CollectiveSteps(shard) * shard_link.latency;
   const double reduce_scatter = (d - 1) / d * params * grad_bytes / shard_link.bandwidth + steps / 2;
   const double all_gather = (d - 1) / d * params * bv / shard_link.bandwidth + steps / 2;
@@ -365,14 +442,17 @@ double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_par
 double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
   const bool mixed = l.precision != Precision::kFp32;
   const double optimizer_bytes = 2 * GradientBytes(l.precision) + 3 * 8.0 + (mixed ? BytesPerValue(l.precision) : 0.0);
-  return params / (l.zero >= 1 ? static_cast<double>(l.ShardGroup()) : 1.0) * optimizer_bytes / memory_bandwidth_;
+  return params / (l.zero >= 1 ? static_cast<double>(l.ZeroGroup()) : 1.0) * optimizer_bytes / memory_bandwidth_;
 }
 
 // ---- fp8: once per step, on the step's first micro-batch, TransformerEngine casts the stage's
 // layer weights (whole, as each rank computes with them) to FP8 and their transposes.
 double PerformanceModel::Fp8WeightCastTime(const Layout& l, const StageParameters& stage) const {
   if (l.precision != Precision::kFp8) return 0.0;
-  return stage.layer * model_.layers / l.pp * kFp8CastBytesPerValue / memory_bandwidth_;
+  const StageLayers on = LayersOnStages(l);
+  const double params = on.uneven ? stage.layer * std::max({on.first, on.middle, on.last})
+                                  : stage.layer * model_.layers / l.pp;  // the stage's layers
+  return params * kFp8CastBytesPerValue / memory_bandwidth_;
 }
 
 // ---- Time-shared devices (more ranks than devices on a node): the node's ranks' work (the LM
@@ -381,8 +461,8 @@ double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown&
                                            double dedicated) const {
   if (ranks_per_node_ <= gpus_per_node_) return 0;
   const double p = l.pp, mb = l.num_micro_batches;
-  const double work_per_rank = time.compute - mb * head_per_mb * (p - 1) / p + time.tp_comm + time.pp_p2p +
-                               time.dp_comm_exposed + time.weight_gather_exposed + time.optimizer;
+  const double work_per_rank = time.compute - mb * head_per_mb * (p - 1) / p + time.tp_comm + time.cp_comm +
+                               time.pp_p2p + time.dp_comm_exposed + time.weight_gather_exposed + time.optimizer;
   const double shared = work_per_rank * ranks_per_node_ / gpus_per_node_;
   return std::max(0.0, shared - dedicated);
 }
@@ -426,7 +506,8 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   const double bv = BytesPerValue(l.precision), grad_bytes = GradientBytes(l.precision);
   const double h = m.hidden, s = m.seq_len, a = m.heads, V = m.vocab;
   const double t = l.tp, p = l.pp, v = l.virtual_stages, mb = l.num_micro_batches;
-  const double b = l.micro_batch, tokens = b * s, layers_per_stage = m.layers / p;
+  const double b = l.micro_batch, tokens = TokensPerRank(l, m);
+  const StageLayers on = LayersOnStages(l);
   const bool mixed = l.precision != Precision::kFp32;
   const double scores_kept = l.flash_attention ? 0.0 : 5 * a * s / (h * t);
   const double scores = l.recompute != Recompute::kNone ? 0.0 : scores_kept;
@@ -438,26 +519,29 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   const double stored = l.recompute == Recompute::kFull ? (l.seq_parallel ? 2 / t : 2.0) : full_layer;
   // Full recomputation: the layer being recomputed holds its full activations meanwhile.
   const double working = l.recompute == Recompute::kFull ? kept + scores_kept : 0.0;
-  const double sbh = s * b * h * bv / 2.0;
+  const double sbh = s / l.cp * b * h * bv / 2.0;  // a rank's s / cp tokens under context parallelism
   // 1F1B: the first stage holds min(p, m) micro-batches in flight (L layers' worth when m >= p),
   // more with interleaving; the last stage holds one micro-batch, and the logits (16-bit and fp32).
   const double in_flight = std::min(p, mb) * (v > 1 ? 1.0 + (p - 1) / (p * v) : 1.0);
   // The head's outputs, 16-bit and fp32: a vocabulary shard's logits, or a ViT's O values (replicated).
   const double logits = m.HasVocabulary() ? tokens * V / t * (4.0 + bv) : tokens * m.output_width * (4.0 + bv);
-  const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0);
+  // Context parallelism's ring holds 4 K/V blocks at most: backward's K/V and dK/dV in hand and arriving.
+  const double kv_block = tokens * 2 * KvHeadsOverTp(m, l.tp) / t * m.HeadDim() * bv;
+  const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0) +
+                              (l.cp > 1 ? 4 * kv_block : 0.0);
   // FSDP (ZeRO-3) holds a unit's weights whole while it computes (a layer, or the embedding or
   // the head: a vocabulary shard), and the next unit's, gathered ahead on the communication stream.
   const double gathered = l.zero >= 3 ? (stage.layer + std::max(stage.layer, stage.embedding)) * bv : 0.0;
   // fp8 caches each layer weight's FP8 copy and transpose through the step (2 bytes a parameter),
   // of the whole layers a rank computes with: the stage's, or under ZeRO-3 the gathered ones.
-  const double fp8_copies = l.precision != Precision::kFp8 ? 0.0
-                            : l.zero >= 3                  ? 2.0 * 2 * stage.layer
-                                                           : 2.0 * stage.layer * layers_per_stage;
-  auto stage_memory = [&](double stage_params, double activations) {
+  auto fp8_copies = [&](double stage_layers) {
+    return l.precision != Precision::kFp8 ? 0.0 : l.zero >= 3 ? 2.0 * 2 * stage.layer : 2.0 * stage.layer * stage_layers;
+  };
+  auto stage_memory = [&](double stage_params, double stage_layers, double activations) {
     MemoryBreakdown mem;
     const ModelStates states =
-        ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ShardGroup());
-    mem.weights = states.weights + fp8_copies;
+        ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ZeroGroup());
+    mem.weights = states.weights + fp8_copies(stage_layers);
     mem.gathered_weights = gathered;
     mem.gradients = states.gradients;
     mem.optimizer_states = states.optimizer;
@@ -466,16 +550,23 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
     mem.runtime_overhead = eff_[K::kMemoryOverheadGb] * 1e9 + eff_[K::kMemoryFragmentation] * activations;
     return mem;
   };
-  if (l.pp == 1) return stage_memory(stage.most_loaded, sbh * (stored * layers_per_stage + working) + logits);
-  const MemoryBreakdown first = stage_memory(stage.first, sbh * (stored * layers_per_stage * in_flight + working));
-  const MemoryBreakdown last = stage_memory(stage.last, sbh * (stored * layers_per_stage + working) + logits);
-  return first.Total() >= last.Total() ? first : last;
+  if (l.pp == 1) return stage_memory(stage.most_loaded, on.first, sbh * (stored * on.first + working) + logits);
+  const MemoryBreakdown first = stage_memory(stage.first, on.first, sbh * (stored * on.first * in_flight + working));
+  const MemoryBreakdown last = stage_memory(stage.last, on.last, sbh * (stored * on.last + working) + logits);
+  const MemoryBreakdown& ends = first.Total() >= last.Total() ? first : last;
+  if (!on.uneven || l.pp < 3) return ends;
+  // Unevenly split, a middle stage may hold more: the second holds p - 1 micro-batches in flight.
+  const MemoryBreakdown middle =
+      stage_memory(stage.middle, on.middle, sbh * (stored * on.middle * std::min(p - 1, mb) + working));
+  return middle.Total() > ends.Total() ? middle : ends;
 }
 
 // ---- time.compute, term by term: per micro-batch, the stage's layers (each GEMM forward and
 // twice backward; element-wise kernels and overhead once forward, twice backward) and its end.
-ComputeTerms PerformanceModel::TermsPerStep(const Layout& l, const LayerTime& layer, double ends) const {
-  const double per_step = static_cast<double>(l.num_micro_batches) * model_.layers / l.pp;
+ComputeTerms PerformanceModel::TermsPerStep(const Layout& l, const LayerTime& layer, const SlowestStage& slowest) const {
+  const double per_step = slowest.uneven ? l.num_micro_batches * slowest.layers
+                                         : static_cast<double>(l.num_micro_batches) * model_.layers / l.pp;
+  const double ends = slowest.ends;
   ComputeTerms terms;
   terms.qkv_projections = per_step * 3 * layer.qkv;
   terms.attention_output = per_step * 3 * layer.attention_output;
@@ -493,20 +584,20 @@ ComputeTerms PerformanceModel::TermsPerStep(const Layout& l, const LayerTime& la
 // shared devices.
 Prediction PerformanceModel::Predict(const Layout& l) const {
   const double p = l.pp, v = l.virtual_stages, mb = l.num_micro_batches;
-  const double layers_per_stage = model_.layers / p;
   const LayerTime layer = LayerTimes(l);
-  const HeadTime head = HeadTimes(l);
   const double p2p = PipelineTransferTime(l);
   // The head runs on the last stage, a ViT's patch embedding on the first: with one stage both.
-  const double embed = EmbedTime(l);
-  const double ends_mb = l.pp == 1 ? head.compute + embed : std::max(head.compute, embed);
+  const SlowestStage slowest = SlowestStageOf(l, layer, HeadTimes(l), EmbedTime(l));
+  const double layers_per_stage = slowest.layers, ends_mb = slowest.ends;
   const double compute_mb = layers_per_stage * (layer.forward + layer.backward + layer.recompute) + ends_mb;
-  const double tp_mb = layers_per_stage * layer.tp_comm + head.tp_comm;
-  const double slot = compute_mb + tp_mb + p2p;
+  const double tp_mb = layers_per_stage * layer.tp_comm + slowest.ends_tp;
+  const double cp_mb = layers_per_stage * layer.cp_comm;
+  const double slot = compute_mb + tp_mb + cp_mb + p2p;
   Prediction out;
   out.time.compute = mb * compute_mb;
-  out.compute_terms = TermsPerStep(l, layer, ends_mb);
+  out.compute_terms = TermsPerStep(l, layer, slowest);
   out.time.tp_comm = mb * tp_mb;
+  out.time.cp_comm = mb * cp_mb;
   out.time.pp_p2p = mb * p2p;
   out.time.bubble = (p - 1) / v * slot;
   const StageParameters stage = StageParams(l);
@@ -517,7 +608,7 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   out.time.weight_gather_exposed = dp_exposed.weight_gather;
   out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
   out.time.optimizer = OptimizerTime(l, stage.most_loaded) + Fp8WeightCastTime(l, stage);
-  const double dedicated = out.time.compute + out.time.tp_comm + out.time.pp_p2p + out.time.bubble +
+  const double dedicated = out.time.compute + out.time.tp_comm + out.time.cp_comm + out.time.pp_p2p + out.time.bubble +
                            out.time.dp_comm_exposed + out.time.weight_gather_exposed + out.time.optimizer;
   out.time.device_sharing = DeviceSharingTime(l, out.time, ends_mb, dedicated);
   out.step_time_s = dedicated + out.time.device_sharing;

@@ -46,6 +46,7 @@ inline constexpr std::string_view kPerformanceModelVersion =
 struct TimeBreakdown {         // seconds per optimizer step; they add up to the step time
   double compute = 0;          // GEMMs, attention, element-wise kernels, recomputation
   double tp_comm = 0;          // tensor-parallel collectives (not overlapped)
+  double cp_comm = 0;          // context parallelism's K/V exchange (ring) not hidden by the chunk attention
   double pp_p2p = 0;           // pipeline sends and receives
   double bubble = 0;           // pipeline fill and drain: (p - 1) / v slots
   double dp_comm_exposed = 0;  // gradient reduction (and ZeRO-1/2's weight gather) not hidden by backward
@@ -140,6 +141,7 @@ class PerformanceModel {
   // The terms of a prediction (performance_model.cc says what each counts).
   struct LayerTime {  // one layer, one micro-batch, one tensor-parallel rank, seconds
     double forward = 0, backward = 0, recompute = 0, tp_comm = 0;
+    double cp_comm = 0;  // the K/V ring's exposed hops (context parallelism)
     // The forward pass's parts (the backward pass runs each GEMM twice, the rest as LayerTimes says).
     double qkv = 0, attention_output = 0, mlp = 0, attention_forward = 0, attention_backward = 0;
     double elementwise = 0, overhead = 0;
@@ -149,12 +151,26 @@ class PerformanceModel {
   };
   struct StageParameters {  // parameters per device
     double first = 0, last = 0, most_loaded = 0, embedding = 0;
+    double middle = 0;  // the most loaded middle stage's (uneven splits; 0 when even)
     double layer = 0;  // one transformer layer's, on its tensor-parallel rank
   };
   LayerTime LayerTimes(const Layout& layout) const;
+  double KvExchangeExposedTime(const Layout& layout, const LayerTime& layer) const;
+  struct StageLayers {  // layers on the first, the most loaded middle and the last stage
+    double first = 0, middle = 0, last = 0;
+    bool uneven = false;  // from base/pipeline_split.h's uneven rule (else L / p each)
+  };
+  StageLayers LayersOnStages(const Layout& layout) const;
+  struct SlowestStage {  // the stage whose micro-batch takes longest, per micro-batch
+    double layers = 0;   // its layers
+    double ends = 0;     // its end's compute: the LM head (last stage), a ViT's patch embedding (first)
+    double ends_tp = 0;  // the head's tensor-parallel collectives
+    bool uneven = false;
+  };
   HeadTime HeadTimes(const Layout& layout) const;
   double EmbedTime(const Layout& layout) const;
-  ComputeTerms TermsPerStep(const Layout& layout, const LayerTime& layer, double head_and_embed) const;
+  SlowestStage SlowestStageOf(const Layout& layout, const LayerTime& layer, const HeadTime& head, double embed) const;
+  ComputeTerms TermsPerStep(const Layout& layout, const LayerTime& layer, const SlowestStage& slowest) const;
   double PipelineTransferTime(const Layout& layout) const;
   StageParameters StageParams(const Layout& layout) const;
   // Per micro-batch, the compute a data-parallel collective can hide behind.

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/pipeline_split.h"
+
 #include "tests/test_support.h"
 
 namespace tunepar::search {
@@ -260,7 +262,13 @@ TEST(Space, LegalLayoutsAreUniqueAndSatisfyEveryConstraint) {
     EXPECT_EQ(l.World(), 1024);
     EXPECT_EQ(8 % l.tp, 0);
     EXPECT_EQ(m.heads % l.tp, 0);
-    EXPECT_EQ(m.layers % (l.pp * l.virtual_stages), 0);
+    if (l.uneven_stages) {  // the rule's own split, not the even one, without interleaving
+      EXPECT_FALSE(UnevenSplit(m, l.pp).Even());
+      EXPECT_EQ(l.virtual_stages, 1);
+    } else {
+      EXPECT_EQ(m.layers % (l.pp * l.virtual_stages), 0);
+    }
+    if (l.cp > 1) EXPECT_TRUE(l.flash_attention && m.seq_len % (2 * l.cp) == 0);
     EXPECT_EQ(static_cast<int64_t>(l.micro_batch) * l.num_micro_batches * l.dp, m.global_batch);
   }
   ExpectConsistent(e);
@@ -269,15 +277,21 @@ TEST(Space, LegalLayoutsAreUniqueAndSatisfyEveryConstraint) {
 // The default space for gpt-1t at 3072 GCDs: the issue's reference problem. The count pins
 // the constraint set; a change here must be deliberate. Issue 34 grew it from 13,770 legal
 // layouts (522,720 candidates; tests/data/space-2026-11.toml still gives those) with ZeRO 2 and
-// 3 and hybrid sharding (dp_replicate 1-64).
+// 3 and hybrid sharding (dp_replicate 1-64), to 114,300 (9,757,440 candidates) with fp8; issue 35
+// with cp 1-32 and uneven stages.
 TEST(Space, Gpt1tAtWorld3072) {
   const ModelShape m = testing::PresetModel("gpt-1t");
   const SpaceSpec s = testing::PresetSpace("default");
   SpaceEnumeration e = Enumerate(3072, m, s);
-  EXPECT_EQ(e.candidates, 9757440);  // 4 precisions; fp8 excluded without an FP8 peak
-  EXPECT_EQ(e.legal.size(), 114300u);
-  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 41310);
-  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateDividesDp), 37170);
+  EXPECT_EQ(e.candidates, 117089280);  // 4 precisions; fp8 excluded without an FP8 peak
+  EXPECT_EQ(e.legal.size(), 412041u);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 182106);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateDividesDp), 249831);
+  // 128 layers: every pp that divides them splits evenly by the uneven rule too (gpt-1t's head
+  // weighs 0.17 of a layer), so uneven stages add only the pp that do not divide (3, 6, 12, ...).
+  EXPECT_EQ(e.Excluded(Constraint::kUnevenStagesSplit), e.Excluded(Constraint::kPpDividesLayers));
+  EXPECT_EQ(e.Excluded(Constraint::kCpSplitsSequence), 0);  // 2048 splits into 2 x 32 chunks
+  EXPECT_EQ(e.Excluded(Constraint::kCpNeedsFlash), 1002960);
   const SpaceEnumeration before = Enumerate(3072, m, testing::Space2026_11());
   EXPECT_EQ(before.candidates, 522720);
   EXPECT_EQ(before.legal.size(), 13770u);
@@ -289,7 +303,8 @@ TEST(Space, Gpt1tAtWorld3072) {
 
 TEST(Space, EmptySetIsExplained) {
   const ModelShape m = testing::PresetModel("gpt-1t");
-  const SpaceSpec s = testing::PresetSpace("default");
+  SpaceSpec s = testing::PresetSpace("default");
+  s.Set(Knob::kUnevenStages, testing::Codes({0}));  // uneven stages run 128 layers on 7 stages
   const SpaceQuery q{7, 8, &m, &s};
   Result<SpaceEnumeration> e = EnumerateSpace(q);
   ASSERT_TRUE(e.ok());

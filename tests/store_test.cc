@@ -860,7 +860,7 @@ TEST(StoreKnobs, ALayoutKeyThatDoesNotParseIsADamagedRowNamedWithItsKey) {
   const std::string published = SnapshotPath(store, "n0", Study().id);
   const std::string work = WorkPath(store, "n0", Study().id, "");
   for (const std::string& path : {work, published}) {
-    Sql(path, "UPDATE trials SET layout_key = layout_key || '-cp2' WHERE number = 2");
+    Sql(path, "UPDATE trials SET layout_key = layout_key || '-xyz2' WHERE number = 2");
     Sql(path,
         fmt::format("UPDATE trials SET checksum = tunepar_row_checksum({}, knobs)", kSchema5TrialColumns));
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/knobs.h"
+#include "base/pipeline_split.h"
 #include "runner/compute_terms.h"
 #include "runner/model_backend.h"
 #include "runner/performance_model.h"
@@ -28,6 +29,7 @@ struct PredictOptions {
   std::vector<int64_t> numbers = std::vector<int64_t>(NumKnobs());
   std::vector<std::string> names = std::vector<std::string>(NumKnobs());
   std::vector<int> switches = std::vector<int>(NumKnobs());
+  std::vector<bool> given = std::vector<bool>(NumKnobs());  // the knob's option was on the command line
   std::optional<int64_t> gbs;  // absent: the model's global batch
 };
 
@@ -64,8 +66,16 @@ Result<int> OptionCode(const PredictOptions& o, Knob knob) {
   return static_cast<int>(o.numbers[i]);
 }
 
-Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
-                                         const ModelShape& model) {
+// A knob not given on the command line takes the one value the space (with its --fix) leaves it,
+// else the default: `--fix uneven_stages=on` is enough to predict with uneven stages.
+Result<int> KnobCodeFor(const PredictOptions& o, const SpaceSpec& space, int world, Knob k) {
+  const std::vector<int> values = space.Values(k, world);
+  if (!o.given[static_cast<size_t>(k)] && values.size() == 1) return values.front();
+  return OptionCode(o, k);
+}
+
+Result<Layout> LayoutFromOptions(const PredictOptions& o, int world, const Problem& problem) {
+  const ModelShape& model = problem.model;
   if (!o.layout_key.empty()) {
     Result<Layout> l = ParseLayoutKey(o.layout_key);
     if (!l.ok()) return l.status();
@@ -76,7 +86,7 @@ Result<Layout> LayoutFromOptions(const PredictOptions& o, int world,
   }
   Layout l;
   for (Knob k : Knobs()) {
-    Result<int> code = OptionCode(o, k);
+    Result<int> code = KnobCodeFor(o, problem.space, world, k);
     if (!code.ok()) return code.status();
     l = WithKnob(std::move(l), k, *code);
   }
@@ -106,6 +116,69 @@ std::string Seconds(double s) {
   return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.3f} ms", s * 1e3);
 }
 
+// "layers per stage 7 + 14 x 8 + 7 (uneven_stages: ...)": how the layers were split, for pp > 1.
+std::string StageSplitLine(const ModelShape& model, const Layout& l) {
+  if (l.pp == 1) return "";
+  const StageSplit split = SplitLayers(model, l.pp, l.uneven_stages);
+  if (!l.uneven_stages) return fmt::format("layers per stage {} (even)\n", split.Text());
+  return fmt::format(
+      "layers per stage {} (uneven_stages: Megatron-LM's first/last-stage counts, balanced against the embedding "
+      "and the head; --decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {})\n",
+      split.Text(), split.First(), split.Last());
+}
+
+void PrintTimeTable(const Problem& problem, const Layout& layout, const runner::Prediction& p) {
+  TextTable time;
+  time.AddColumn("time per step", TextTable::Align::kLeft);
+  time.AddColumn("seconds");
+  time.AddColumn("share");
+  auto add_time = [&](const std::string& what, double s) {
+    time.AddRow({what, fmt::format("{:.4g}", s), fmt::format("{:.1f}%", 100 * s / p.step_time_s)});
+  };
+  add_time("compute (GEMMs, attention, element-wise, recompute)", p.time.compute);
+  for (const runner::NamedTerm& term : runner::NamedComputeTerms(problem.model, p.compute_terms, layout.precision)) {
+    if (term.seconds > 0) add_time("  " + term.label, term.seconds);
+  }
+  for (const runner::NamedTerm& term : runner::NamedTimeTerms(p.time, layout)) add_time(term.label, term.seconds);
+  fmt::print("{}\n", time.Render());
+}
+
+void PrintMemoryTable(const Problem& problem, const Layout& layout, const runner::Prediction& p) {
+  const double mem_gb = problem.hardware.memory_gb.value;
+  TextTable mem;
+  mem.AddColumn("memory per GPU (most loaded stage)", TextTable::Align::kLeft);
+  mem.AddColumn("GB");
+  auto add_mem = [&](const char* what, double bytes) {
+    mem.AddRow({what, fmt::format("{:.2f}", bytes / 1e9)});
+  };
+  add_mem(layout.precision == Precision::kFp8 ? "weights (bf16, and the layers' FP8 copies and transposes)" : "weights",
+          p.memory.weights);
+  add_mem("gradients", p.memory.gradients);
+  add_mem("optimizer states", p.memory.optimizer_states);
+  add_mem("activations in flight", p.memory.activations);
+  add_mem("communication buffers", p.memory.comm_buffers);
+  add_mem("runtime overhead", p.memory.runtime_overhead);
+  if (layout.zero >= 3) add_mem("gathered weights (FSDP: computing and prefetched unit)", p.memory.gathered_weights);
+  fmt::print("{}", mem.Render());
+  fmt::print("total {:.1f} GB of {:g} GB: {}\n", p.memory_bytes / 1e9, mem_gb,
+             p.fits ? "fits" : "DOES NOT FIT (out of memory)");
+}
+
+void PrintPrediction(const Problem& problem, int world, const Layout& layout, const runner::Prediction& p) {
+  fmt::print("tunepar predict: {} ({} parameters) on {}, world {}, global batch {}\n", problem.model.name,
+             HumanCount(problem.model.Parameters()), problem.hardware.name, world, problem.model.global_batch);
+  fmt::print("shape {}\n", runner::ShapeFeatures(problem.model));
+  fmt::print("layout {}\n{}\n", LayoutKey(layout), StageSplitLine(problem.model, layout));
+  fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {}   MFU {:.1f}%\n", Seconds(p.step_time_s),
+             WithCommas(static_cast<int64_t>(p.tokens_per_s)), TflopsText(p.tflops_per_gpu), 100 * p.mfu);
+  fmt::print(
+      "(model FLOPs per step as docs/flop-convention.md counts them, 72 B L s h^2 (1 + s/6h + V/12hL) for GPT;\n"
+      " recomputation not counted; MFU against the {} dense peak of {:g} TFLOP/s)\n\n",
+      ToString(layout.precision), problem.hardware.PeakFlops(layout.precision) / 1e12);
+  PrintTimeTable(problem, layout, p);
+  PrintMemoryTable(problem, layout, p);
+}
+
 Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
   Result<Problem> problem = o.problem.Load();
   if (!problem.ok()) return problem.status();
@@ -115,7 +188,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
     problem->model.global_batch = static_cast<int>(*o.gbs);
   }
   const int world = static_cast<int>(o.problem.world);
-  Result<Layout> layout = LayoutFromOptions(o, world, problem->model);
+  Result<Layout> layout = LayoutFromOptions(o, world, *problem);
   if (!layout.ok()) return layout.status();
   TUNEPAR_RETURN_IF_ERROR(CheckPredictable(*problem, world, *layout));
   Result<runner::PerformanceModel> model =
@@ -135,54 +208,7 @@ Status RunPredict(const GlobalOptions& global, const PredictOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return Status::Ok();
   }
-  const double mem_gb = problem->hardware.memory_gb.value;
-  fmt::print("tunepar predict: {} ({} parameters) on {}, world {}, global batch {}\n", problem->model.name,
-             HumanCount(problem->model.Parameters()), problem->hardware.name, world,
-             problem->model.global_batch);
-  fmt::print("shape {}\n", runner::ShapeFeatures(problem->model));
-  fmt::print("layout {}\n\n", LayoutKey(*layout));
-  fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {}   MFU {:.1f}%\n", Seconds(p.step_time_s),
-             WithCommas(static_cast<int64_t>(p.tokens_per_s)), TflopsText(p.tflops_per_gpu), 100 * p.mfu);
-  fmt::print(
-      "(model FLOPs per step as docs/flop-convention.md counts them, 72 B L s h^2 (1 + s/6h + V/12hL) for GPT;\n"
-      " recomputation not counted; MFU against the {} dense peak of {:g} TFLOP/s)\n\n",
-      ToString(layout->precision), problem->hardware.PeakFlops(layout->precision) / 1e12);
-  TextTable time;
-  time.AddColumn("time per step", TextTable::Align::kLeft);
-  time.AddColumn("seconds");
-  time.AddColumn("share");
-  auto add_time = [&](const char* what, double s) {
-    time.AddRow({what, fmt::format("{:.4g}", s), fmt::format("{:.1f}%", 100 * s / p.step_time_s)});
-  };
-  add_time("compute (GEMMs, attention, element-wise, recompute)", p.time.compute);
-  for (const runner::NamedTerm& term : runner::NamedComputeTerms(problem->model, p.compute_terms, layout->precision)) {
-    if (term.seconds > 0) add_time(("  " + term.label).c_str(), term.seconds);
-  }
-  add_time("tensor-parallel communication", p.time.tp_comm);
-  add_time("pipeline point-to-point", p.time.pp_p2p);
-  add_time("pipeline bubble", p.time.bubble);
-  add_time("data-parallel communication (exposed)", p.time.dp_comm_exposed);
-  if (layout->zero >= 3) add_time("FSDP weight all-gathers (exposed)", p.time.weight_gather_exposed);
-  add_time("optimizer step", p.time.optimizer);
-  if (p.time.device_sharing > 0) add_time("waiting for devices other ranks use", p.time.device_sharing);
-  fmt::print("{}\n", time.Render());
-  TextTable mem;
-  mem.AddColumn("memory per GPU (most loaded stage)", TextTable::Align::kLeft);
-  mem.AddColumn("GB");
-  auto add_mem = [&](const char* what, double bytes) {
-    mem.AddRow({what, fmt::format("{:.2f}", bytes / 1e9)});
-  };
-  add_mem(layout->precision == Precision::kFp8 ? "weights (bf16, and the layers' FP8 copies and transposes)" : "weights",
-          p.memory.weights);
-  add_mem("gradients", p.memory.gradients);
-  add_mem("optimizer states", p.memory.optimizer_states);
-  add_mem("activations in flight", p.memory.activations);
-  add_mem("communication buffers", p.memory.comm_buffers);
-  add_mem("runtime overhead", p.memory.runtime_overhead);
-  if (layout->zero >= 3) add_mem("gathered weights (FSDP: computing and prefetched unit)", p.memory.gathered_weights);
-  fmt::print("{}", mem.Render());
-  fmt::print("total {:.1f} GB of {:g} GB: {}\n", p.memory_bytes / 1e9, mem_gb,
-             p.fits ? "fits" : "DOES NOT FIT (out of memory)");
+  PrintPrediction(*problem, world, *layout, p);
   return Status::Ok();
 }
 
@@ -214,7 +240,10 @@ void AddPredictCommand(CLI::App& app, const GlobalOptions& global, Status* resul
   }
   for (CLI::Option* knob : knobs) layout->excludes(knob);
   cmd->add_option("--gbs", o->gbs, "Global batch (default: the model's)");
-  cmd->callback([&global, result, o] { *result = RunPredict(global, *o); });
+  cmd->callback([&global, result, o, knobs] {
+    for (size_t i = 0; i < knobs.size(); ++i) o->given[i] = knobs[i]->count() > 0;
+    *result = RunPredict(global, *o);
+  });
 }
 
 }  // namespace tunepar

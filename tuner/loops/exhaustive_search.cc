@@ -3,6 +3,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -54,14 +55,19 @@ void PrintJson(const GlobalOptions& global, const StudySession& session, const s
   fmt::print("{}\n", j.dump(2));
 }
 
-// Where the best layout's compute time goes, named from the shape (GQA, SwiGLU, ...).
+// Where the best layout's compute time goes, named from the shape (GQA, SwiGLU, ...), and the
+// rest of its step (communication, bubble, optimizer) as shares of the step.
 void PrintComputeTerms(const StudyContext& context, const Layout& best) {
   const runner::Prediction p = context.model().Predict(best);
   fmt::print("Compute of the best layout, {:.4g} s of its {:.4g} s step:\n", p.time.compute, p.step_time_s);
   for (const runner::NamedTerm& term : runner::NamedComputeTerms(context.problem.model, p.compute_terms, best.precision)) {
     if (term.seconds > 0) fmt::print("  {:5.1f}%  {}\n", 100 * term.seconds / p.time.compute, term.label);
   }
-  fmt::print("\n");
+  // The rest of the step, as shares of it.
+  std::vector<std::string> rest;
+  for (const runner::NamedTerm& term : runner::NamedTimeTerms(p.time, best))
+    if (term.seconds > 0) rest.push_back(fmt::format("{} {:.1f}%", term.label, 100 * term.seconds / p.step_time_s));
+  fmt::print("The rest of its step: {}\n\n", fmt::join(rest, ", "));
 }
 
 void PrintText(const GlobalOptions& global, const StudySession& session, const std::vector<store::TrialRecord>& all,
