@@ -10,8 +10,13 @@
 // per-layer overhead, the recomputation pass, and the tensor-parallel collectives; plus the LM
 // head on the last stage and the pipeline point-to-point transfers.
 //
+// Context parallelism (cp): each rank computes s / cp tokens of every sequence and 1 / cp of its
+// attention; per layer the K/V blocks pass around the cp ring, each hop hidden behind one block's
+// attention as far as it goes (KvExchangeExposedTime). Uneven stages: the slowest stage of
+// base/pipeline_split.h's split sets the slot.
+//
 // Placement follows Megatron's rank order: tensor-parallel ranks innermost (within a package,
-// then a node), then data-parallel, then pipeline stages. A group's collective runs at the
+// then a node), then context-parallel, data-parallel, then pipeline stages. A group's collective runs at the
 // slowest link it crosses; groups that leave the node share its NICs with the node's other
 // groups communicating at the same time.
 //

@@ -153,6 +153,39 @@ TEST(CliFp8, AskedForOnHardwareWithoutAnFp8PeakExitsTwoNamingTheRule) {
   EXPECT_NE(searched.out.find("-fp8-"), std::string::npos) << searched.out.substr(0, 600);
 }
 
+// Issue 35's two cases as a user types them: a 70-layer GPT on 8 stages with --fix
+// uneven_stages=on says how its layers were split; Llama 3 8B at 131072 tokens on 64 H100s
+// gets context-parallel layouts from a dry run, whose breakdown names the K/V exchange.
+TEST(CliLongSequences, UnevenStagesSayTheSplitAndTheDryRunProposesContextParallelism) {
+  TempDir dir;
+  testing::WriteFile(dir / "gpt-70l.toml",
+                     "name = \"gpt-70l\"\nlayers = 70\nhidden = 8192\nheads = 64\nseq_len = 2048\n"
+                     "vocab = 51200\nglobal_batch = 1024\n");
+  const std::string gpt = "predict --world 512 --hardware lumi-g --tp 8 --pp 8 --flash --model " + (dir / "gpt-70l.toml");
+  ExpectOneLineError(RunTunepar(gpt), kExitUsage, "pp_divides_layers");
+  const testing::CliRun uneven = RunTunepar(gpt + " --fix uneven_stages=on");
+  ASSERT_EQ(uneven.exit_code, 0) << uneven.err;
+  EXPECT_NE(uneven.out.find("layers per stage 8 + 6 x 9 + 8"), std::string::npos) << uneven.out;
+  EXPECT_NE(uneven.out.find("--decoder-first-pipeline-num-layers 8"), std::string::npos) << uneven.out;
+
+  std::string llama = testing::PresetText("models", "llama3-8b");
+  llama.replace(llama.find("seq_len = 8192"), 14, "seq_len = 131072");
+  llama.replace(llama.find("global_batch = 1024"), 19, "global_batch = 64");
+  testing::WriteFile(dir / "llama-128k.toml", llama);
+  const testing::CliRun dry = RunTunepar("--store " + (dir / "store") + " search --world 64 --hardware dgx-h100 --model " +
+                                         (dir / "llama-128k.toml"));
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  // The best layout's step names the K/V exchange, and the best layouts split the sequence.
+  EXPECT_NE(dry.out.find("context-parallel K/V exchange (ring, exposed)"), std::string::npos) << dry.out;
+  const testing::CliRun best = RunTunepar("--store " + (dir / "store") + " --json search --world 64 --hardware dgx-h100 --model " +
+                                          (dir / "llama-128k.toml"));
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const nlohmann::json j = nlohmann::json::parse(best.out);
+  ASSERT_FALSE(j["best"].empty());
+  for (const nlohmann::json& trial : j["best"]) EXPECT_GT(trial["cp"].get<int>(), 1) << trial["layout"];
+  EXPECT_GT(j["best"][0]["details"]["breakdown"]["cp_comm_s"].get<double>(), 0.0);
+}
+
 TEST(CliPredict, AcceptsExactlyTheLayoutsTheSpaceLists) {
   const testing::CliRun space = RunTunepar("--json space --world 8 --model tiny --hardware local-cpu --list");
   ASSERT_EQ(space.exit_code, 0) << space.err;
