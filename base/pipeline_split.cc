@@ -38,27 +38,75 @@ StageSplit EvenSplit(int layers, int pp) {
   return split;
 }
 
-StageSplit UnevenSplit(const ModelShape& model, int pp) {
-  if (pp < 2 || model.layers < pp) return {};
-  const double layer = LayerForwardFlops(model);
-  const EndsFlops ends = EndsForwardFlops(model);
-  const int total = model.layers, middles = pp - 2;
-  // (most loaded stage's work, first, last) of the best split so far, compared in that order.
+namespace {
+
+// The split's forward work per stage, and the search for the best (first, last) around a middle
+// count. Candidates compare as (most loaded stage's work, first, last): the least work, then the
+// fewest layers first, then last.
+struct SplitSearch {
+  double layer = 0;      // one layer's forward FLOPs
+  EndsFlops ends;        // the first and last stage's extra work
+  int total = 0, middles = 0;
   std::tuple<double, int, int> best{0.0, 0, 0};
   bool found = false;
+
+  void Consider(int first, int last, int middle) {
+    const double most = std::max({first * layer + ends.first, last * layer + ends.last, middle * layer});
+    const std::tuple<double, int, int> candidate{most, first, last};
+    if (!found || candidate < best) best = candidate, found = true;
+  }
+  // Every (first, last) with this middle count that could match the best: candidates whose
+  // most loaded stage exceeds the best so far are skipped, never ties.
+  void ScanMiddle(int middle) {
+    const int rest = total - middles * middle;  // first + last
+    if (rest < 2) return;
+    const double bound = std::get<0>(best);
+    if (found && (middle * layer > bound || (rest * layer + ends.first + ends.last) / 2 > bound * (1 + 1e-12))) return;
+    // last * layer + ends.last <= bound needs last <= (bound - ends.last) / layer (one spare).
+    const int first_from = found ? std::max(1, rest - static_cast<int>((bound - ends.last) / layer) - 1) : 1;
+    for (int first = first_from; first < rest; ++first) {
+      if (found && first * layer + ends.first > std::get<0>(best)) break;
+      Consider(first, rest - first, middle);
+    }
+  }
+};
+
+}  // namespace
+
+StageSplit UnevenSplit(const ModelShape& model, int pp) {
+  if (pp < 2 || model.layers < pp) return {};
+  SplitSearch search{LayerForwardFlops(model), EndsForwardFlops(model), model.layers, pp - 2};
+  const int total = model.layers, middles = pp - 2;
+  // Seed the bound with a near-even split, then scan every middle count (none with two stages).
+  const int seed_middle = middles == 0 ? 0 : total / pp, seed_rest = total - middles * seed_middle;
+  search.Consider(seed_rest / 2, seed_rest - seed_rest / 2, seed_middle);
+  if (middles == 0) {
+    search.ScanMiddle(0);
+  } else {
+    for (int middle = 1; middles * middle <= total - 2; ++middle) search.ScanMiddle(middle);
+  }
+  StageSplit split;
+  const auto [most, first, last] = search.best;
+  split.layers.push_back(first);
+  for (int stage = 0; stage < middles; ++stage) split.layers.push_back((total - first - last) / middles);
+  split.layers.push_back(last);
+  return split;
+}
+
+// The exhaustive search the rule is defined by (tests compare UnevenSplit with it).
+StageSplit UnevenSplitByEveryCandidate(const ModelShape& model, int pp) {
+  if (pp < 2 || model.layers < pp) return {};
+  SplitSearch search{LayerForwardFlops(model), EndsForwardFlops(model), model.layers, pp - 2};
+  const int total = model.layers, middles = pp - 2;
   for (int first = 1; first < total; ++first) {
     for (int last = 1; first + last <= total; ++last) {
       const int rest = total - first - last;
       if (middles == 0 ? rest != 0 : (rest % middles != 0 || rest / middles < 1)) continue;
-      const double middle = middles == 0 ? 0.0 : rest / middles * layer;
-      const double most = std::max({first * layer + ends.first, last * layer + ends.last, middle});
-      const std::tuple<double, int, int> candidate{most, first, last};
-      if (!found || candidate < best) best = candidate, found = true;
+      search.Consider(first, last, middles == 0 ? 0 : rest / middles);
     }
   }
-  if (!found) return {};
   StageSplit split;
-  const auto [most, first, last] = best;
+  const auto [most, first, last] = search.best;
   split.layers.push_back(first);
   for (int stage = 0; stage < middles; ++stage) split.layers.push_back((total - first - last) / middles);
   split.layers.push_back(last);

@@ -41,6 +41,9 @@ StageSplit EvenSplit(int layers, int pp);
 // The uneven rule's split, or an empty split (no stages) when none exists (fewer layers than
 // stages, or pp 1).
 StageSplit UnevenSplit(const ModelShape& model, int pp);
+// The same by trying every (first, last) pair: the rule's definition, for tests (quadratic in the
+// layers, where UnevenSplit prunes what cannot win).
+StageSplit UnevenSplitByEveryCandidate(const ModelShape& model, int pp);
 // The split a layout runs: uneven when `uneven` and pp > 1, else even.
 StageSplit SplitLayers(const ModelShape& model, int pp, bool uneven);
 

@@ -154,6 +154,20 @@ class UnevenStages : public ::testing::Test {
   }
 };
 
+// The pruned search finds the split the exhaustive one defines, for heads light and heavy
+// (GPT, Llama 3 8B's 1.8 layers, a ViT with a patch embedding on the first stage).
+TEST(PipelineSplit, ThePrunedSearchFindsTheExhaustiveOnesSplit) {
+  for (const char* preset : {"gpt-22b", "llama3-8b", "climax", "tiny"}) {
+    ModelShape m = testing::PresetModel(preset);
+    for (int layers = 2; layers <= 130; layers += (layers < 40 ? 1 : 7)) {
+      m.layers = layers;
+      for (int pp = 2; pp <= std::min(layers, 24); ++pp)
+        EXPECT_EQ(UnevenSplit(m, pp).layers, UnevenSplitByEveryCandidate(m, pp).layers)
+            << preset << " " << layers << " layers on " << pp;
+    }
+  }
+}
+
 TEST_F(UnevenStages, TheRuleSplitsSeventyLayersOverEightStages) {
   EXPECT_EQ(UnevenSplit(Gpt(70), 8).Text(), "8 + 6 x 9 + 8");
 }
