@@ -11,10 +11,16 @@
 //    SHARD_GRAD_OP = zero 2), with the dgx-h100 profile as committed (nothing fitted to these
 //    rows): TFLOP/s per GPU by llm-foundry's formula predicted vs published, whether it fits in
 //    80 GB, the predicted step's breakdown; mean and worst |error| per sharding strategy.
+// 6. NVIDIA's FP8 DGX-H100 rows with cp 1 (profile dgx-h100, nothing fitted), and the same rows
+//    predicted as bf16.
+// 7. NVIDIA's FP8 DGX-H100 rows with cp 2 (profile dgx-h100, nothing fitted): TFLOP/s error per
+//    row, the exposed K/V exchange's share of the step, and each layout predicted with cp 1 (dp
+//    doubled, the same world and global batch).
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -170,6 +176,76 @@ void CompareFp8(const std::vector<runner::MeasuredRun>& fp8_runs, const runner::
              100 * fp8.mean, 100 * fp8.worst, fp8_runs.size(), fp8.all_fit ? "yes" : "NO", 100 * bf16_mean);
 }
 
+// One layout of `run` on `hw`: TFLOP/s by the run's formula, memory, the exposed K/V exchange's
+// share of the step; nothing when the layout is illegal (its reason in `why`).
+struct CpPrediction {
+  double tflops = 0, memory_gb = 0, cp_share = 0;
+  bool fits = false;
+};
+
+std::optional<CpPrediction> PredictLayout(const runner::MeasuredRun& run, const Layout& l,
+                                          const runner::HardwareProfile& hw, std::string* why) {
+  const runner::PerformanceModel model = OrDie(runner::PerformanceModel::Create(run.model, hw));
+  if (const Status s = model.CheckLayout(l); !s.ok()) {
+    *why = s.message();
+    return std::nullopt;
+  }
+  const runner::Prediction p = model.Predict(l);
+  return CpPrediction{run.FlopsPerStep() / l.World() / 1e12 / p.step_time_s, p.memory_bytes / 1e9,
+                      p.time.cp_comm / p.step_time_s, p.fits};
+}
+
+std::string LayoutText(const Layout& l) {
+  return fmt::format("tp{} pp{} cp{} dp{} mbs{}{}{}", l.tp, l.pp, l.cp, l.dp, l.micro_batch,
+                     l.virtual_stages > 1 ? fmt::format(" v{}", l.virtual_stages) : "", l.uneven_stages ? " uneven" : "");
+}
+
+// Section 7: NVIDIA's cp 2 rows as published, and each layout with cp 1 and dp doubled (the same
+// world and global batch), so a reader sees what the K/V ring costs and the memory it saves.
+void CompareCp(const std::vector<runner::MeasuredRun>& cp_runs, const runner::HardwareProfile& h100) {
+  fmt::print(
+      "\n7. NVIDIA NeMo / Megatron-Bridge FP8 pre-training with context parallelism, DGX-H100, profile dgx-h100 "
+      "(nothing fitted to these rows; TFLOP/s by each row's formula); K/V: the predicted exposed K/V ring "
+      "exchange's share of the step; cp 1: the same layout with cp 1 and dp doubled\n");
+  fmt::print("{:<14} {:>5} {:<29} {:>6} {:>6} {:>7} {:>10} {:>5} | {:<29} {:>6} {:>7} {:>6}\n", "run", "GPUs",
+             "layout (as published)", "publ.", "pred.", "error", "mem", "K/V", "cp 1 layout", "pred.", "error", "mem");
+  fmt::print("{:<14} {:>5} {:<29} {:>6} {:>6} {:>7} {:>10} {:>5} | {:<29} {:>6} {:>7} {:>6}\n", "", "", "", "TF/s",
+             "TF/s", "", "GB", "", "", "TF/s", "", "GB");
+  double mean = 0, worst = 0, cp1_mean = 0;
+  int fit = 0, cp1_rows = 0;
+  for (const runner::MeasuredRun& run : cp_runs) {
+    std::string why;
+    const std::optional<CpPrediction> p = PredictLayout(run, run.layout, h100, &why);
+    if (!p) {
+      fmt::print(stderr, "model_accuracy: {}: {}\n", run.label, why);
+      std::exit(1);
+    }
+    const double published = run.FlopsPerStep() / run.layout.World() / 1e12 / run.step_time_s;
+    const double error = p->tflops / published - 1;
+    Layout cp1 = run.layout;
+    cp1.dp *= cp1.cp;
+    cp1.num_micro_batches /= cp1.cp;  // the same global batch
+    cp1.cp = 1;
+    const std::optional<CpPrediction> q = PredictLayout(run, cp1, h100, &why);
+    const std::string cp1_text =
+        q ? fmt::format("{:>6.1f} {:>+6.1f}% {:>6.1f}{}", q->tflops, 100 * (q->tflops / published - 1), q->memory_gb,
+                        q->fits ? "" : " OOM")
+          : "illegal: " + why;
+    fmt::print("{:<14} {:>5} {:<29} {:>6.1f} {:>6.1f} {:>+6.1f}% {:>10} {:>4.1f}% | {:<29} {}\n", run.label,
+               run.layout.World(), LayoutText(run.layout), published, p->tflops, 100 * error,
+               fmt::format("{:.1f}{}", p->memory_gb, p->fits ? "" : " OOM"), 100 * p->cp_share, LayoutText(cp1),
+               cp1_text);
+    mean += std::abs(error) / cp_runs.size();
+    worst = std::max(worst, std::abs(error));
+    fit += p->fits ? 1 : 0;
+    if (q) cp1_mean += std::abs(q->tflops / published - 1), ++cp1_rows;
+  }
+  fmt::print("CP TFLOP/s error: mean |error| {:.2f}%, worst {:.2f}% ({} rows; predicted to fit in {:g} GB: {} of {}); "
+             "the same layouts with cp 1: mean |error| {:.2f}% ({} legal)\n",
+             100 * mean, 100 * worst, cp_runs.size(), h100.memory_gb.value, fit, cp_runs.size(),
+             cp1_rows ? 100 * cp1_mean / cp1_rows : 0.0, cp1_rows);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -239,5 +315,6 @@ int main(int argc, char** argv) {
   CompareFsdp(Runs(data + "/mpt-fsdp-h100.csv"), h100);
 
   CompareFp8(Runs(data + "/nvidia-h100-fp8.csv"), h100);
+  CompareCp(Runs(data + "/nvidia-h100-cp.csv"), h100);
   return 0;
 }
