@@ -307,7 +307,7 @@ TrialPlan CoreBackend::Plan(const Layout& layout) const {
     }
     return plan;
   }
-  const int replica = layout.tp * layout.pp;
+  const int replica = layout.tp * layout.cp * layout.pp;  // one data-parallel replica: its tp, cp and pp ranks
   int dp = std::min(layout.dp, 2);
   while (dp > 1 && replica * dp > options_.capacity) --dp;
   if (replica * dp > options_.capacity) {
