@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <stdexcept>
 
 #include "runner/core/comm.h"
@@ -119,7 +120,9 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.dims = dims;
   const StageSplit split =
       options.stage_layers.empty() ? EvenSplit(dims.L, grid.pp) : StageSplit{options.stage_layers};
-  if (split.Stages() != grid.pp) throw std::logic_error("the stage split has a count for every pipeline stage");
+  if (split.Stages() != grid.pp || std::accumulate(split.layers.begin(), split.layers.end(), 0) != dims.L)
+    throw std::logic_error("Trainer: the stage split " + split.Text() + " is not of " + std::to_string(dims.L) +
+                           " layers over " + std::to_string(grid.pp) + " stages");
   ctx_.shard = ShardOf(dims, grid.tp, grid.tp_rank, split, grid.pp_rank);
   ctx_.B = options.micro_batch;
   ctx_.precision = options.precision;
