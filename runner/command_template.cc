@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "base/knobs.h"
+#include "base/pipeline_split.h"
 #include "runner/launch_environment.h"
 #include "runner/torchtitan_models.h"
 
@@ -41,6 +42,11 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
       {"model", c.model != nullptr ? c.model->name : ""},
       {"layers_per_virtual_stage",
        c.model != nullptr ? std::to_string(c.model->layers / std::max(1, l.ModelChunks())) : "0"}};
+  // The layers of the first and last pipeline stage, by the one rule (base/pipeline_split.h): the
+  // even split's, or with uneven_stages the first/last-stage rule's; "0" without a model or a split.
+  const StageSplit split = c.model != nullptr ? SplitLayers(*c.model, l.pp, l.uneven_stages) : StageSplit{};
+  texts["first_stage_layers"] = split.layers.empty() ? "0" : std::to_string(split.First());
+  texts["last_stage_layers"] = split.layers.empty() ? "0" : std::to_string(split.Last());
   // Every field of the model's shape table ({global_batch} is the layout's, above).
   for (const ShapeRow& row : ShapeRows())
     texts.emplace(std::string(row.name), c.model != nullptr ? ShapeFieldText(row, *c.model) : "0");

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/knobs.h"
+#include "base/pipeline_split.h"
 #include "runner/command_backend.h"
 #include "tuner/backends/command_config.h"
 #include "tuner/study/problem.h"
@@ -84,7 +85,7 @@ const std::map<std::pair<std::string, std::string>, std::string> kRefused = {
 };
 
 // torchtitan's flavour of each model it trains (torchtitan/models/llama3/__init__.py @ v0.2.2).
-const std::map<std::string, std::string> kTorchtitanFlavor = {{"llama3-70b", "70B"}};
+const std::map<std::string, std::string> kTorchtitanFlavor = {{"llama3-70b", "70B"}, {"llama3-405b", "405B"}};
 
 // The legal layouts a search with this command config in this space would run at `world`.
 std::vector<Layout> SearchedLayouts(const runner::CommandBackend& backend, const std::string& knobs,
@@ -197,6 +198,11 @@ void CheckMegatronLm(Verdict& v, const Layout& l, const ModelShape& m) {
   v.expect("ZeRO (distributed optimizer, custom FSDP strategy)", std::to_string(stage), std::to_string(l.zero));
   if (l.zero >= 2) v.expect_on("--no-gradient-accumulation-fusion", true);
   v.expect("hybrid sharding (not mapped)", "1", std::to_string(l.dp_replicate));
+  v.expect_flag("--context-parallel-size", std::to_string(l.cp));
+  // Uneven stages: the first and last stage's counts of the one rule (base/pipeline_split.h).
+  const StageSplit split = SplitLayers(m, l.pp, l.uneven_stages);
+  v.expect_flag("--decoder-first-pipeline-num-layers", l.uneven_stages ? std::to_string(split.First()) : "(absent)");
+  v.expect_flag("--decoder-last-pipeline-num-layers", l.uneven_stages ? std::to_string(split.Last()) : "(absent)");
 }
 
 void CheckTorchtitan(Verdict& v, const Layout& l, const ModelShape& m) {
@@ -220,6 +226,11 @@ void CheckTorchtitan(Verdict& v, const Layout& l, const ModelShape& m) {
                                                             : l.zero == 2 ? "never"
                                                                           : "(none: ZeRO 0 or 1)");
   v.expect("interleaving (not mapped)", "1", std::to_string(l.virtual_stages));
+  v.expect_flag("--parallelism.context_parallel_degree", std::to_string(l.cp));
+  // Even stages: torchtitan counts no layer for the embedding and the head; uneven not mapped.
+  v.expect_flag("--parallelism.pipeline_parallel_first_stage_less_layers", l.pp > 1 ? "0" : "(absent)");
+  v.expect_flag("--parallelism.pipeline_parallel_last_stage_less_layers", l.pp > 1 ? "0" : "(absent)");
+  v.expect("uneven stages (not mapped)", "0", std::to_string(l.uneven_stages));
   v.expect_flag("--model.name", "llama3");
   auto flavor = kTorchtitanFlavor.find(m.name);
   v.expect_flag("--model.flavor", flavor == kTorchtitanFlavor.end() ? "(none)" : flavor->second);
@@ -233,6 +244,8 @@ void CheckMegatronDeepSpeed(Verdict& v, const Layout& l) {
   v.expect_on("--no-pipeline-parallel", l.zero >= 2);
   if (l.zero >= 2) v.expect("pp with ZeRO 2 or 3 (the pipeline engine refuses them)", std::to_string(l.pp), "1");
   v.expect_on("--use-mics", l.dp_replicate > 1);
+  v.expect("context parallelism (Ulysses is not mapped)", "1", std::to_string(l.cp));
+  v.expect("uneven stages (not mapped)", "0", std::to_string(l.uneven_stages));
   if (l.dp_replicate > 1) v.expect("ZeRO with hybrid sharding (MiCS)", std::to_string(l.zero), "3");
 }
 
@@ -513,6 +526,104 @@ TEST(ShippedCommandConfigs, Fp8ReachesMegatronLmAndTorchtitanAsTheirFlags) {
               std::string::npos)
         << *command;
   }
+}
+
+// The options of a shipped command config, and its backend's support at `world` in the default space.
+struct ShippedConfig {
+  runner::CommandBackendOptions options;
+  KnobSupport support;
+  std::string knobs;  // its [knobs] and [[rules]], as a space file's text
+};
+ShippedConfig LoadShipped(const std::string& name, int world) {
+  CommandFlags flags;
+  flags.config_file = std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/" + name + ".toml";
+  std::string knobs;
+  Result<runner::CommandBackendOptions> options = ResolveCommandOptions(flags, &knobs);
+  EXPECT_TRUE(options.ok()) << options.status().message();
+  if (!options.ok()) return {};
+  Result<KnobSupport> support = runner::CommandBackend(*options).SupportedKnobs(testing::PresetSpace("default"), world);
+  EXPECT_TRUE(support.ok()) << support.status().message();
+  return {*options, support.ok() ? *support : KnobSupport{}, knobs};
+}
+
+// Llama 3 405B on 16 stages with cp 2: Megatron-LM gets --context-parallel-size 2 and, with uneven
+// stages, the rule's 7 layers on the first and on the last stage (7 + 14 x 8 + 7, the split Meta
+// trained with); torchtitan gets its context-parallel degree and declares uneven stages unmapped;
+// Megatron-DeepSpeed declares both unmapped.
+TEST(ShippedCommandConfigs, ContextParallelismAndUnevenStagesReachTheirFlags) {
+  testing::TempDir dir;
+  const int world = 1024;
+  const ModelShape model = testing::PresetModel("llama3-405b");
+  Layout l;
+  l.tp = 8;
+  l.cp = 2;
+  l.pp = 16;
+  l.dp = world / (l.tp * l.cp * l.pp);
+  l.micro_batch = 1;
+  l.num_micro_batches = model.global_batch / l.dp;
+  l.precision = Precision::kBf16;
+  l.flash_attention = true;
+  l.zero = 3;
+  runner::TrialContext context;
+  context.trial_dir = dir.path();
+  context.number = 1;
+  context.world = world;
+  context.gpus_per_node = 8;
+  context.model = &model;
+  for (const char* name : {"megatron-lm", "torchtitan"}) {
+    SCOPED_TRACE(name);
+    const ShippedConfig config = LoadShipped(name, world);
+    EXPECT_FALSE(config.support.Unreceived(Knob::kCp));
+    EXPECT_EQ(config.support.Unreceived(Knob::kUnevenStages), std::string(name) == "torchtitan");
+    for (bool uneven : {false, true}) {
+      if (uneven && std::string(name) == "torchtitan") continue;
+      l.uneven_stages = uneven;
+      Result<std::string> command = runner::ExpandCommand(config.options.command, l, context);
+      ASSERT_TRUE(command.ok()) << command.status().message();
+      EXPECT_EQ(Disagreement(*command, l, model, context.trial_dir), "") << *command;
+      const std::map<std::string, std::string> flags = Flags(*command);
+      if (std::string(name) == "torchtitan") {
+        EXPECT_EQ(flags.at("--parallelism.context_parallel_degree"), "2");
+        continue;
+      }
+      EXPECT_EQ(flags.at("--context-parallel-size"), "2");
+      EXPECT_EQ(flags.contains("--decoder-first-pipeline-num-layers"), uneven) << *command;
+      if (!uneven) continue;
+      EXPECT_EQ(flags.at("--decoder-first-pipeline-num-layers"), "7");
+      EXPECT_EQ(flags.at("--decoder-last-pipeline-num-layers"), "7");
+    }
+  }
+  // Megatron-DeepSpeed declares both off (its cp would be Ulysses; {dp} and {gbs} follow from cp,
+  // so the template alone would not fix it): a space offering them keeps cp 1 and even stages.
+  const ShippedConfig deepspeed = LoadShipped("megatron-deepspeed", world);
+  testing::WriteFile(dir / "wide.toml", "name = \"wide\"\n[knobs]\ntp = [1, 8]\ncp = [1, 2]\npp = [1, 16]\nuneven_stages = [false, true]\n"
+                                         "micro_batch = [1]\nprecision = [\"bf16\"]\n");
+  Result<Problem> problem = LoadProblem("llama3-405b", "dgx-h100", dir / "wide.toml", deepspeed.knobs);
+  ASSERT_TRUE(problem.ok()) << problem.status().message();
+  EXPECT_EQ(problem->space.Values(Knob::kCp, world), std::vector<int>{1});
+  EXPECT_EQ(problem->space.Values(Knob::kUnevenStages, world), std::vector<int>{0});
+}
+
+// The split's placeholders (runner/command_template.h): the rule's first and last stage, the even
+// split's without uneven stages, 0 without a model.
+TEST(CommandTemplates, TheStageSplitPlaceholders) {
+  const std::string text = "run {first_stage_layers} {last_stage_layers}";
+  ModelShape model = testing::PresetModel("llama3-405b");
+  Layout l;
+  l.pp = 16;
+  runner::TrialContext context;
+  EXPECT_EQ(runner::ExpandCommand(text, l, context).value(), "run 0 0");
+  context.model = &model;
+  model.layers = 128;
+  EXPECT_EQ(runner::ExpandCommand(text, l, context).value(), "run 8 8");
+  model.layers = 126;
+  l.uneven_stages = true;
+  EXPECT_EQ(runner::ExpandCommand(text, l, context).value(), "run 7 7");
+  l.pp = 2;
+  const StageSplit two = UnevenSplit(model, 2);
+  EXPECT_EQ(runner::ExpandCommand(text, l, context).value(),
+            "run " + std::to_string(two.First()) + " " + std::to_string(two.Last()));
+  EXPECT_EQ(two.First() + two.Last(), 126);
 }
 
 }  // namespace

@@ -241,10 +241,10 @@ TEST(DeviceCpus, SysfsNamesTheCpusNearAPciDevice) {
 TEST(Parameters, TpSlicesPartitionEveryTensor) {
   const ModelDims d{4, 64, 4, 32, 256, 256, false};
   for (int tp : {1, 2, 4}) {
-    const ParameterLayout whole = LayoutParameters(d, ShardOf(d, 1, 0, 1, 0));
+    const ParameterLayout whole = LayoutParameters(d, ShardOf(d, 1, 0, EvenSplit(d.L, 1), 0));
     std::map<std::string, std::multiset<int64_t>> seen;
     for (int r = 0; r < tp; ++r) {
-      const ParameterLayout p = LayoutParameters(d, ShardOf(d, tp, r, 1, 0));
+      const ParameterLayout p = LayoutParameters(d, ShardOf(d, tp, r, EvenSplit(d.L, 1), 0));
       for (const TensorSpec& t : p.tensors) {
         if (t.tp_replicated && r > 0) continue;
         for (int64_t i = 0; i < t.size; ++i) seen[t.name].insert(t.GlobalIndex(i));
@@ -262,7 +262,7 @@ TEST(Parameters, TpSlicesPartitionEveryTensor) {
 
 TEST(Parameters, QkvSliceHoldsItsHeadsOfQKAndV) {
   const ModelDims d{2, 8, 4, 4, 16, 32, true};
-  const ParameterLayout p = LayoutParameters(d, ShardOf(d, 2, 1, 1, 0));
+  const ParameterLayout p = LayoutParameters(d, ShardOf(d, 2, 1, EvenSplit(d.L, 1), 0));
   const TensorSpec& qkv = p.tensors[2 + 2];  // wte, wpe, ln1.w, ln1.b, qkv.w
   ASSERT_EQ(qkv.name, "h0.qkv.w");
   // Rank 1 of 2 holds rows 4..7 of Q, K and V: global rows 4-7, 12-15, 20-23.
@@ -275,19 +275,35 @@ TEST(Parameters, StagesSplitTheLayersAndTheEnds) {
   const ModelDims d{5, 8, 2, 4, 16, 32, true};
   int layers = 0;
   for (int s = 0; s < 3; ++s) {
-    const Shard shard = ShardOf(d, 1, 0, 3, s);
+    const Shard shard = ShardOf(d, 1, 0, EvenSplit(d.L, 3), s);
     EXPECT_EQ(shard.first_layer, layers);
+    EXPECT_EQ(shard.num_layers, s < 2 ? 2 : 1);  // earlier stages take the extra layers
     layers += shard.num_layers;
     EXPECT_EQ(shard.has_embedding, s == 0);
     EXPECT_EQ(shard.has_head, s == 2);
   }
   EXPECT_EQ(layers, 5);
   // Tied embeddings over stages: the last stage holds a copy, initialised identically.
-  const ParameterLayout last = LayoutParameters(d, ShardOf(d, 1, 0, 3, 2));
+  const ParameterLayout last = LayoutParameters(d, ShardOf(d, 1, 0, EvenSplit(d.L, 3), 2));
   EXPECT_TRUE(last.tensors.back().tied_copy);
   EXPECT_EQ(last.tensors.back().name, "wte");
-  const ParameterLayout first = LayoutParameters(d, ShardOf(d, 1, 0, 3, 0));
+  const ParameterLayout first = LayoutParameters(d, ShardOf(d, 1, 0, EvenSplit(d.L, 3), 0));
   EXPECT_EQ(InitialValue(first.tensors[0], 17, 99), InitialValue(last.tensors.back(), 17, 99));
+}
+
+// An uneven split (base/pipeline_split.h): each stage holds its count, after the stages before it.
+TEST(Parameters, StagesHoldTheirCountOfAnUnevenSplit) {
+  const ModelDims d{7, 8, 2, 4, 16, 32, true};
+  const StageSplit split{{3, 3, 1}};
+  const std::vector<int> first_layers = {0, 3, 6};
+  for (int s = 0; s < 3; ++s) {
+    const Shard shard = ShardOf(d, 1, 0, split, s);
+    EXPECT_EQ(shard.first_layer, first_layers[s]) << "stage " << s;
+    EXPECT_EQ(shard.num_layers, split.layers[s]) << "stage " << s;
+    const ParameterLayout p = LayoutParameters(d, shard, 2);  // FSDP units: one per block
+    EXPECT_EQ(static_cast<int>(p.blocks.size()), split.layers[s]);
+    EXPECT_EQ(p.tensors[s == 0 ? 2 : 0].name, "h" + std::to_string(first_layers[s]) + ".ln1.w");
+  }
 }
 
 TEST(Data, SamplesAreDeterministicAndStructured) {

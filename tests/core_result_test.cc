@@ -28,6 +28,7 @@ CoreResult EveryField() {
   r.status = CoreStatus::kOk;
   r.model = {{"name", "tiny"}, {"layers", 2}};
   r.layout = "tp1-pp1-dp2-mbs1-nmb2-bf16-z0-rcnone-sp0-vpp1-fa0";
+  r.stage_layers = {2};
   r.comm = "mpi";
   r.world = 2;
   r.global_batch = 4;
@@ -104,6 +105,7 @@ TEST(CoreResultFormat, EveryFieldRoundTripsThroughJsonText) {
   EXPECT_EQ(read->startup->total_s, 1.5);
   EXPECT_EQ(read->versions.at("backend"), "cpu");
   EXPECT_EQ(read->gradient_check["points"], 12);
+  EXPECT_EQ(read->stage_layers, std::vector<int>{2});
 }
 
 TEST(CoreResultFormat, FailureResultsRoundTripWithoutTheMeasuredFields) {
@@ -221,6 +223,8 @@ TEST(CoreResultFormat, AMissingOrMistypedKeyIsAStatusNamingIt) {
        "(phases.compute.max): a string where a number belongs"},
       {R"({"status":"ok","step_time_s":0.1,"steps":1,"warmup":0,"loss":[1,"x"]})",
        "its loss is an array where an array of numbers belongs"},
+      {R"({"status":"ok","step_time_s":0.1,"steps":1,"warmup":0,"stage_layers":[5,2.5]})",
+       "its stage_layers is an array where an array of whole numbers belongs"},
       {R"({"status":"ok","step_time_s":0.1,"steps":1,"warmup":0,"startup":{}})",
        "holds no total start-up time (startup.total_s)"},
       {R"({"status":"ok","step_time_s":0.1,"steps":1,"warmup":0,"versions":{"mpi":3}})",

@@ -14,6 +14,7 @@
 //   key bias, whose exact gradient is zero by softmax's shift invariance) moves its parameter by
 //   up to lr per step in a noise-chosen direction; measured differences stay below 0.05 lr steps.
 //   The RMS difference over all parameters must also stay below 1e-3 lr steps.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/layout.h"
+#include "base/pipeline_split.h"
 #include "runner/performance_model.h"
 #include "tests/test_support.h"
 
@@ -64,12 +66,49 @@ CoreRun RunCore(int ranks, const std::string& args, bool dump = true,
   return run;
 }
 
+// Models for uneven pipeline stages: 7 layers (no pp from 2 to 6 divides them) and a vocabulary
+// of 2048, whose head (2 T C V) outweighs a layer, so the first/last-stage rule
+// (base/pipeline_split.h) gives the last stage fewer layers than the even split: tiny-7 (GPT,
+// tied) 5 + 2 on pp 2 and 3 + 3 + 1 on pp 3 (even: 4 + 3, 3 + 2 + 2); tiny-llama-7 (the
+// Llama-style tiny-llama's shape, untied) 5 + 2 and 2 + 4 + 1. tiny-6: tiny-7 with 6 layers.
+const std::map<std::string, std::string>& UnevenModelTexts() {
+  static const std::map<std::string, std::string> texts = {
+      {"tiny-7", "name = \"tiny-7\"\nlayers = 7\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 2048\n"
+                 "global_batch = 8\n"},
+      {"tiny-6", "name = \"tiny-6\"\nlayers = 6\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 2048\n"
+                 "global_batch = 8\n"},
+      {"tiny-llama-7",
+       "name = \"tiny-llama-7\"\nlayers = 7\nhidden = 64\nheads = 4\nkv_heads = 2\nseq_len = 32\nvocab = 2048\n"
+       "global_batch = 8\nmlp = \"swiglu\"\nffn_hidden = 128\npositions = \"rotary\"\nnorm = \"rmsnorm\"\n"
+       "tied_embeddings = false\nlinear_biases = false\n"}};
+  return texts;
+}
+
+// What --model takes for a case's model: a preset's name, or the file of an uneven-stage model.
+std::string ModelArgument(const std::string& model) {
+  static TempDir dir;
+  const auto text = UnevenModelTexts().find(model);
+  if (text == UnevenModelTexts().end()) return model;
+  const std::string path = dir / (model + ".toml");
+  testing::WriteFile(path, text->second);
+  return path;
+}
+
+ModelShape ModelOf(const std::string& model) {
+  const auto text = UnevenModelTexts().find(model);
+  if (text == UnevenModelTexts().end()) return testing::PresetModel(model);
+  Result<ModelShape> shape = ParseModelShape(text->second, model, model);
+  EXPECT_TRUE(shape.ok()) << shape.status().message();
+  return shape.ok() ? *shape : ModelShape{};
+}
+
 const CoreRun& Reference(const std::string& precision = "fp32", const std::string& model = "tiny") {
   static std::map<std::string, CoreRun> runs;
   const std::string key = model + " " + precision;
   auto it = runs.find(key);
   if (it == runs.end()) {
-    it = runs.emplace(key, RunCore(1, "--model " + model + " --micro-batches 1 --precision " + precision)).first;
+    it = runs.emplace(key, RunCore(1, "--model " + ModelArgument(model) + " --micro-batches 1 --precision " + precision))
+             .first;
   }
   return it->second;
 }
@@ -128,24 +167,29 @@ struct LayoutCase {
   std::string model = "tiny";  // tiny-llama: GQA, SwiGLU, rotary, RMSNorm, untied, no biases
   bool sequence_parallel = false;
   int dp_replicate = 1;  // hybrid sharding: dp = shard group x dp_replicate (ZeRO >= 1)
+  bool uneven_stages = false;
+  std::vector<int> stage_layers;  // the blocks per stage the result must report ({}: the even split)
 };
 
 // The case as tunepar-core's flags (the comm mode included).
 std::string LayoutFlags(const LayoutCase& c) {
-  return "--model " + c.model + " --tp " + std::to_string(c.tp) + " --pp " + std::to_string(c.pp) + " --dp " +
+  return "--model " + ModelArgument(c.model) + " --tp " + std::to_string(c.tp) + " --pp " + std::to_string(c.pp) + " --dp " +
          std::to_string(c.dp) + " --zero " + std::to_string(c.zero) + " --recompute " + c.recompute +
          " --micro-batches " + std::to_string(c.micro_batches) + " --comm " + c.comm +
-         (c.sequence_parallel ? " --sequence-parallel" : "") + " --dp-replicate " + std::to_string(c.dp_replicate);
+         (c.sequence_parallel ? " --sequence-parallel" : "") + " --dp-replicate " + std::to_string(c.dp_replicate) +
+         (c.uneven_stages ? " --uneven-stages" : "");
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out);
 
 std::string Name(const LayoutCase& c) {
+  std::string model = c.model == "tiny" ? "" : "_" + c.model.substr(c.model.find('-') + 1);
+  std::replace(model.begin(), model.end(), '-', '_');
   return "tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) + "_zero" +
          std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches) +
          (c.comm == "mpi" ? "" : "_" + c.comm.substr(c.comm.find('-') + 1)) +
-         (c.model == "tiny" ? "" : "_" + c.model.substr(c.model.find('-') + 1)) + (c.sequence_parallel ? "_sp" : "") +
-         (c.dp_replicate == 1 ? "" : "_dpr" + std::to_string(c.dp_replicate));
+         model + (c.sequence_parallel ? "_sp" : "") + (c.dp_replicate == 1 ? "" : "_dpr" + std::to_string(c.dp_replicate)) +
+         (c.uneven_stages ? "_uneven" : "");
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out) {
@@ -166,12 +210,39 @@ TEST_P(CoreExactness, MatchesTheSingleRankRun) {
   EXPECT_EQ(run.result["comm"], c.comm);
   EXPECT_EQ(run.result["world"], c.tp * c.pp * c.dp);
   EXPECT_EQ(run.result["global_batch"], 8);
+  // The blocks each stage's trainers built: the rule's split (base/pipeline_split.h).
+  const std::vector<int> stage_layers = run.result["stage_layers"].get<std::vector<int>>();
+  EXPECT_EQ(stage_layers, SplitLayers(ModelOf(c.model), c.pp, c.uneven_stages).layers);
+  if (!c.stage_layers.empty()) EXPECT_EQ(stage_layers, c.stage_layers);
   ExpectLossesMatch(ref, run, 1e-5);
   ExpectGradientsMatch(ref.gradients, run.gradients, 1e-5);
   ExpectWeightsMatch(ref.weights, run.weights, 1e-5, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
 }
 
 std::vector<LayoutCase> ShardingCases();
+
+// Uneven pipeline stages (the first/last-stage rule's split, stage_layers as the result reports
+// it), a covering design over both 7-layer models: pp 2 and 3, tp, dp, ZeRO 1, 2 and 3, every
+// recomputation, 1, 2 and 4 micro-batches, staged transfers, sequence parallelism. The tied
+// embedding's copy on the last stage, the 1F1B warm-up and the FSDP units all follow the counts.
+std::vector<LayoutCase> UnevenStageCases() {
+  std::vector<LayoutCase> cases;
+  for (LayoutCase c : std::vector<LayoutCase>{{1, 2, 1, 0, 4, "none", "mpi", "tiny-7"},
+                                              {2, 3, 1, 0, 4, "full", "mpi", "tiny-7"},
+                                              {1, 3, 2, 1, 2, "selective", "mpi", "tiny-7"},
+                                              {1, 2, 2, 3, 2, "none", "mpi", "tiny-7"},
+                                              {1, 3, 1, 0, 1, "none", "mpi-staged", "tiny-7"},
+                                              {2, 2, 1, 0, 2, "selective", "mpi", "tiny-7", true},
+                                              {2, 2, 1, 0, 2, "none", "mpi", "tiny-llama-7"},
+                                              {1, 3, 2, 3, 2, "full", "mpi", "tiny-llama-7"},
+                                              {1, 2, 2, 2, 4, "none", "mpi", "tiny-llama-7"}}) {
+    c.uneven_stages = true;
+    const bool llama = c.model == "tiny-llama-7";
+    c.stage_layers = c.pp == 2 ? std::vector<int>{5, 2} : llama ? std::vector<int>{2, 4, 1} : std::vector<int>{3, 3, 1};
+    cases.push_back(c);
+  }
+  return cases;
+}
 
 std::vector<LayoutCase> ExactnessCases() {
   std::vector<LayoutCase> cases;
@@ -231,6 +302,7 @@ std::vector<LayoutCase> ExactnessCases() {
     cases.push_back(c);
   }
   for (const LayoutCase& c : ShardingCases()) cases.push_back(c);
+  for (const LayoutCase& c : UnevenStageCases()) cases.push_back(c);
   return cases;
 }
 
@@ -765,7 +837,10 @@ TEST(CoreInput, BadInputIsOneLineAndExitTwo) {
                                  "--model tiny --dp-replicate 0",
                                  "--model tiny --dp-replicate 2 --zero 1",  // dp 1: no shard group of 2
                                  "--model tiny --layout tp1-pp1-dp1-mbs8-nmb1-fp32-zero1-rcnone-sp0-vpp1-fa0-dpr2",
-                                 "--model tiny --layout tp1-pp1-dp1-mbs8-nmb1-fp32-zero5-rcnone-sp0-vpp1-fa0"}) {
+                                 "--model tiny --layout tp1-pp1-dp1-mbs8-nmb1-fp32-zero5-rcnone-sp0-vpp1-fa0",
+                                 // The first/last-stage rule has no split of one stage.
+                                 "--model tiny --uneven-stages",
+                                 "--model tiny --layout tp1-pp1-dp1-mbs8-nmb1-fp32-zero0-rcnone-sp0-vpp1-fa0-uneven1"}) {
     const CoreRun run = RunCore(1, args, false);
     EXPECT_EQ(run.process.exit_code, 2) << args << ": " << run.process.err;
     EXPECT_EQ(std::count(run.process.err.begin(), run.process.err.end(), '\n'), 1) << run.process.err;
@@ -780,6 +855,35 @@ TEST(CoreInput, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(first.rfind("tunepar-core: --dp-replicate 2", 0), 0u) << run.process.err;
     EXPECT_EQ(run.process.err.find("tunepar-core:", 1), std::string::npos) << run.process.err;  // rank 0 alone
   }
+}
+
+// The first stage's activations follow its own layer count: under 1F1B it holds pp = 2
+// micro-batches in flight, each with a block's saved activations per layer it holds, so one more
+// layer there (uneven 5 + 2 against even 4 + 3) adds what one more layer adds to the even split
+// (4 + 3 against tiny-6's 3 + 3), to the byte (the first stage holds the most activations here).
+TEST(CoreMemory, TheFirstStagesActivationsFollowItsOwnLayerCount) {
+  const auto activations = [](const std::string& model, const std::string& args) {
+    const CoreRun run = RunCore(2, "--model " + ModelArgument(model) + " --pp 2 --micro-batches 4 " + args, false);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result["memory"]["peak_by_category"]["activations"].get<double>();
+  };
+  const double uneven = activations("tiny-7", "--uneven-stages"), even = activations("tiny-7", "");
+  const double fewer = activations("tiny-6", "");
+  EXPECT_GT(uneven, even);
+  EXPECT_EQ(uneven - even, even - fewer);
+}
+
+// A layout key with uneven1 runs the rule's split, as --uneven-stages does; without it, the even
+// split of the same 7 layers.
+TEST(CoreUnevenStages, ALayoutKeyCarriesThem) {
+  const std::string model = "--model " + ModelArgument("tiny-7") + " --layout ";
+  const CoreRun uneven = RunCore(2, model + "tp1-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0-uneven1", false);
+  ASSERT_EQ(uneven.process.exit_code, 0) << uneven.process.err;
+  EXPECT_EQ(uneven.result["stage_layers"], nlohmann::json::array({5, 2}));
+  EXPECT_NE(uneven.result["layout"].get<std::string>().find("uneven1"), std::string::npos) << uneven.result["layout"];
+  const CoreRun even = RunCore(2, model + "tp1-pp2-dp1-mbs2-nmb4-fp32-zero0-rcnone-sp0-vpp1-fa0", false);
+  ASSERT_EQ(even.process.exit_code, 0) << even.process.err;
+  EXPECT_EQ(even.result["stage_layers"], nlohmann::json::array({4, 3}));
 }
 
 TEST(CoreResult, ReportsPhasesPlacementAndVersions) {

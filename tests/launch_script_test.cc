@@ -350,7 +350,7 @@ TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
   const std::string training = Steps(run.out).back();
   EXPECT_NE(training.find(
                 " python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
-                "--num-layers-per-virtual-pipeline-stage 10 --sequence-parallel --micro-batch-size 1 --global-batch-size "
+                "--context-parallel-size 1 --num-layers-per-virtual-pipeline-stage 10 --sequence-parallel --micro-batch-size 1 --global-batch-size "
                 "1024 --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
                 "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "
                 "--position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights "
@@ -358,6 +358,26 @@ TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
                 "--train-iters 1000 "),
             std::string::npos)
       << training;
+}
+
+// Context parallelism and uneven stages reach the launch as Megatron-LM's flags (Llama 3 70B on
+// 4 stages of 19 + 2 x 21 + 19 layers, base/pipeline_split.h), and tunepar-core's line carries
+// them in its layout key.
+TEST(LaunchScript, MegatronLmLaunchCarriesContextParallelismAndTheStageSplit) {
+  const std::string layout = "tp8-pp4-dp2-mbs1-nmb512-bf16-zero1-rcselective-sp1-vpp1-fa1-cp2-uneven1";
+  const CliRun run = RunTunepar("launch-script --model llama3-70b --hardware dgx-h100 --layout " + layout +
+                                " --steps 1000 --command-config " + std::string(TUNEPAR_SOURCE_DIR) +
+                                "/configs/commands/megatron-lm.toml");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string training = Steps(run.out).back();
+  EXPECT_NE(training.find(" --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --context-parallel-size 2 "
+                          "--decoder-first-pipeline-num-layers 19 --decoder-last-pipeline-num-layers 19 "),
+            std::string::npos)
+      << training;
+  const std::string even = "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp1-vpp1-fa1";
+  const CliRun core = RunTunepar("launch-script --model llama3-70b --hardware dgx-h100 --layout " + even + "-uneven1");
+  ASSERT_EQ(core.exit_code, 0) << core.err;
+  EXPECT_NE(Steps(core.out).back().find(" --layout " + even + "-uneven1 "), std::string::npos) << Steps(core.out).back();
 }
 
 // A model the command config's program cannot train gets no script either (exit 3, the field

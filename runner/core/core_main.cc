@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/flops.h"
+#include "base/pipeline_split.h"
 #include "runner/core/comm_smoke.h"
 #include "runner/core/core_options.h"
 #include "runner/core/core_result.h"
@@ -161,6 +162,7 @@ TrainingOptions TrainingOptionsOf(const CoreOptions& o) {
   t.recompute = l.recompute == Recompute::kNone ? 0 : l.recompute == Recompute::kSelective ? 1 : 2;
   t.flash_attention = l.flash_attention;
   t.sequence_parallel = l.seq_parallel;
+  t.stage_layers = SplitLayers(o.model, l.pp, l.uneven_stages).layers;
   t.lr = o.lr;
   t.seed = o.seed;
   return t;
@@ -181,12 +183,23 @@ void InjectFault(const CoreOptions& o, const ProcessGrid& grid, int step, Tracki
   allocator.set_cap(allocator.in_use());  // kOom: the next allocation fails
 }
 
+// The blocks each pipeline stage holds, as its trainers built them (at world rank 0). Collective.
+std::vector<int> GatherStageLayers(const ProcessGrid& grid, const Trainer& trainer) {
+  const int mine = static_cast<int>(trainer.parameters().blocks.size());
+  std::vector<int> by_rank(static_cast<size_t>(grid.world_size));
+  MPI_Gather(&mine, 1, MPI_INT, by_rank.data(), 1, MPI_INT, 0, grid.world);
+  std::vector<int> by_stage(static_cast<size_t>(grid.pp));
+  for (int rank = 0; rank < grid.world_size; ++rank) by_stage[grid.order.Coordinate(rank, GridDim::kPp)] = by_rank[rank];
+  return by_stage;
+}
+
 // Warm-up and measured steps (a dump of what repeats the run, reference_dump.h, and a gradient
 // check, when asked for).
 Measurements Train(const CoreOptions& o, const ProcessGrid& grid, const TrainingOptions& t, TokenSource& data,
                    TrackingAllocator& allocator, StartupMarks& marks, CoreResult& result) {
   Measurements m;
   Trainer trainer(DimsOf(o.model), grid, t, data, allocator);
+  result.stage_layers = GatherStageLayers(grid, trainer);
   if (!o.dump.empty()) {
     auto initial = trainer.GatherWeights();
     trainer.ComputeGradients(0);

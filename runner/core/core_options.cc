@@ -10,6 +10,7 @@
 #include "base/presets.h"
 #include "base/byte_size.h"
 #include "base/device_memory.h"
+#include "base/pipeline_split.h"
 #include "runner/core/ops.h"
 #include "runner/core/supported_knobs.h"
 
@@ -67,6 +68,7 @@ struct CoreFlags {
   int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0, dp_replicate = 1;
   bool flash_attention = false;
   bool sequence_parallel = false;
+  bool uneven_stages = false;
 };
 
 void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
@@ -94,6 +96,9 @@ void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
   app.add_flag("--sequence-parallel", f.sequence_parallel,
                "sequence parallelism (sp1, tp > 1): norms and residual adds on 1/tp of the tokens, all-gather and "
                "reduce-scatter around the TP layers (CPU and CUDA builds)");
+  app.add_flag("--uneven-stages", f.uneven_stages,
+               "uneven pipeline stages (uneven1, pp > 1): Megatron-LM's first/last-stage layer counts, balanced "
+               "against the embedding and head (base/pipeline_split.h)");
 }
 
 void AddRunFlags(CLI::App& app, CoreFlags& f, CoreOptions& o) {
@@ -169,6 +174,7 @@ Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   l.dp_replicate = f.dp_replicate;
   l.flash_attention = f.flash_attention;
   l.seq_parallel = f.sequence_parallel;
+  l.uneven_stages = f.uneven_stages;
   const int gb = o.model.global_batch;
   l.micro_batch = f.micro_batch;
   l.num_micro_batches = f.micro_batches;
@@ -274,6 +280,11 @@ Status CheckRunnable(const CoreOptions& o, int world_size) {
   }
   TUNEPAR_RETURN_IF_ERROR(CheckModelRunnable(m, l));
   if (l.pp > m.layers) return InvalidArgument(fmt::format("pp {} exceeds the {} layers of {}", l.pp, m.layers, m.name));
+  if (l.uneven_stages && UnevenSplit(m, l.pp).layers.empty()) {
+    return InvalidArgument(fmt::format("uneven stages: the first/last-stage rule has no split of the {} layers of {} "
+                                       "over pp {} (it needs pp >= 2 and a layer per stage)",
+                                       m.layers, m.name, l.pp));
+  }
   if (o.steps < 1 || o.warmup < 0) return InvalidArgument("--steps must be >= 1 and --warmup >= 0");
   if (o.threads < 0) return InvalidArgument("--threads must be >= 0");
   if (o.cpu_bind != "auto" && o.cpu_bind != "near-device" && o.cpu_bind != "as-launched")

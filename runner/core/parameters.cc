@@ -15,15 +15,15 @@ ModelDims DimsOf(const ModelShape& s) {
   return d;
 }
 
-Shard ShardOf(const ModelDims& d, int tp, int tp_rank, int pp, int pp_rank) {
+Shard ShardOf(const ModelDims& d, int tp, int tp_rank, const StageSplit& split, int pp_rank) {
+  const int pp = split.Stages();
   Shard s;
   s.tp = tp;
   s.tp_rank = tp_rank;
   s.pp = pp;
   s.pp_rank = pp_rank;
-  const int base = d.L / pp, extra = d.L % pp;
-  s.num_layers = base + (pp_rank < extra ? 1 : 0);
-  s.first_layer = pp_rank * base + (pp_rank < extra ? pp_rank : extra);
+  s.num_layers = split.layers[pp_rank];
+  for (int stage = 0; stage < pp_rank; ++stage) s.first_layer += split.layers[stage];
   s.Cl = d.C / tp;
   s.NHl = d.NH / tp;
   s.KVl = d.KvHeads() / tp;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/model_shape.h"
+#include "base/pipeline_split.h"
 
 namespace tunepar::core {
 
@@ -43,8 +44,9 @@ struct Shard {
   bool has_embedding = false, has_head = false;
   bool head_is_embedding = false;  // tied with one stage: the LM head reads the embedding's rows
 };
-// Layers are split as evenly as possible, earlier stages taking the extra ones.
-Shard ShardOf(const ModelDims& dims, int tp, int tp_rank, int pp, int pp_rank);
+// Stage `pp_rank` of `split` (base/pipeline_split.h SplitLayers: pp = split.Stages()) holds
+// split.layers[pp_rank] blocks, after the blocks of the stages before it.
+Shard ShardOf(const ModelDims& dims, int tp, int tp_rank, const StageSplit& split, int pp_rank);
 
 // How a local tensor's elements map to the unsliced tensor (rows x cols, row-major).
 enum class Slicing {

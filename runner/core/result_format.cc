@@ -72,6 +72,15 @@ bool Read(const nlohmann::json& v, std::string& out, std::string_view& expected)
   out = v.get<std::string>();
   return true;
 }
+bool Read(const nlohmann::json& v, std::vector<int>& out, std::string_view& expected) {
+  expected = "an array of whole numbers";
+  if (!v.is_array()) return false;
+  std::vector<int> values(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!ReadInteger(v[i], values[i])) return false;
+  out = std::move(values);
+  return true;
+}
 // Arrays of measurements: JSON has no NaN or infinity, so a non-finite value is written as null.
 bool Read(const nlohmann::json& v, std::vector<double>& out, std::string_view& expected) {
   expected = "an array of numbers";
@@ -255,6 +264,7 @@ void ReadResult(ObjectReader& in, const nlohmann::json& j, CoreResult& r) {
   in.Optional("error", r.error);
   in.Optional("model", r.model);
   in.Optional("layout", r.layout);
+  in.Optional("stage_layers", r.stage_layers);
   in.Optional("comm", r.comm);
   in.Optional("world", r.world);
   in.Optional("global_batch", r.global_batch);
@@ -389,6 +399,7 @@ nlohmann::json ToJson(const CoreResult& r) {
                       {"global_batch", r.global_batch},
                       {"tokens_per_step", r.tokens_per_step}};
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.stage_layers.empty()) j["stage_layers"] = r.stage_layers;
   if (r.devices_per_node) j["devices_per_node"] = *r.devices_per_node;
   if (r.step_time_s) {
     j["steps"] = r.steps;

@@ -2,8 +2,8 @@
 // runner reads it (FromJson, runner/core_backend.cc). Neither side names a key anywhere else.
 //
 //   {"version": 1, "status": "ok" | "oom" | "diverged" | "no_device" | "invalid" | "crash",
-//    "error": one line, "model": {...}, "layout": KEY, "comm": "nccl" | "mpi-staged" | ...,
-//    "world": N, "global_batch", "tokens_per_step", "devices_per_node",
+//    "error": one line, "model": {...}, "layout": KEY, "stage_layers": blocks per stage ([3, 4, 3]),
+//    "comm": "nccl" | "mpi-staged" | ..., "world": N, "global_batch", "tokens_per_step", "devices_per_node",
 //    "steps", "warmup", "step_time_s": median, "step_times_s", "tokens_per_s",
 //    "model_flops_per_step", "tflops_per_gpu", "loss": [...], "loss_floor", "grad_norm",
 //    "loss_scale", "skipped_steps", "mpi_wait", "data",
@@ -88,6 +88,7 @@ struct CoreResult {
   // What ran (every status).
   nlohmann::json model = nlohmann::json::object();  // the model as the core read it, for people
   std::string layout;
+  std::vector<int> stage_layers;  // blocks per pipeline stage, first to last ([] when not given)
   std::string comm;
   int world = 0;
   int64_t global_batch = 0;

@@ -1,6 +1,7 @@
 // What tunepar-core runs of a layout: tensor, pipeline (1F1B) and data parallelism, ZeRO-1,
 // micro-batches, precision, recomputation and (CPU and CUDA builds) fused attention, sequence
-// parallelism, ZeRO-2, ZeRO-3 (FSDP) and hybrid sharding (dp_replicate); not interleaved stages. The one statement of it, per build: the core's option parser checks
+// parallelism, ZeRO-2, ZeRO-3 (FSDP), hybrid sharding (dp_replicate) and uneven pipeline stages
+// (base/pipeline_split.h); not interleaved stages. The one statement of it, per build: the core's option parser checks
 // layouts against its own build's, and the local and slurm backends restrict their studies to
 // the build they launch.
 #pragma once

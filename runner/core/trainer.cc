@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <stdexcept>
 
 #include "runner/core/comm.h"
@@ -117,7 +118,12 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
                  const TokenSource& data, TrackingAllocator& allocator)
     : dims_(dims), grid_(grid), options_(options), data_(data), allocator_(allocator) {
   ctx_.dims = dims;
-  ctx_.shard = ShardOf(dims, grid.tp, grid.tp_rank, grid.pp, grid.pp_rank);
+  const StageSplit split =
+      options.stage_layers.empty() ? EvenSplit(dims.L, grid.pp) : StageSplit{options.stage_layers};
+  if (split.Stages() != grid.pp || std::accumulate(split.layers.begin(), split.layers.end(), 0) != dims.L)
+    throw std::logic_error("Trainer: the stage split " + split.Text() + " is not of " + std::to_string(dims.L) +
+                           " layers over " + std::to_string(grid.pp) + " stages");
+  ctx_.shard = ShardOf(dims, grid.tp, grid.tp_rank, split, grid.pp_rank);
   ctx_.B = options.micro_batch;
   ctx_.precision = options.precision;
   ctx_.flash_attention = options.flash_attention;
@@ -608,7 +614,7 @@ void Trainer::Optimize(StepStats& stats) {
 
 std::map<std::string, std::vector<double>> Trainer::Gather(const std::vector<real>& local, bool gradients) const {
   const ModelDims& d = dims_;
-  const ParameterLayout whole = LayoutParameters(d, ShardOf(d, 1, 0, 1, 0));
+  const ParameterLayout whole = LayoutParameters(d, ShardOf(d, 1, 0, EvenSplit(d.L, 1), 0));
   std::map<std::string, int64_t> global_offset;
   for (const TensorSpec& t : whole.tensors) global_offset[t.name] = t.offset;
   std::vector<double> global(static_cast<size_t>(whole.count), 0.0);

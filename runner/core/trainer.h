@@ -54,6 +54,9 @@ struct TrainingOptions {
   // (block.h), so each stage's stream, its pipeline transfers and the norms' activations are
   // 1 / tp of the micro-batch's.
   bool sequence_parallel = false;
+  // Blocks per pipeline stage, first to last (base/pipeline_split.h SplitLayers: even, or the
+  // uneven rule's); empty: the even split.
+  std::vector<int> stage_layers;
   double lr = 3e-4;  // constant
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;          // matrices only
