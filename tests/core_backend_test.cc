@@ -470,6 +470,32 @@ TEST(LocalBackend, ALocalSearchMeasuresSequenceParallelLayouts) {
   }
 }
 
+// Issue 35's check: a local search of the tiny model measures context-parallel layouts with
+// uneven stages (cp 2 x pp 3 at world 6: 4 layers split 1 + 2 + 1 by the rule, the even split
+// being 2 + 1 + 1), each trial's core result of that layout, its stages holding the rule's
+// layer counts.
+TEST(LocalBackend, ALocalSearchMeasuresContextParallelAndUnevenStageLayouts) {
+  TempDir dir;
+  const std::string store = dir / "s";
+  const testing::CliRun run = RunTunepar(
+      "--store " + store + " search --backend local --world 6 --model tiny --hardware local-cpu --budget 2 "
+      "--steps 2 --warmup 1 --node-id n0 --fix tp=1 --fix cp=2 --fix pp=3 --fix uneven_stages=on "
+      "--fix precision=bf16 --fix flash_attention=on --fix recompute=none --fix zero=0 --core " +
+      std::string(TUNEPAR_CORE));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string study = OnlyStudy(store);
+  const std::vector<Trial> trials = Trials(store, study);
+  ASSERT_EQ(trials.size(), 2u);
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.status, "ok") << t.layout << ": " << t.message;
+    EXPECT_NE(t.layout.find("-cp2"), std::string::npos) << t.layout;
+    EXPECT_NE(t.layout.find("-uneven1"), std::string::npos) << t.layout;
+    const nlohmann::json result = CoreResultOf(store, study, t);
+    EXPECT_EQ(result["layout"], t.layout);
+    EXPECT_EQ(result["stage_layers"], nlohmann::json::parse("[1, 2, 1]")) << result.dump().substr(0, 400);
+  }
+}
+
 }  // namespace
 }  // namespace tunepar
 
