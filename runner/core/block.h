@@ -19,6 +19,11 @@
 // [r N/tp, (r + 1) N/tp) of the (B T) rows: with B = 1 Megatron's sequence chunk; with B > 1 the
 // same count of rows (Megatron's [s, b, h] layout orders them otherwise, which no row-wise op
 // can see).
+//
+// With context parallelism (cp > 1, context_parallel.h) a rank holds T / cp tokens of each
+// sequence, two chunks of it (Megatron-LM's causal load balance), and every op but attention
+// runs on those rows alone: ctx.dims.T is then the rank's tokens per sequence, and positions (the
+// learned table, rotary angles) are the chunks' places in the whole sequence.
 #pragma once
 
 #include <mpi.h>
@@ -44,6 +49,14 @@ struct StageContext {
   PhaseClock* clock = nullptr;
   MPI_Comm tp_comm = MPI_COMM_NULL;
   bool sequence_parallel = false;  // sp1: the residual stream split over TP by rows
+  // Context parallelism: dims.T is this rank's T / cp tokens of a sequence, chunks cp_rank and
+  // 2 cp - 1 - cp_rank of the model's; attention runs round the ring of cp_comm.
+  int cp = 1, cp_rank = 0;
+  MPI_Comm cp_comm = MPI_COMM_NULL;
+
+  int SequenceLength() const { return dims.T * cp; }  // the model's tokens per sequence
+  // Where this rank's chunk `half` (0: its first T / 2 rows, 1: the rest) starts in the sequence.
+  int ChunkStart(int half) const { return (half == 0 ? cp_rank : 2 * cp - 1 - cp_rank) * (dims.T / 2); }
 
   int N() const { return B * dims.T; }  // rows (tokens) per micro-batch: what the GEMMs see
   // The residual stream's rows on this rank (what the norms, the residual adds and the pipeline
@@ -126,6 +139,13 @@ struct BlockWorkspace {
                       // (none with fused attention)
   Buffer all_rows;    // (N, C), sequence parallelism only
   Buffer row_sum;     // (R, C), sequence parallelism only
+  // Context parallelism's ring (context_parallel.h): the K/V block computed with and the one
+  // arriving (N, 2 KVl hs at storage width: comm buffers), the fp32 output (forward) or dQ
+  // (backward) being summed (N, Cl: workspace), and the backward's dK/dV of a block: two being
+  // sent on and one arriving (N, 2 KVl hs, fp32: comm buffers).
+  Buffer kv[2];
+  Buffer ring_sum;
+  Buffer dkv[2], dkv_in;
 };
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 
