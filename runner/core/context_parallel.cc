@@ -30,13 +30,9 @@ RingShape RingShapeOf(const StageContext& ctx) {
           (ctx.cp_rank + 1) % ctx.cp, (ctx.cp_rank + ctx.cp - 1) % ctx.cp, ctx.precision, ctx.N()};
 }
 
-void* Raw(Buffer& b) {
-  return b.data();
-}
-
 // This rank's own K/V block: the columns of qkv after the queries.
 void PackOwnBlock(const RingShape& r, const Buffer& qkv, Buffer& kv) {
-  CopyColumns(Raw(kv), qkv.data(), r.N, r.QkvCols(), r.QueryCols(), r.KvCols(), r.KvElement());
+  CopyColumns(kv.data(), qkv.data(), r.N, r.QkvCols(), r.QueryCols(), r.KvCols(), r.KvElement());
 }
 
 // Posts the next step's K/V block: the held one sent on to rank i + 1, the next received from
@@ -44,7 +40,7 @@ void PackOwnBlock(const RingShape& r, const Buffer& qkv, Buffer& kv) {
 void PassBlock(const StageContext& ctx, const RingShape& r, int step, Buffer& held, Buffer& next, CommRequest& send,
                CommRequest& recv) {
   if (step + 1 >= r.cp) return;
-  recv = DeviceIrecvBytes(Raw(next), r.KvBytes(), r.prev, kKvTag, ctx.cp_comm);
+  recv = DeviceIrecvBytes(next.data(), r.KvBytes(), r.prev, kKvTag, ctx.cp_comm);
   send = DeviceIsendBytes(held.data(), r.KvBytes(), r.next, kKvTag, ctx.cp_comm);
 }
 
@@ -106,7 +102,7 @@ void RingAttentionBackward(const StageContext& ctx, Buffer& dqkv, const Buffer& 
     PassBlock(ctx, r, step, held, w.kv[(step + 1) % 2], send, recv);
     // The held block's dK/dV so far (from the ranks that held it before), arriving meanwhile.
     CommRequest dkv_recv;
-    if (step > 0) dkv_recv = DeviceIrecvBytes(Raw(w.dkv_in), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
+    if (step > 0) dkv_recv = DeviceIrecvBytes(w.dkv_in.data(), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
     Buffer& dkv = w.dkv[step % 2];
     dkv_sent[step % 2].Wait();  // sent two steps ago
     Fill(dkv.data(), kv_values, 0);
@@ -128,7 +124,7 @@ void RingAttentionBackward(const StageContext& ctx, Buffer& dqkv, const Buffer& 
     send.Wait();
   }
   // This rank's own block comes home from rank i - 1 with every rank's part summed.
-  CommRequest home = DeviceIrecvBytes(Raw(w.dkv_in), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
+  CommRequest home = DeviceIrecvBytes(w.dkv_in.data(), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
   home.Wait();
   for (CommRequest& sent : dkv_sent) sent.Wait();
   StoreSum(r, dqkv, w.ring_sum.data(), r.QkvCols(), 0, r.QueryCols());
