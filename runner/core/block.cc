@@ -1,7 +1,6 @@
 #include "runner/core/block.h"
 
 #include "runner/core/comm.h"
-#include "runner/core/context_parallel.h"
 #include "runner/core/ops.h"
 
 namespace tunepar::core {
@@ -32,6 +31,10 @@ Buffer StageContext::ActivationGradient(size_t values) const {
 
 Buffer StageContext::PartialSum(size_t values) const {
   return Buffer(*allocator, MemoryCategory::kCommBuffers, values, StorageBytes(), false);
+}
+
+RingContext StageContext::Ring() const {
+  return {B, dims.T, shard.Cl, shard.NHl, shard.KVl, dims.HeadSize(), precision, cp, cp_rank, cp_comm, allocator};
 }
 
 void StageContext::Store(real* p, int64_t n) const {
@@ -81,7 +84,7 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
     w.all_rows = ctx.ActivationGradient(N * C);
     w.row_sum = ctx.PartialSum(R * C);
   }
-  if (ctx.cp > 1) AllocateRingBuffers(ctx, w);
+  if (ctx.cp > 1) w.ring = AllocateRingBuffers(ctx.Ring());
   return w;
 }
 
@@ -329,7 +332,7 @@ void AttentionHalfForward(const StageContext& ctx, const StageWeights& W, const 
   Linear(ctx, a.qkv, AllRows(ctx, a.ln1, w.all_rows), W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
   RotateQueriesAndKeys(ctx, a.qkv, false);
   if (ctx.cp > 1) {
-    RingAttentionForward(ctx, a.atty, a.lse, a.qkv, w);
+    RingAttentionForward(ctx.Ring(), a.atty, a.lse, a.qkv, w.ring);
   } else if (ctx.flash_attention) {
     FlashAttention(ctx, a.atty, a.lse, a.qkv);
   } else {
@@ -389,7 +392,7 @@ void AttentionHalfBackward(const StageContext& ctx, const StageWeights& W, real*
   LinearGradient(ctx, w.datty, G, AllRows(ctx, w.dres2, w.all_rows), a.atty, W, {t.attproj_w, t.attproj_b},
                  ctx.shard.Cl, C);
   if (ctx.cp > 1) {
-    RingAttentionBackward(ctx, w.dqkv, w.datty, a.qkv, a.atty, a.lse, w);
+    RingAttentionBackward(ctx.Ring(), w.dqkv, w.datty, a.qkv, a.atty, a.lse, w.ring);
   } else if (ctx.flash_attention) {
     FlashAttentionGradient(ctx, w.dqkv, w.datty, a.qkv, a.atty, a.lse);
   } else {

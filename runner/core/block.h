@@ -30,6 +30,7 @@
 
 #include <vector>
 
+#include "runner/core/context_parallel.h"
 #include "runner/core/memory.h"
 #include "runner/core/parallel.h"
 #include "runner/core/parameters.h"
@@ -54,6 +55,7 @@ struct StageContext {
   int cp = 1, cp_rank = 0;
   MPI_Comm cp_comm = MPI_COMM_NULL;
 
+  RingContext Ring() const;  // what ring attention needs of it (context_parallel.h)
   int SequenceLength() const { return dims.T * cp; }  // the model's tokens per sequence
   // Where this rank's chunk `half` (0: its first T / 2 rows, 1: the rest) starts in the sequence.
   int ChunkStart(int half) const { return (half == 0 ? cp_rank : 2 * cp - 1 - cp_rank) * (dims.T / 2); }
@@ -139,13 +141,7 @@ struct BlockWorkspace {
                       // (none with fused attention)
   Buffer all_rows;    // (N, C), sequence parallelism only
   Buffer row_sum;     // (R, C), sequence parallelism only
-  // Context parallelism's ring (context_parallel.h): the K/V block computed with and the one
-  // arriving (N, 2 KVl hs at storage width: comm buffers), the fp32 output (forward) or dQ
-  // (backward) being summed (N, Cl: workspace), and the backward's dK/dV of a block: two being
-  // sent on and one arriving (N, 2 KVl hs, fp32: comm buffers).
-  Buffer kv[2];
-  Buffer ring_sum;
-  Buffer dkv[2], dkv_in;
+  RingBuffers ring;   // context parallelism only (context_parallel.h)
 };
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 

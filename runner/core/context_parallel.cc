@@ -24,10 +24,9 @@ struct RingShape {
   int KeyRank(int step) const { return (rank - step + cp) % cp; }  // whose block step `step` holds
 };
 
-RingShape RingShapeOf(const StageContext& ctx) {
-  const int hs = ctx.dims.HeadSize();
-  return {ctx.B, ctx.dims.T, ctx.shard.Cl, ctx.shard.NHl, ctx.shard.KVl, hs, ctx.cp, ctx.cp_rank,
-          (ctx.cp_rank + 1) % ctx.cp, (ctx.cp_rank + ctx.cp - 1) % ctx.cp, ctx.precision, ctx.N()};
+RingShape RingShapeOf(const RingContext& ctx) {
+  return {ctx.B, ctx.T, ctx.Cl, ctx.NHl, ctx.KVl, ctx.hs, ctx.cp, ctx.cp_rank, (ctx.cp_rank + 1) % ctx.cp,
+          (ctx.cp_rank + ctx.cp - 1) % ctx.cp, ctx.precision, int64_t{ctx.B} * ctx.T};
 }
 
 // This rank's own K/V block: the columns of qkv after the queries.
@@ -37,7 +36,7 @@ void PackOwnBlock(const RingShape& r, const Buffer& qkv, Buffer& kv) {
 
 // Posts the next step's K/V block: the held one sent on to rank i + 1, the next received from
 // rank i - 1 (nothing after the last step).
-void PassBlock(const StageContext& ctx, const RingShape& r, int step, Buffer& held, Buffer& next, CommRequest& send,
+void PassBlock(const RingContext& ctx, const RingShape& r, int step, Buffer& held, Buffer& next, CommRequest& send,
                CommRequest& recv) {
   if (step + 1 >= r.cp) return;
   recv = DeviceIrecvBytes(next.data(), r.KvBytes(), r.prev, kKvTag, ctx.cp_comm);
@@ -55,46 +54,48 @@ void StoreSum(const RingShape& r, Buffer& to, const real* from, int ld, int firs
 
 }  // namespace
 
-void AllocateRingBuffers(const StageContext& ctx, BlockWorkspace& w) {
+RingBuffers AllocateRingBuffers(const RingContext& ctx) {
   const RingShape r = RingShapeOf(ctx);
+  RingBuffers w;
   const size_t kv_values = static_cast<size_t>(r.N) * r.KvCols();
   for (Buffer& kv : w.kv) {
     kv = ctx.precision == 0 ? Buffer(*ctx.allocator, MemoryCategory::kCommBuffers, kv_values, 4.0, false)
                             : Buffer::SixteenBit(*ctx.allocator, MemoryCategory::kCommBuffers, kv_values);
   }
-  w.ring_sum = Buffer(*ctx.allocator, MemoryCategory::kWorkspace, static_cast<size_t>(r.N) * r.Cl, 4.0, false);
+  w.sum = Buffer(*ctx.allocator, MemoryCategory::kWorkspace, static_cast<size_t>(r.N) * r.Cl, 4.0, false);
   for (Buffer& dkv : w.dkv) dkv = Buffer(*ctx.allocator, MemoryCategory::kCommBuffers, kv_values, 4.0, false);
   w.dkv_in = Buffer(*ctx.allocator, MemoryCategory::kCommBuffers, kv_values, 4.0, false);
+  return w;
 }
 
-void RingAttentionForward(const StageContext& ctx, Buffer& y, Buffer& lse, const Buffer& qkv, BlockWorkspace& w) {
+void RingAttentionForward(const RingContext& ctx, Buffer& y, Buffer& lse, const Buffer& qkv, RingBuffers& w) {
   const RingShape r = RingShapeOf(ctx);
   PackOwnBlock(r, qkv, w.kv[0]);
-  Fill(w.ring_sum.data(), r.N * r.Cl, 0);
+  Fill(w.sum.data(), r.N * r.Cl, 0);
   Fill(lse.data(), int64_t{r.B} * r.NHl * r.T, -INFINITY);
   for (int step = 0; step < r.cp; ++step) {
     Buffer& held = w.kv[step % 2];
     CommRequest send, recv;
     PassBlock(ctx, r, step, held, w.kv[(step + 1) % 2], send, recv);  // in flight during the kernel
     if (r.precision == 0) {
-      FlashAttentionBlockForward(w.ring_sum.data(), lse.data(), qkv.data(), held.data(), r.cp, r.rank,
+      FlashAttentionBlockForward(w.sum.data(), lse.data(), qkv.data(), held.data(), r.cp, r.rank,
                                  r.KeyRank(step), r.B, r.T, r.Cl, r.NHl, 0, r.KVl);
     } else {
-      FlashAttentionBlockForward16(w.ring_sum.data(), lse.data(), qkv.bits16(), held.bits16(), r.cp, r.rank,
+      FlashAttentionBlockForward16(w.sum.data(), lse.data(), qkv.bits16(), held.bits16(), r.cp, r.rank,
                                    r.KeyRank(step), r.B, r.T, r.Cl, r.NHl, r.precision, r.KVl);
     }
     recv.Wait();
     send.Wait();
   }
-  StoreSum(r, y, w.ring_sum.data(), r.Cl, 0, r.Cl);
+  StoreSum(r, y, w.sum.data(), r.Cl, 0, r.Cl);
 }
 
-void RingAttentionBackward(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv,
-                           const Buffer& y, const Buffer& lse, BlockWorkspace& w) {
+void RingAttentionBackward(const RingContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv,
+                           const Buffer& y, const Buffer& lse, RingBuffers& w) {
   const RingShape r = RingShapeOf(ctx);
   const int64_t kv_values = r.N * r.KvCols();
   PackOwnBlock(r, qkv, w.kv[0]);
-  Fill(w.ring_sum.data(), r.N * r.Cl, 0);  // dQ
+  Fill(w.sum.data(), r.N * r.Cl, 0);  // dQ
   CommRequest dkv_sent[2];
   for (int step = 0; step < r.cp; ++step) {
     Buffer& held = w.kv[step % 2];
@@ -107,10 +108,10 @@ void RingAttentionBackward(const StageContext& ctx, Buffer& dqkv, const Buffer& 
     dkv_sent[step % 2].Wait();  // sent two steps ago
     Fill(dkv.data(), kv_values, 0);
     if (r.precision == 0) {
-      FlashAttentionBlockBackward(w.ring_sum.data(), dkv.data(), dy.data(), qkv.data(), held.data(), y.data(),
+      FlashAttentionBlockBackward(w.sum.data(), dkv.data(), dy.data(), qkv.data(), held.data(), y.data(),
                                   lse.data(), r.cp, r.rank, r.KeyRank(step), r.B, r.T, r.Cl, r.NHl, 0, r.KVl);
     } else {
-      FlashAttentionBlockBackward16(w.ring_sum.data(), dkv.data(), dy.bits16(), qkv.bits16(), held.bits16(),
+      FlashAttentionBlockBackward16(w.sum.data(), dkv.data(), dy.bits16(), qkv.bits16(), held.bits16(),
                                     y.bits16(), lse.data(), r.cp, r.rank, r.KeyRank(step), r.B, r.T, r.Cl, r.NHl,
                                     r.precision, r.KVl);
     }
@@ -127,7 +128,7 @@ void RingAttentionBackward(const StageContext& ctx, Buffer& dqkv, const Buffer& 
   CommRequest home = DeviceIrecvBytes(w.dkv_in.data(), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
   home.Wait();
   for (CommRequest& sent : dkv_sent) sent.Wait();
-  StoreSum(r, dqkv, w.ring_sum.data(), r.QkvCols(), 0, r.QueryCols());
+  StoreSum(r, dqkv, w.sum.data(), r.QkvCols(), 0, r.QueryCols());
   StoreSum(r, dqkv, w.dkv_in.data(), r.QkvCols(), r.QueryCols(), r.KvCols());
 }
 

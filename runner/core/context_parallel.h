@@ -17,18 +17,38 @@
 // The communication runs through the comm layer (comm.h), over MPI (the GPU builds pin cp 1).
 #pragma once
 
-#include "runner/core/block.h"
+#include <mpi.h>
+
+#include "runner/core/memory.h"
 
 namespace tunepar::core {
 
-// The ring's buffers in `w` (block.h BlockWorkspace: kv, ring_sum, dkv, dkv_in).
-void AllocateRingBuffers(const StageContext& ctx, BlockWorkspace& w);
-// y (N, Cl; storage) and lse (B, NHl, T) of this rank's queries of qkv (N, QkvCols) against the
-// whole sequence's keys before them.
-void RingAttentionForward(const StageContext& ctx, Buffer& y, Buffer& lse, const Buffer& qkv, BlockWorkspace& w);
-// dqkv (N, QkvCols; storage) overwritten: this rank's dQ and its own K/V block's dK, dV summed over
-// every query of the sequence.
-void RingAttentionBackward(const StageContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv,
-                           const Buffer& y, const Buffer& lse, BlockWorkspace& w);
+// A rank's attention as the ring sees it (block.cc fills it from its StageContext): B sequences
+// of T rows (this rank's two chunks), NHl query heads of hs values in KVl K/V groups (Cl = NHl hs),
+// the storage precision, and the ring.
+struct RingContext {
+  int B = 1, T = 0, Cl = 0, NHl = 0, KVl = 0, hs = 0, precision = 0;
+  int cp = 1, cp_rank = 0;
+  MPI_Comm cp_comm = MPI_COMM_NULL;
+  TrackingAllocator* allocator = nullptr;
+};
+
+// The ring's buffers, reused by every block of a stage: the K/V block computed with and the one
+// arriving (N, 2 KVl hs at storage width: comm buffers), the fp32 output (forward) or dQ
+// (backward) being summed (N, Cl: workspace), and the backward's dK/dV of a block: two being sent
+// on and one arriving (N, 2 KVl hs, fp32: comm buffers).
+struct RingBuffers {
+  Buffer kv[2];
+  Buffer sum;
+  Buffer dkv[2], dkv_in;
+};
+RingBuffers AllocateRingBuffers(const RingContext& ctx);
+// y (N, Cl; storage) and lse (B, NHl, T) of this rank's queries of qkv (N, (NHl + 2 KVl) hs)
+// against the whole sequence's keys before them.
+void RingAttentionForward(const RingContext& ctx, Buffer& y, Buffer& lse, const Buffer& qkv, RingBuffers& w);
+// dqkv (N, (NHl + 2 KVl) hs; storage) overwritten: this rank's dQ and its own K/V block's dK, dV
+// summed over every query of the sequence.
+void RingAttentionBackward(const RingContext& ctx, Buffer& dqkv, const Buffer& dy, const Buffer& qkv,
+                           const Buffer& y, const Buffer& lse, RingBuffers& w);
 
 }  // namespace tunepar::core
