@@ -8,6 +8,10 @@
 #     primitives on gloo (bench/peers/torch_zero3_cpu.py; torch 1.13's FSDP refuses CPU-only).
 #     On the 2-core development machine (4 ranks oversubscribed, 10 steps): 0.34 s/step against
 #     6.6 s/step (0.05x; PyTorch's own single-rank step of 2 sequences takes 1.5 s there).
+#  5. context parallelism on a long sequence (bench/data/core-cp-bench.toml, 1024 tokens, fused
+#     attention): cp 2 on two ranks against dp 2 and tp 2 on the same two ranks, same batch.
+#     On the 2-core development machine (shared with other jobs, so noisy; two runs): cp2
+#     1.99 / 2.12 s/step, dp2 1.72 / 3.25, tp2 1.68 / 3.55; activations 40.0 MB (cp2, dp2), 50.5 (tp2).
 #   bash bench/core_benchmark.sh [STEPS]        (default 15 measured steps, after 3 warm-up steps)
 # PyTorch's threads: torch.set_num_threads(T) does not bound OpenBLAS's own pool, so each peer
 # run is tried with OPENBLAS_NUM_THREADS = 1 and = T and the faster kept, as a user tuning it
@@ -69,4 +73,25 @@ c, t = core["step_time_s"], torch["step_time_s"]
 gathered = core["memory"]["peak_by_category"]["gathered_weights"] / 1e6
 print(f"core: {c:.3f} s/step (dp_comm {core['phases']['dp_comm']['max']:.3f} s, gathered weights {gathered:.2f} MB); "
       f"torch: {t:.3f} s/step; core/torch {c / t:.2f}x (goal <= 1.0x)")
+PY
+
+echo
+echo "== 5. context parallelism on a long sequence (L2 h256 a8 s1024 V1024, batch 2, fa1), 2 ranks x 1 thread"
+for layout in "--cp 2" "--dp 2" "--tp 2"; do
+  name=$(echo "$layout" | tr -d ' -')
+  $mpi --bind-to none -np 2 build/tunepar-core --model bench/data/core-cp-bench.toml $layout --flash-attention \
+    --threads 1 --steps 3 --warmup 1 -q -o "$out/$name.json"
+done
+# The performance model's predicted cp2 / dp2 step-time ratio goes here once it prices cp (e.g.
+# from `build/tunepar predict --json` of both layouts); empty: not printed.
+predicted_cp_ratio=""
+/usr/bin/python3 - "$out/cp2.json" "$out/dp2.json" "$out/tp2.json" "$predicted_cp_ratio" <<'PY'
+import json, sys
+cp, dp, tp = (json.load(open(f)) for f in sys.argv[1:4])
+c, d, t = cp["step_time_s"], dp["step_time_s"], tp["step_time_s"]
+act = lambda r: r["memory"]["peak_by_category"]["activations"] / 1e6
+print(f"cp2: {c:.3f} s/step ({act(cp):.1f} MB activations); dp2: {d:.3f} s/step ({act(dp):.1f} MB); "
+      f"tp2: {t:.3f} s/step ({act(tp):.1f} MB)")
+print(f"measured cp2/dp2 {c / d:.2f}x, cp2/tp2 {c / t:.2f}x" +
+      (f"; predicted cp2/dp2 {float(sys.argv[4]):.2f}x" if sys.argv[4] else ""))
 PY

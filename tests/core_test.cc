@@ -16,6 +16,7 @@
 //   The RMS difference over all parameters must also stay below 1e-3 lr steps.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <string>
 #include <tuple>
@@ -96,6 +97,11 @@ std::string ModelArgument(const std::string& model) {
 
 ModelShape ModelOf(const std::string& model) {
   const auto text = UnevenModelTexts().find(model);
+  if (text == UnevenModelTexts().end() && model.find('/') != std::string::npos) {  // a model file (LongSequenceModel)
+    std::ifstream in(model);
+    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return *ParseModelShape(file, model, model);
+  }
   if (text == UnevenModelTexts().end()) return testing::PresetModel(model);
   Result<ModelShape> shape = ParseModelShape(text->second, model, model);
   EXPECT_TRUE(shape.ok()) << shape.status().message();
@@ -169,7 +175,30 @@ struct LayoutCase {
   int dp_replicate = 1;  // hybrid sharding: dp = shard group x dp_replicate (ZeRO >= 1)
   bool uneven_stages = false;
   std::vector<int> stage_layers;  // the blocks per stage the result must report ({}: the even split)
+  int cp = 1;                     // context parallelism (ring attention: with fused attention)
+  int Ranks() const { return tp * pp * dp * cp; }
 };
+
+// Models whose sequences span several fused-attention tiles on every cp rank and are not a
+// multiple of the 64-row tile: 200 tokens, so cp 2 holds 100 rows a sequence (a 64-row tile and a
+// 36-row one, its chunk boundary at row 50 inside the first) and cp 4 holds 50 (chunks of 25).
+// As tiny and tiny-llama otherwise, with two layers and a global batch of 4. Written once; the
+// path is the model's name in the cases.
+const std::string& LongSequenceModel(bool llama) {
+  static TempDir dir;
+  static std::map<bool, std::string> paths;
+  auto it = paths.find(llama);
+  if (it != paths.end()) return it->second;
+  const std::string path = dir / (llama ? "long-llama.toml" : "long.toml");
+  std::ofstream toml(path);
+  toml << "name = \"" << (llama ? "long-llama" : "long") << "\"\nlayers = 2\nhidden = 64\nheads = 4\n"
+       << "seq_len = 200\nvocab = 256\nglobal_batch = 4\n";
+  if (llama) {
+    toml << "kv_heads = 2\nmlp = \"swiglu\"\nffn_hidden = 128\npositions = \"rotary\"\nnorm = \"rmsnorm\"\n"
+         << "tied_embeddings = false\nlinear_biases = false\n";
+  }
+  return paths.emplace(llama, path).first->second;
+}
 
 // The case as tunepar-core's flags (the comm mode included).
 std::string LayoutFlags(const LayoutCase& c) {
@@ -177,7 +206,16 @@ std::string LayoutFlags(const LayoutCase& c) {
          std::to_string(c.dp) + " --zero " + std::to_string(c.zero) + " --recompute " + c.recompute +
          " --micro-batches " + std::to_string(c.micro_batches) + " --comm " + c.comm +
          (c.sequence_parallel ? " --sequence-parallel" : "") + " --dp-replicate " + std::to_string(c.dp_replicate) +
-         (c.uneven_stages ? " --uneven-stages" : "");
+         (c.uneven_stages ? " --uneven-stages" : "") + (c.cp > 1 ? " --flash-attention --cp " + std::to_string(c.cp) : "");
+}
+
+// "tiny", "llama", "long", "longllama", "7", "llama_7" (test names: no dashes).
+std::string ModelName(const std::string& model) {
+  if (model == LongSequenceModel(false)) return "long";
+  if (model == LongSequenceModel(true)) return "longllama";
+  std::string name = model == "tiny" ? model : model.substr(model.find('-') + 1);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out);
@@ -188,8 +226,9 @@ std::string Name(const LayoutCase& c) {
   return "tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) + "_zero" +
          std::to_string(c.zero) + "_rc" + c.recompute + "_nmb" + std::to_string(c.micro_batches) +
          (c.comm == "mpi" ? "" : "_" + c.comm.substr(c.comm.find('-') + 1)) +
-         model + (c.sequence_parallel ? "_sp" : "") + (c.dp_replicate == 1 ? "" : "_dpr" + std::to_string(c.dp_replicate)) +
-         (c.uneven_stages ? "_uneven" : "");
+         (c.model == "tiny" ? "" : "_" + ModelName(c.model)) + (c.sequence_parallel ? "_sp" : "") +
+         (c.dp_replicate == 1 ? "" : "_dpr" + std::to_string(c.dp_replicate)) + (c.uneven_stages ? "_uneven" : "") +
+         (c.cp == 1 ? "" : "_cp" + std::to_string(c.cp));
 }
 
 void PrintTo(const LayoutCase& c, std::ostream* out) {
@@ -202,14 +241,18 @@ TEST_P(CoreExactness, MatchesTheSingleRankRun) {
   const LayoutCase& c = GetParam();
   const CoreRun& ref = Reference("fp32", c.model);
   ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
-  const CoreRun run = RunCore(c.tp * c.pp * c.dp, LayoutFlags(c));
+  const CoreRun run = RunCore(c.Ranks(), LayoutFlags(c));
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   EXPECT_EQ(run.result["status"], "ok");
   EXPECT_NE(run.result["layout"].get<std::string>().find(c.sequence_parallel ? "-sp1-" : "-sp0-"), std::string::npos)
       << run.result["layout"];
+  if (c.cp > 1) {
+    const std::string key = run.result["layout"];
+    EXPECT_EQ(key.substr(key.size() - 4), "-cp" + std::to_string(c.cp)) << key;
+  }
   EXPECT_EQ(run.result["comm"], c.comm);
-  EXPECT_EQ(run.result["world"], c.tp * c.pp * c.dp);
-  EXPECT_EQ(run.result["global_batch"], 8);
+  EXPECT_EQ(run.result["world"], c.Ranks());
+  EXPECT_EQ(run.result["global_batch"], ModelName(c.model).rfind("long", 0) == 0 ? 4 : 8);
   // The blocks each stage's trainers built: the rule's split (base/pipeline_split.h).
   const std::vector<int> stage_layers = run.result["stage_layers"].get<std::vector<int>>();
   EXPECT_EQ(stage_layers, SplitLayers(ModelOf(c.model), c.pp, c.uneven_stages).layers);
@@ -220,6 +263,7 @@ TEST_P(CoreExactness, MatchesTheSingleRankRun) {
 }
 
 std::vector<LayoutCase> ShardingCases();
+std::vector<LayoutCase> ContextParallelCases();
 
 // Uneven pipeline stages (the first/last-stage rule's split, stage_layers as the result reports
 // it), a covering design over both 7-layer models: pp 2 and 3, tp, dp, ZeRO 1, 2 and 3, every
@@ -303,6 +347,38 @@ std::vector<LayoutCase> ExactnessCases() {
   }
   for (const LayoutCase& c : ShardingCases()) cases.push_back(c);
   for (const LayoutCase& c : UnevenStageCases()) cases.push_back(c);
+  for (const LayoutCase& c : ContextParallelCases()) cases.push_back(c);
+  return cases;
+}
+
+// Context parallelism (ring attention over the fused kernel, the chunks' positions, gradients and
+// ZeRO over the dp x cp group) against the single-rank run (fa0: fused attention reproduces it to
+// these bounds), a covering design: cp 2 and 4, both tiny models and the long-sequence ones
+// (several tiles a rank), with tp, sp, pp, dp, ZeRO 1-3, hybrid sharding, every recomputation,
+// 1, 2 and 4 micro-batches, staged transfers.
+std::vector<LayoutCase> ContextParallelCases() {
+  const std::string& lng = LongSequenceModel(false);
+  const std::string& long_llama = LongSequenceModel(true);
+  std::vector<LayoutCase> cases;
+  for (LayoutCase c : std::vector<LayoutCase>{{1, 1, 1, 0, 2, "none"},
+                                              {1, 1, 1, 0, 1, "none", "mpi", lng},
+                                              {2, 1, 1, 0, 2, "selective", "mpi", lng},
+                                              {1, 2, 1, 0, 4, "none", "mpi", lng},
+                                              {1, 1, 2, 1, 2, "full", "mpi", lng},
+                                              {1, 1, 2, 3, 2, "none", "mpi-staged", lng},
+                                              {1, 1, 1, 0, 2, "none", "mpi", long_llama},
+                                              {2, 1, 1, 0, 2, "full", "mpi", long_llama, true},
+                                              {2, 2, 1, 0, 2, "none", "mpi", "tiny-llama"},
+                                              {1, 1, 4, 2, 1, "none", "mpi", "tiny", false, 2}}) {
+    c.cp = 2;
+    cases.push_back(c);
+  }
+  for (LayoutCase c : std::vector<LayoutCase>{{1, 1, 1, 0, 2, "full", "mpi", lng},
+                                              {1, 1, 1, 0, 1, "none", "mpi", "tiny-llama"},
+                                              {1, 1, 2, 1, 2, "none"}}) {
+    c.cp = 4;
+    cases.push_back(c);
+  }
   return cases;
 }
 
@@ -642,6 +718,24 @@ TEST(CoreMemory, SequenceParallelHoldsTheStreamsRowsOncePerTpGroup) {
   EXPECT_EQ(activations("") - activations("--sequence-parallel"), rows_saved * bytes_per_row);
 }
 
+// Context parallelism: each rank holds T / cp tokens of every sequence, so everything the
+// activations count (the blocks' saved values, the stream, the log-sum-exps, the logits) is
+// exactly half at cp 2; the ring's K/V blocks and dK/dV buffers are comm buffers. The measured
+// peak falls (the long-sequence model, one micro-batch of 4 x 200 tokens).
+TEST(CoreMemory, ContextParallelHoldsHalfTheActivationsAtCp2) {
+  auto memory = [](int cp) {
+    const CoreRun run = RunCore(cp, "--model " + LongSequenceModel(false) +
+                                        " --flash-attention --micro-batches 1 --cp " + std::to_string(cp), false);
+    EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+    return run.result["memory"];
+  };
+  const nlohmann::json one = memory(1), two = memory(2);
+  EXPECT_EQ(two["peak_by_category"]["activations"].get<double>(),
+            one["peak_by_category"]["activations"].get<double>() / 2);
+  EXPECT_LT(two["peak_bytes"].get<double>(), one["peak_bytes"].get<double>());
+  EXPECT_GT(two["peak_by_category"]["comm_buffers"].get<double>(), one["peak_by_category"]["comm_buffers"].get<double>());
+}
+
 // What the buffers hold on the device against what is counted: in fp32 the same; with 16-bit
 // storage the weights, every saved activation, the residual stream and every activation gradient
 // are real 16-bit numbers, so a bf16 run holds less than the fp32 run. It still holds more than it
@@ -853,6 +947,16 @@ TEST(CoreInput, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(run.process.exit_code, 2) << args << ": " << run.process.err;
     const std::string first = run.process.err.substr(0, run.process.err.find('\n'));
     EXPECT_EQ(first.rfind("tunepar-core: --dp-replicate 2", 0), 0u) << run.process.err;
+    EXPECT_EQ(run.process.err.find("tunepar-core:", 1), std::string::npos) << run.process.err;  // rank 0 alone
+  }
+  // Context parallelism runs ring attention on the fused kernel, and its sequence must cut into
+  // 2 cp chunks of whole tokens (tiny: 32 tokens, not 6 chunks).
+  for (const auto& [ranks, args] : std::vector<std::pair<int, std::string>>{
+           {2, "--model tiny --cp 2"}, {3, "--model tiny --cp 3 --flash-attention"}}) {
+    const CoreRun run = RunCore(ranks, args, false);
+    EXPECT_EQ(run.process.exit_code, 2) << args << ": " << run.process.err;
+    const std::string first = run.process.err.substr(0, run.process.err.find('\n'));
+    EXPECT_EQ(first.rfind("tunepar-core: context parallelism", 0), 0u) << run.process.err;
     EXPECT_EQ(run.process.err.find("tunepar-core:", 1), std::string::npos) << run.process.err;  // rank 0 alone
   }
 }

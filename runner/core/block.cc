@@ -33,6 +33,10 @@ Buffer StageContext::PartialSum(size_t values) const {
   return Buffer(*allocator, MemoryCategory::kCommBuffers, values, StorageBytes(), false);
 }
 
+RingContext StageContext::Ring() const {
+  return {B, dims.T, shard.Cl, shard.NHl, shard.KVl, dims.HeadSize(), precision, cp, cp_rank, cp_comm, allocator};
+}
+
 void StageContext::Store(real* p, int64_t n) const {
   RoundStorage(p, n, precision);
 }
@@ -80,6 +84,7 @@ BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective) {
     w.all_rows = ctx.ActivationGradient(N * C);
     w.row_sum = ctx.PartialSum(R * C);
   }
+  if (ctx.cp > 1) w.ring = AllocateRingBuffers(ctx.Ring());
   return w;
 }
 
@@ -240,6 +245,20 @@ void ActivationGradientOf(const StageContext& ctx, Buffer& dinp, const Buffer& i
 void RotateQueriesAndKeys(const StageContext& ctx, Buffer& qkv, bool inverse) {
   if (!ctx.dims.rotary) return;
   const int hs = ctx.dims.HeadSize(), rotated = (ctx.shard.NHl + ctx.shard.KVl) * hs;
+  if (ctx.cp > 1) {  // each chunk at its place in the sequence
+    const int rows = ctx.dims.T / 2, ld = ctx.QkvCols();
+    for (int b = 0; b < ctx.B; ++b) {
+      for (int half = 0; half < 2; ++half) {
+        const int64_t at = (int64_t{b} * ctx.dims.T + int64_t{half} * rows) * ld;
+        if (ctx.precision == 0) {
+          Rotary(qkv.data() + at, rows, rows, rotated, ld, hs, inverse, 0, ctx.ChunkStart(half));
+        } else {
+          Rotary16(qkv.bits16() + at, rows, rows, rotated, ld, hs, inverse, ctx.precision, ctx.ChunkStart(half));
+        }
+      }
+    }
+    return;
+  }
   if (ctx.precision == 0) {
     Rotary(qkv.data(), ctx.N(), ctx.dims.T, rotated, ctx.QkvCols(), hs, inverse, 0);
   } else {
@@ -312,7 +331,9 @@ void AttentionHalfForward(const StageContext& ctx, const StageWeights& W, const 
   Normalize(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.Vector(t.ln1_w, C, 2), W.Vector(t.ln1_b, C, 3));
   Linear(ctx, a.qkv, AllRows(ctx, a.ln1, w.all_rows), W, {t.qkv_w, t.qkv_b}, C, ctx.QkvCols());
   RotateQueriesAndKeys(ctx, a.qkv, false);
-  if (ctx.flash_attention) {
+  if (ctx.cp > 1) {
+    RingAttentionForward(ctx.Ring(), a.atty, a.lse, a.qkv, w.ring);
+  } else if (ctx.flash_attention) {
     FlashAttention(ctx, a.atty, a.lse, a.qkv);
   } else {
     Attention(ctx, a.atty, att, a.qkv);
@@ -370,7 +391,9 @@ void AttentionHalfBackward(const StageContext& ctx, const StageWeights& W, real*
   }
   LinearGradient(ctx, w.datty, G, AllRows(ctx, w.dres2, w.all_rows), a.atty, W, {t.attproj_w, t.attproj_b},
                  ctx.shard.Cl, C);
-  if (ctx.flash_attention) {
+  if (ctx.cp > 1) {
+    RingAttentionBackward(ctx.Ring(), w.dqkv, w.datty, a.qkv, a.atty, a.lse, w.ring);
+  } else if (ctx.flash_attention) {
     FlashAttentionGradient(ctx, w.dqkv, w.datty, a.qkv, a.atty, a.lse);
   } else {
     AttentionGradient(ctx, w.dqkv, w.datty, a.qkv, *att);
@@ -379,6 +402,21 @@ void AttentionHalfBackward(const StageContext& ctx, const StageWeights& W, real*
   LinearGradientPartial(ctx, w.partial.data(), G, w.dqkv, AllRows(ctx, a.ln1, w.all_rows), W, {t.qkv_w, t.qkv_b}, C,
                         ctx.QkvCols());
   ThroughNormGradient(ctx, dx, w.dres2, G, t.ln1_w, t.ln1_b, W, x, a.ln1_mean, a.ln1_rstd, w);
+}
+
+// Calls chunk(first row, rows, position of the first, sequences) over the micro-batch's token
+// rows: all B sequences of T rows at position 0 at once, or with context parallelism each
+// sequence's two chunks of T / 2 rows at their places in the whole sequence.
+template <typename Chunk>
+void ForEachChunk(const StageContext& ctx, const Chunk& chunk) {
+  if (ctx.cp == 1) {
+    chunk(0, ctx.dims.T, 0, ctx.B);
+    return;
+  }
+  const int rows = ctx.dims.T / 2;
+  for (int b = 0; b < ctx.B; ++b) {
+    for (int half = 0; half < 2; ++half) chunk(int64_t{b} * ctx.dims.T + int64_t{half} * rows, rows, ctx.ChunkStart(half), 1);
+  }
 }
 
 // All-reduces a replicated vector's gradient over TP (nothing for a tensor the model lacks).
@@ -413,15 +451,21 @@ void SumRowGradientsOverTp(const StageContext& ctx, real* G, const ParameterLayo
 void EmbeddingForward(const StageContext& ctx, const StageWeights& W, const ParameterLayout& p, const int* tokens,
                       Buffer& x, BlockWorkspace& w) {
   const Shard& s = ctx.shard;
-  const int T = ctx.dims.T, C = ctx.dims.C;
-  const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{T} * C, 2) : nullptr;  // null without a table
+  const int C = ctx.dims.C;
+  // null without a table; the whole sequence's positions
+  const real* wpe = s.tp_rank == 0 ? W.Vector(p.wpe, int64_t{ctx.SequenceLength()} * C, 2) : nullptr;
   const bool in_place = ctx.precision == 0 && !ctx.sequence_parallel;
   real* lookup = in_place ? x.data() : w.partial.data();
-  if (W.bits16 == nullptr) {
-    EncoderForward(lookup, tokens, W.values + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C);
-  } else {
-    EncoderForward16(lookup, tokens, W.bits16 + p.wte, wpe, s.v0, s.Vl, ctx.B, T, C, W.precision);
-  }
+  // (sequences of T rows, or with context parallelism each chunk of T / 2 rows at its position)
+  ForEachChunk(ctx, [&](int64_t row, int rows, int position, int sequences) {
+    const real* positions = wpe == nullptr ? nullptr : wpe + int64_t{position} * C;
+    if (W.bits16 == nullptr) {
+      EncoderForward(lookup + row * C, tokens + row, W.values + p.wte, positions, s.v0, s.Vl, sequences, rows, C);
+    } else {
+      EncoderForward16(lookup + row * C, tokens + row, W.bits16 + p.wte, positions, s.v0, s.Vl, sequences, rows, C,
+                       W.precision);
+    }
+  });
   real* sum = SumOverTp(ctx, lookup, ctx.precision == 0 ? x.data() : w.row_sum.data());  // (R, C)
   ctx.Store(sum, ctx.StreamValues());
   if (ctx.precision != 0) To16Bit(x.bits16(), sum, ctx.StreamValues(), ctx.precision);  // exact: rounded above
@@ -431,12 +475,17 @@ void EmbeddingBackward(const StageContext& ctx, real* G, const ParameterLayout& 
                        const Buffer& dx, BlockWorkspace& w) {
   const Shard& s = ctx.shard;
   const Buffer& all = AllRows(ctx, dx, w.all_rows);
-  if (ctx.precision == 0) {
-    EncoderBackward(G + p.wte, GradientAt(G, p.wpe), all.data(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T, ctx.dims.C);
-  } else {
-    EncoderBackward16(G + p.wte, GradientAt(G, p.wpe), all.bits16(), tokens, s.v0, s.Vl, ctx.B, ctx.dims.T,
-                      ctx.dims.C, ctx.precision);
-  }
+  const int C = ctx.dims.C;
+  real* dwpe = GradientAt(G, p.wpe);
+  ForEachChunk(ctx, [&](int64_t row, int rows, int position, int sequences) {
+    real* positions = dwpe == nullptr ? nullptr : dwpe + int64_t{position} * C;
+    if (ctx.precision == 0) {
+      EncoderBackward(G + p.wte, positions, all.data() + row * C, tokens + row, s.v0, s.Vl, sequences, rows, C);
+    } else {
+      EncoderBackward16(G + p.wte, positions, all.bits16() + row * C, tokens + row, s.v0, s.Vl, sequences, rows, C,
+                        ctx.precision);
+    }
+  });
 }
 
 void HeadForwardBackward(const StageContext& ctx, const StageWeights& W, real* G, const ParameterLayout& p,

@@ -19,12 +19,18 @@
 // [r N/tp, (r + 1) N/tp) of the (B T) rows: with B = 1 Megatron's sequence chunk; with B > 1 the
 // same count of rows (Megatron's [s, b, h] layout orders them otherwise, which no row-wise op
 // can see).
+//
+// With context parallelism (cp > 1, context_parallel.h) a rank holds T / cp tokens of each
+// sequence, two chunks of it (Megatron-LM's causal load balance), and every op but attention
+// runs on those rows alone: ctx.dims.T is then the rank's tokens per sequence, and positions (the
+// learned table, rotary angles) are the chunks' places in the whole sequence.
 #pragma once
 
 #include <mpi.h>
 
 #include <vector>
 
+#include "runner/core/context_parallel.h"
 #include "runner/core/memory.h"
 #include "runner/core/parallel.h"
 #include "runner/core/parameters.h"
@@ -44,6 +50,15 @@ struct StageContext {
   PhaseClock* clock = nullptr;
   MPI_Comm tp_comm = MPI_COMM_NULL;
   bool sequence_parallel = false;  // sp1: the residual stream split over TP by rows
+  // Context parallelism: dims.T is this rank's T / cp tokens of a sequence, chunks cp_rank and
+  // 2 cp - 1 - cp_rank of the model's; attention runs round the ring of cp_comm.
+  int cp = 1, cp_rank = 0;
+  MPI_Comm cp_comm = MPI_COMM_NULL;
+
+  RingContext Ring() const;  // what ring attention needs of it (context_parallel.h)
+  int SequenceLength() const { return dims.T * cp; }  // the model's tokens per sequence
+  // Where this rank's chunk `half` (0: its first T / 2 rows, 1: the rest) starts in the sequence.
+  int ChunkStart(int half) const { return (half == 0 ? cp_rank : 2 * cp - 1 - cp_rank) * (dims.T / 2); }
 
   int N() const { return B * dims.T; }  // rows (tokens) per micro-batch: what the GEMMs see
   // The residual stream's rows on this rank (what the norms, the residual adds and the pipeline
@@ -126,6 +141,7 @@ struct BlockWorkspace {
                       // (none with fused attention)
   Buffer all_rows;    // (N, C), sequence parallelism only
   Buffer row_sum;     // (R, C), sequence parallelism only
+  RingBuffers ring;   // context parallelism only (context_parallel.h)
 };
 BlockWorkspace AllocateBlockWorkspace(const StageContext& ctx, bool selective);
 

@@ -199,7 +199,7 @@ void SetUpComm(CommMode mode, const ProcessGrid& grid, bool world_group) {
   s.world = grid.world;
   if (mode != CommMode::kNccl) return;
   // Every rank creates its groups in this order, so no two groups wait for each other.
-  std::vector<MPI_Comm> groups = {grid.tp_comm, grid.dp_comm, grid.shard_comm, grid.replicate_comm, grid.embedding_comm};
+  std::vector<MPI_Comm> groups = {grid.tp_comm, grid.cp_comm, grid.dp_comm, grid.shard_comm, grid.replicate_comm, grid.embedding_comm};
   if (world_group) groups.push_back(grid.world);
   for (MPI_Comm group : groups) {
     if (group == MPI_COMM_NULL || s.nccl.count(group) > 0) continue;
@@ -393,6 +393,32 @@ void DeviceRecv(real* data, int64_t n, int peer, int tag, MPI_Comm world) {
 
 void DeviceRecv(uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world) {
   RecvElements(data, n, sizeof(uint16_t), MPI_UINT16_T, peer, tag, world);
+}
+
+CommRequest DeviceIsendBytes(const void* data, size_t bytes, int peer, int tag, MPI_Comm group) {
+  if (State().mode == CommMode::kNccl)
+    throw std::logic_error("context parallelism's ring runs over MPI (--comm mpi, mpi-staged or mpi-direct)");
+  return CommRequest::Send(data, static_cast<int64_t>(bytes), 1, MPI_BYTE, peer, tag, group);
+}
+
+CommRequest DeviceIrecvBytes(void* data, size_t bytes, int peer, int tag, MPI_Comm group) {
+  CommRequest r;
+  void* into = data;
+  switch (State().mode) {
+    case CommMode::kNccl:
+      throw std::logic_error("context parallelism's ring runs over MPI (--comm mpi, mpi-staged or mpi-direct)");
+    case CommMode::kMpiStaged:
+      r.staging_ = HostStaging(bytes);
+      r.result_to_ = data;
+      r.result_bytes_ = bytes;
+      into = r.staging_.data();
+      break;
+    case CommMode::kMpiDirect: Synchronize(); break;
+    case CommMode::kMpi: break;
+  }
+  r.mpi_.emplace_back();
+  MPI_Irecv(into, MpiCount(static_cast<int64_t>(bytes)), MPI_BYTE, peer, tag, group, &r.mpi_.back());
+  return r;
 }
 
 void IssueQueuedSends() {

@@ -103,6 +103,8 @@ class CommRequest {
   friend CommRequest DeviceIallReduceSum(real*, int64_t, MPI_Comm);
   friend CommRequest DeviceIallGather(real*, int64_t, MPI_Comm);
   friend CommRequest DeviceIallGather16(uint16_t*, int64_t, MPI_Comm);
+  friend CommRequest DeviceIsendBytes(const void*, size_t, int, int, MPI_Comm);
+  friend CommRequest DeviceIrecvBytes(void*, size_t, int, int, MPI_Comm);
   // In place over `group`: the all-gather of `count` elements of `element_bytes` per rank.
   static CommRequest IallGather(void* data, int64_t count, size_t element_bytes, MPI_Datatype type, MPI_Comm group);
   // A send of n elements of `element_bytes` (MPI `type`).
@@ -147,5 +149,11 @@ CommRequest DeviceIallReduceSum(real* data, int64_t n, MPI_Comm group);
 // not read before Wait. Of reals, or of 16-bit numbers.
 CommRequest DeviceIallGather(real* data, int64_t count, MPI_Comm group);
 CommRequest DeviceIallGather16(uint16_t* data, int64_t count, MPI_Comm group);
+
+// Context parallelism's ring (context_parallel.h): a send and a receive of `bytes` of device data
+// to and from rank `peer` of `group`, started now; the receive's data is in place once it
+// completes. The MPI modes only (nccl: not yet, the GPU builds pin cp 1; it throws).
+CommRequest DeviceIsendBytes(const void* data, size_t bytes, int peer, int tag, MPI_Comm group);
+CommRequest DeviceIrecvBytes(void* data, size_t bytes, int peer, int tag, MPI_Comm group);
 
 }  // namespace tunepar::core

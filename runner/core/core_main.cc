@@ -500,7 +500,7 @@ int main(int argc, char** argv) {
   }
   tunepar::Result<ProcessGrid> grid =
       CreateProcessGrid(MPI_COMM_WORLD, options->layout.tp, options->layout.pp, options->layout.dp,
-                        options->layout.dp_replicate);
+                        options->layout.dp_replicate, options->layout.cp);
   if (!grid.ok()) {
     if (rank == 0) std::cerr << "tunepar-core: " << grid.status().message() << "\n";
     MPI_Finalize();

@@ -65,7 +65,7 @@ Status ReadTrialFile(const std::string& path, Layout& layout, bool& have_layout,
 struct CoreFlags {
   std::string model = "tiny", layout_key, trial, precision = "fp32", recompute = "none", memory_cap, fault = "none",
               comm;
-  int tp = 1, pp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0, dp_replicate = 1;
+  int tp = 1, pp = 1, cp = 1, dp = 0, micro_batch = 0, micro_batches = 0, zero = 0, dp_replicate = 1;
   bool flash_attention = false;
   bool sequence_parallel = false;
   bool uneven_stages = false;
@@ -77,7 +77,11 @@ void AddLayoutFlags(CLI::App& app, CoreFlags& f) {
   app.add_option("--trial", f.trial, "JSON trial file: {\"layout\": KEY, \"steps\": N, ...}");
   app.add_option("--tp", f.tp, "tensor-parallel size")->capture_default_str();
   app.add_option("--pp", f.pp, "pipeline-parallel size (stages)")->capture_default_str();
-  app.add_option("--dp", f.dp, "data-parallel size (default: ranks / (tp pp))");
+  app.add_option("--cp", f.cp,
+                 "context-parallel size: the sequence split over cp ranks (2 cp chunks, causal load balance), ring "
+                 "attention over them (needs --flash-attention)")
+      ->capture_default_str();
+  app.add_option("--dp", f.dp, "data-parallel size (default: ranks / (tp cp pp))");
   app.add_option("--micro-batch", f.micro_batch, "sequences per micro-batch (default: the model's global batch / (dp nmb))");
   app.add_option("--micro-batches", f.micro_batches, "micro-batches per step per replica (default: global batch / (dp mbs))");
   app.add_option("--precision", f.precision, "fp32 | bf16 | fp16 (16-bit storage, fp32 master weights)")
@@ -161,7 +165,8 @@ Status LayoutFromFlags(const CoreFlags& f, int world_size, CoreOptions& o) {
   Layout& l = o.layout;
   l.tp = f.tp;
   l.pp = f.pp;
-  l.dp = f.dp > 0 ? f.dp : (f.tp * f.pp > 0 ? world_size / (f.tp * f.pp) : 0);
+  l.cp = f.cp;
+  l.dp = f.dp > 0 ? f.dp : (f.tp * f.pp * f.cp > 0 ? world_size / (f.tp * f.pp * f.cp) : 0);
   Result<Precision> p = ParsePrecision(f.precision);
   if (!p.ok()) return p.status().WithContext("--precision");
   if (*p == Precision::kFp8)
@@ -232,6 +237,20 @@ Status ResolveComm(const std::string& comm, CoreOptions& o) {
   return CheckCommMode(o.comm, BackendName());
 }
 
+// Context parallelism: ring attention runs the fused kernel on each K/V block, and the sequence
+// is cut into 2 cp chunks of whole tokens (rank i holds chunks i and 2 cp - 1 - i).
+Status CheckContextParallel(const ModelShape& m, const Layout& l) {
+  if (l.cp < 1) return InvalidArgument(fmt::format("--cp {}: must be >= 1", l.cp));
+  if (l.cp == 1) return Status::Ok();
+  if (!l.flash_attention)
+    return InvalidArgument(fmt::format("context parallelism (cp {}) runs ring attention on the fused kernel: add "
+                                       "--flash-attention (fa1)", l.cp));
+  if (m.seq_len % (2 * l.cp) != 0)
+    return InvalidArgument(fmt::format("context parallelism: the sequence length {} of {} does not split into 2 cp = "
+                                       "{} chunks of whole tokens", m.seq_len, m.name, 2 * l.cp));
+  return Status::Ok();
+}
+
 // The model features the core trains (supported_knobs.h SupportsModel), K/V heads split whole
 // over tp as Megatron-LM splits them.
 Status CheckModelRunnable(const ModelShape& m, const Layout& l) {
@@ -240,10 +259,10 @@ Status CheckModelRunnable(const ModelShape& m, const Layout& l) {
     return InvalidArgument(fmt::format("tp {} must divide the {} K/V heads of {} (as Megatron-LM's query groups)",
                                        l.tp, m.KvHeads(), m.name));
   if (l.seq_parallel && l.tp == 1) return InvalidArgument("sequence parallelism needs --tp > 1");
-  if (l.seq_parallel && m.seq_len % l.tp != 0)
-    return InvalidArgument(fmt::format("sequence parallelism: tp {} must divide the sequence length ({}) of {}", l.tp,
-                                       m.seq_len, m.name));
-  return Status::Ok();
+  if (l.seq_parallel && (m.seq_len / l.cp) % l.tp != 0)
+    return InvalidArgument(fmt::format("sequence parallelism: tp {} must divide the sequence length ({}) / cp {} of {}",
+                                       l.tp, m.seq_len, l.cp, m.name));
+  return CheckContextParallel(m, l);
 }
 
 // ZeRO's stage and hybrid sharding's replicas (base/layout_rules.cc states the same rules).
@@ -267,9 +286,8 @@ Status CheckRunnable(const CoreOptions& o, int world_size) {
   const ModelShape& m = o.model;
   const Layout& l = o.layout;
   const int F = m.MlpWidth();
-  if (l.tp * l.pp * l.dp != world_size) {
-    return InvalidArgument(
-        fmt::format("layout {} needs {} ranks, the job has {}", LayoutKey(l), l.tp * l.pp * l.dp, world_size));
+  if (l.World() != world_size) {
+    return InvalidArgument(fmt::format("layout {} needs {} ranks, the job has {}", LayoutKey(l), l.World(), world_size));
   }
   const CoreBuild build = CoreBuildNamed(BackendName()).value_or(CoreBuild::kCpu);
   TUNEPAR_RETURN_IF_ERROR(CheckSupported(l, SupportedKnobs(build), BinaryName(build)));

@@ -82,8 +82,9 @@ constexpr auto SwigluForward16Kernel = SwigluForwardKernel<SixteenBitValues, Six
 constexpr auto SwigluBackward16Kernel = SwigluBackwardKernel<SixteenBitValues, SixteenBitOutputs>;
 
 template <typename Outputs>
-__global__ void RotaryKernel(Outputs x, int64_t pairs, int T, int rotated, int ld, int hs, bool inverse) {
-  TP_FOR_EACH(i, pairs) RotatePair(x, i, rotated, ld, T, hs, inverse);
+__global__ void RotaryKernel(Outputs x, int64_t pairs, int T, int rotated, int ld, int hs, bool inverse,
+                             int position0) {
+  TP_FOR_EACH(i, pairs) RotatePair(x, i, rotated, ld, T, hs, inverse, position0);
 }
 __global__ void AddBiasTo16BitKernel(uint16_t* out, const real* sums, const real* bias, int64_t n, int OC,
                                      int precision) {
@@ -194,15 +195,15 @@ void SwigluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout,
                        SixteenBitOutputs{dinp, precision}, SixteenBitValues{inp, precision},
                        SixteenBitValues{dout, precision}, n, Fl);
 }
-void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
+void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision, int position0) {
   const int64_t pairs = int64_t{N} * (rotated / 2);
   if (pairs > 0) TP_LAUNCH(RotaryKernel<RealOutputs>, Blocks(pairs), kThreads, RealOutputs{qkv, precision}, pairs, T,
-                           rotated, ld, hs, inverse);
+                           rotated, ld, hs, inverse, position0);
 }
-void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
+void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision, int position0) {
   const int64_t pairs = int64_t{N} * (rotated / 2);
   if (pairs > 0) TP_LAUNCH(RotaryKernel<SixteenBitOutputs>, Blocks(pairs), kThreads,
-                           SixteenBitOutputs{qkv, precision}, pairs, T, rotated, ld, hs, inverse);
+                           SixteenBitOutputs{qkv, precision}, pairs, T, rotated, ld, hs, inverse, position0);
 }
 
 void GeluForward(real* out, const real* inp, int64_t n, int precision) {

@@ -119,4 +119,56 @@ TP_HOST_DEVICE inline real TileOperand(real value, int precision) {
   return RoundTo(value, precision);
 }
 
+// ---- Ring attention (context parallelism, context_parallel.h). The sequence of T cp tokens is cut
+// into 2 cp chunks and rank i holds chunks i and 2 cp - 1 - i (Megatron-LM's causal load
+// balance): its T local rows, the first half chunk i, the second chunk 2 cp - 1 - i. Its queries
+// meet the K/V block of each rank of the ring in turn; visibility is by global positions, which
+// grow with the local row (so a tile's first and last rows bound its positions). A block's
+// partial output is merged into the running one by their log-sum-exps. With cp 1 a block is the
+// whole causal attention.
+struct RingBlock {
+  int cp = 1;
+  int query_rank = 0;  // whose chunks the queries are (this rank)
+  int key_rank = 0;    // whose chunks the K/V block is
+};
+// The sequence position of local row `row` of rank `rank`'s T rows (two chunks of T / 2).
+TP_HOST_DEVICE inline int SequencePosition(int row, int T, int cp, int rank) {
+  const int chunk = T / 2;
+  return row < chunk ? rank * chunk + row : (2 * cp - 1 - rank) * chunk + (row - chunk);
+}
+TP_HOST_DEVICE inline bool VisibleInBlock(const RingBlock& r, int query, int key, int T) {
+  return query < T && key < T &&
+         SequencePosition(key, T, r.cp, r.key_rank) <= SequencePosition(query, T, r.cp, r.query_rank);
+}
+// Whether query tile qt sees any key of key tile kt (tiles wholly above the diagonal are skipped).
+TP_HOST_DEVICE inline bool BlockTileVisible(const RingBlock& r, int qt, int kt, int T) {
+  const int last_row = ((qt + 1) * kFlashRows < T ? (qt + 1) * kFlashRows : T) - 1;
+  return SequencePosition(kt * kFlashCols, T, r.cp, r.key_rank) <= SequencePosition(last_row, T, r.cp, r.query_rank);
+}
+// Head `group`'s K (part 1) or V (part 2) rows of sequence b in a K/V block (B, T, 2 KVl hs): the
+// columns of qkv after the queries, as they travel round the ring.
+TP_HOST_DEVICE inline HeadRows KvBlockRows(const FlashShape& s, int b, int group, int part) {
+  const int ld = 2 * s.KVl * s.hs;
+  return {int64_t{b} * s.T * ld + (int64_t{part - 1} * s.KVl + group) * s.hs, ld};
+}
+
+// Merges a block's output for one row (o_b normalised by its own sum, log-sum-exp lse_b) into
+// the running one (acc, lse): lse' = log(e^lse + e^lse_b), acc' = acc e^(lse - lse') +
+// o_b e^(lse_b - lse') (TransformerEngine's flash_attn_fwd_out_correction). Returns the two
+// factors; *lse becomes lse'.
+struct MergeFactors {
+  real running, block;
+};
+TP_HOST_DEVICE inline MergeFactors MergeBlockLse(real* lse, real block_lse) {
+  if (*lse == -INFINITY) {
+    *lse = block_lse;
+    return {real(0), real(1)};
+  }
+  const real hi = *lse > block_lse ? *lse : block_lse, lo = *lse > block_lse ? block_lse : *lse;
+  const real merged = hi + Log(real(1) + Exp(lo - hi));
+  const MergeFactors f{Exp(*lse - merged), Exp(block_lse - merged)};
+  *lse = merged;
+  return f;
+}
+
 }  // namespace tunepar::core

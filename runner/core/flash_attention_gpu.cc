@@ -735,4 +735,37 @@ void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t
 
 #endif
 
+// Ring attention (context parallelism) has no GPU kernels yet: supported_knobs.h pins cp 1 on the
+// GPU builds, and these say so if reached.
+namespace {
+[[noreturn]] void NoRingKernel() {
+  throw DeviceError("context parallelism: the GPU builds have no ring attention kernels yet (cp 1 only)");
+}
+}  // namespace
+
+void FlashAttentionBlockForward(real*, real*, const real*, const real*, int, int, int, int, int, int, int, int, int) {
+  NoRingKernel();
+}
+void FlashAttentionBlockForward16(real*, real*, const uint16_t*, const uint16_t*, int, int, int, int, int, int, int,
+                                  int, int) {
+  NoRingKernel();
+}
+void FlashAttentionBlockBackward(real*, real*, const real*, const real*, const real*, const real*, const real*, int,
+                                 int, int, int, int, int, int, int, int) {
+  NoRingKernel();
+}
+void FlashAttentionBlockBackward16(real*, real*, const uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*,
+                                   const real*, int, int, int, int, int, int, int, int, int) {
+  NoRingKernel();
+}
+void CopyColumns(void*, const void*, int64_t, int, int, int, size_t) {
+  NoRingKernel();
+}
+void StoreColumns(real*, const real*, int64_t, int, int, int, int) {
+  NoRingKernel();
+}
+void StoreColumns16(uint16_t*, const real*, int64_t, int, int, int, int) {
+  NoRingKernel();
+}
+
 }  // namespace tunepar::core

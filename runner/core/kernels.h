@@ -224,14 +224,16 @@ TP_HOST_DEVICE inline void RotaryCosSin(int position, int pair_in_head, int hs, 
 }
 // Pair `pair` of row n of a (N, ld) array whose first `rotated` columns are the Q and K heads:
 // turned forward (the forward pass) or back (inverse: the backward pass, the transpose), in
-// place through an Outputs accessor (reads as stored, writes rounded to the storage grid).
+// place through an Outputs accessor (reads as stored, writes rounded to the storage grid). Row n
+// is at position position0 + n % T (position0: where a context-parallel chunk starts).
 template <typename Outputs>
-TP_HOST_DEVICE inline void RotatePair(Outputs x, int64_t pair, int rotated, int ld, int T, int hs, bool inverse) {
+TP_HOST_DEVICE inline void RotatePair(Outputs x, int64_t pair, int rotated, int ld, int T, int hs, bool inverse,
+                                      int position0 = 0) {
   const int64_t pairs_per_row = rotated / 2;
   const int64_t n = pair / pairs_per_row;
   const int c = static_cast<int>(pair % pairs_per_row) * 2;
   real cs, sn;
-  RotaryCosSin(static_cast<int>(n % T), (c % hs) / 2, hs, &cs, &sn);
+  RotaryCosSin(position0 + static_cast<int>(n % T), (c % hs) / 2, hs, &cs, &sn);
   if (inverse) sn = -sn;
   const int64_t at = n * ld + c;
   const real x0 = x[at], x1 = x[at + 1];

@@ -21,7 +21,10 @@
 namespace tunepar::core {
 
 // kGatheredWeights: ZeRO-3's whole weights of the units gathered at once (the one computing and
-// the one prefetched), as the performance model's gathered_weights.
+// the one prefetched), as the performance model's gathered_weights. Context parallelism
+// (context_parallel.h) counts each rank's T / cp tokens in kActivations (everything there scales
+// with them: exactly 1 / cp of cp 1's), its ring's two K/V blocks (storage width) and the
+// backward's three dK/dV blocks (fp32) in kCommBuffers, and the fp32 output / dQ sum in kWorkspace.
 enum class MemoryCategory {
   kWeights,
   kGradients,

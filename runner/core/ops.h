@@ -241,6 +241,32 @@ void FlashAttentionForward16(uint16_t* y, real* lse, const uint16_t* qkv, int B,
 void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* y,
                               const real* lse, int B, int T, int Cl, int NHl, int precision, int KVl = 0);
 
+// Ring attention's blocks (context parallelism, context_parallel.h; flash_attention.h RingBlock):
+// the queries of qkv (B, T, (NHl + 2 KVl) hs: this rank's T rows, two chunks of the sequence of
+// cp ranks) against one K/V block kv (B, T, 2 KVl hs: rank key_rank's K then V columns), masked
+// by sequence positions. Forward merges the block's output into the running output acc (B, T, Cl;
+// fp32, zero before the first block) and its log-sum-exp lse (B, NHl, T; -inf before the first
+// block). Backward (y and lse the final ones) adds the block's part of dQ to dq (B, T, Cl; fp32)
+// and of dK, dV to dkv (B, T, 2 KVl hs; fp32). The 16-bit forms read qkv, kv, y, dy as 16-bit
+// numbers. The GPU builds do not have them yet (supported_knobs.h pins cp 1 there).
+void FlashAttentionBlockForward(real* acc, real* lse, const real* qkv, const real* kv, int cp, int query_rank,
+                                int key_rank, int B, int T, int Cl, int NHl, int precision, int KVl);
+void FlashAttentionBlockForward16(real* acc, real* lse, const uint16_t* qkv, const uint16_t* kv, int cp,
+                                  int query_rank, int key_rank, int B, int T, int Cl, int NHl, int precision, int KVl);
+void FlashAttentionBlockBackward(real* dq, real* dkv, const real* dy, const real* qkv, const real* kv, const real* y,
+                                 const real* lse, int cp, int query_rank, int key_rank, int B, int T, int Cl, int NHl,
+                                 int precision, int KVl);
+void FlashAttentionBlockBackward16(real* dq, real* dkv, const uint16_t* dy, const uint16_t* qkv, const uint16_t* kv,
+                                   const uint16_t* y, const real* lse, int cp, int query_rank, int key_rank, int B,
+                                   int T, int Cl, int NHl, int precision, int KVl);
+// dst (rows, width) = columns [first, first + width) of src (rows, ld), elements of
+// `element_bytes` copied as they are (a K/V block out of qkv).
+void CopyColumns(void* dst, const void* src, int64_t rows, int ld, int first, int width, size_t element_bytes);
+// Columns [first, first + width) of dst (rows, ld) = src (rows, width; fp32) rounded to
+// `precision`, as reals or (StoreColumns16) as 16-bit numbers.
+void StoreColumns(real* dst, const real* src, int64_t rows, int ld, int first, int width, int precision);
+void StoreColumns16(uint16_t* dst, const real* src, int64_t rows, int ld, int first, int width, int precision);
+
 // SwiGLU: out (N, Fl) = silu(gate) up from inp (N, 2 Fl) = [gate | up] per row (kernels.h);
 // dinp (N, 2 Fl) overwritten from dout (N, Fl). Outputs rounded to `precision`.
 void SwigluForward(real* out, const real* inp, int N, int Fl, int precision = 0);
@@ -249,9 +275,11 @@ void SwigluForward16(uint16_t* out, const uint16_t* inp, int N, int Fl, int prec
 void SwigluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout, int N, int Fl, int precision);
 // Rotary positions in place on qkv (N, ld): the first `rotated` columns (the Q and K heads of hs
 // values; N rows of sequences of T) turned by their position's angles, or back (`inverse`: the
-// backward pass, on dqkv). Rounded to `precision` as written.
-void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision = 0);
-void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision);
+// backward pass, on dqkv). Rounded to `precision` as written. Row n is at position
+// position0 + n % T (context parallelism: a chunk of the sequence starting at position0).
+void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision = 0, int position0 = 0);
+void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision,
+              int position0 = 0);
 // Outputs rounded to `precision`.
 void GeluForward(real* out, const real* inp, int64_t n, int precision = 0);
 void GeluBackward(real* dinp, const real* inp, const real* dout, int64_t n, int precision = 0);  // gelu'(inp) dout

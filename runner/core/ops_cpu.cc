@@ -423,10 +423,10 @@ void SwigluBackwardOf(Outputs dinp, Values inp, Values dout, int N, int Fl) {
 }
 
 template <typename Outputs>
-void RotaryOf(Outputs x, int N, int T, int rotated, int ld, int hs, bool inverse) {
+void RotaryOf(Outputs x, int N, int T, int rotated, int ld, int hs, bool inverse, int position0) {
   const int64_t pairs = int64_t{N} * (rotated / 2);
 #pragma omp parallel for
-  for (int64_t i = 0; i < pairs; ++i) RotatePair(x, i, rotated, ld, T, hs, inverse);
+  for (int64_t i = 0; i < pairs; ++i) RotatePair(x, i, rotated, ld, T, hs, inverse, position0);
 }
 
 }  // namespace
@@ -444,11 +444,11 @@ void SwigluBackward16(uint16_t* dinp, const uint16_t* inp, const uint16_t* dout,
   SwigluBackwardOf(SixteenBitOutputs{dinp, precision}, SixteenBitValues{inp, precision},
                    SixteenBitValues{dout, precision}, N, Fl);
 }
-void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
-  RotaryOf(RealOutputs{qkv, precision}, N, T, rotated, ld, hs, inverse);
+void Rotary(real* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision, int position0) {
+  RotaryOf(RealOutputs{qkv, precision}, N, T, rotated, ld, hs, inverse, position0);
 }
-void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision) {
-  RotaryOf(SixteenBitOutputs{qkv, precision}, N, T, rotated, ld, hs, inverse);
+void Rotary16(uint16_t* qkv, int N, int T, int rotated, int ld, int hs, bool inverse, int precision, int position0) {
+  RotaryOf(SixteenBitOutputs{qkv, precision}, N, T, rotated, ld, hs, inverse, position0);
 }
 
 void BiasBackward16(real* dbias, const uint16_t* dout, int N, int OC, int precision) {

@@ -1,11 +1,13 @@
 // The process grid of a layout over MPI, and the phases a step's time is charged to (the
 // collectives timed into them are the comm layer's: comm.h AllReduceSum, AllReduceMax).
 //
-// Rank order is the one the performance model assumes: tensor-parallel ranks innermost (on one
-// node), then data-parallel, then pipeline stages:
-//   rank = tp_rank + tp (dp_rank + dp pp_rank)
-// so a TP group is tp consecutive ranks, DP members are tp ranks apart and stage neighbours are
-// tp dp ranks apart. Hybrid sharding splits dp into shard x replicate, shard inner
+// Rank order is the one the performance model assumes (base/rank_order.h): tensor-parallel ranks
+// innermost (on one node), then context-parallel, data-parallel, pipeline stages:
+//   rank = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
+// so a TP group is tp consecutive ranks, CP members are tp ranks apart, DP members tp cp apart and
+// stage neighbours tp cp dp ranks apart. The CP ranks of one dp rank read the same sequences, each
+// its part of them (block.h), and hold the same weights: gradients are summed, and ZeRO shards,
+// over the dp x cp group (Megatron-Core's dp-cp group; Layout::ZeroGroup). Hybrid sharding splits dp into shard x replicate, shard inner
 // (dp_rank = shard_rank + shard replicate_rank: base/rank_order.h): ZeRO shards over the shard
 // group and all-reduces the gradient shard across replicas. Groups come from MPI_Comm_split;
 // node-local ranks from MPI_Comm_split_type.
@@ -96,15 +98,19 @@ inline MPI_Datatype MpiReal() {
 
 struct ProcessGrid {
   int world_size = 1, rank = 0;
-  int tp = 1, pp = 1, dp = 1;
-  int tp_rank = 0, pp_rank = 0, dp_rank = 0;
-  int dp_replicate = 1, shard = 1;          // dp = shard x dp_replicate
-  int shard_rank = 0, replicate_rank = 0;   // dp_rank = shard_rank + shard replicate_rank
+  int tp = 1, pp = 1, dp = 1, cp = 1;
+  int tp_rank = 0, pp_rank = 0, dp_rank = 0, cp_rank = 0;
+  // dp = dp_shard x dp_replicate; ZeRO's shard group is cp x dp_shard ranks (`shard` of them),
+  // shard_rank this rank's place in it (ascending world rank).
+  int dp_replicate = 1, shard = 1;
+  int shard_rank = 0, replicate_rank = 0;
   RankOrder order;  // which ranks form each group (base/rank_order.h)
   int local_rank = 0, local_size = 1;  // on this node
   MPI_Comm world = MPI_COMM_WORLD;
   MPI_Comm tp_comm = MPI_COMM_NULL;    // the tp ranks of one stage and replica
-  MPI_Comm dp_comm = MPI_COMM_NULL;    // the dp replicas of one (stage, tp rank)
+  // The ranks gradients are summed over: the dp replicas and cp ranks of one (stage, tp rank).
+  MPI_Comm dp_comm = MPI_COMM_NULL;
+  MPI_Comm cp_comm = MPI_COMM_NULL;    // the cp ranks of one (stage, tp rank, dp rank): the K/V ring
   // ZeRO's shard group (dp_comm itself when dp_replicate is 1) and the replicas of one shard rank
   // (MPI_COMM_NULL when dp_replicate is 1).
   MPI_Comm shard_comm = MPI_COMM_NULL;
@@ -113,14 +119,17 @@ struct ProcessGrid {
   // The first and last stage of one pipeline (tied embeddings with pp > 1), else MPI_COMM_NULL.
   MPI_Comm embedding_comm = MPI_COMM_NULL;
 
+  int GradientGroupSize() const { return dp * cp; }  // dp_comm's ranks
+  // One of the replicas that hold the same weights and gradients after their sum (dp and cp rank 0).
+  bool first_replica() const { return dp_rank == 0 && cp_rank == 0; }
   bool first_stage() const { return pp_rank == 0; }
   bool last_stage() const { return pp_rank == pp - 1; }
   // The world rank of this rank's counterpart (same tp and dp rank) at pipeline stage `stage`.
   int StageRank(int stage) const { return order.WithCoordinate(rank, GridDim::kPp, stage); }
 };
 
-// Fails (kInvalidArgument) when tp pp dp is not the world size or dp_replicate does not divide dp.
-Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp, int dp_replicate = 1);
+// Fails (kInvalidArgument) when tp cp pp dp is not the world size or dp_replicate does not divide dp.
+Result<ProcessGrid> CreateProcessGrid(MPI_Comm world, int tp, int pp, int dp, int dp_replicate = 1, int cp = 1);
 void FreeProcessGrid(ProcessGrid& grid);
 
 }  // namespace tunepar::core

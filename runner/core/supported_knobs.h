@@ -73,9 +73,19 @@ inline std::vector<int> DpReplicateValues(CoreBuild build) {
   return {};  // every value
 }
 
+// Context parallelism (context_parallel.h): ring attention on the fused kernel's blocks. The CPU
+// build runs every cp; the GPU builds have no ring kernels yet (flash_attention_gpu.cc's block
+// entry points refuse) and no NCCL ring, so they keep cp 1 until those are written and measured.
+// A build that gains cp gives its studies new ids, as a new capability should.
+inline std::vector<int> ContextParallelValues(CoreBuild build) {
+  if (build == CoreBuild::kCpu) return {};  // every value
+  return {1};
+}
+
 // vpp1, and sp0 / fa0 / zero0-1 / dpr1 unless the build runs them: the knobs it does not
 // implement, fixed off (a knob whose every value runs has no entry, as KnobSupport says: "vpp1"
-// for the CPU and CUDA builds, "zero0 zero1 sp0 vpp1 fa0 dpr1" for the HIP build).
+// for the CPU build, "vpp1 cp1" for the CUDA build, "zero0 zero1 sp0 vpp1 fa0 dpr1 cp1" for the HIP
+// build).
 inline KnobSupport SupportedKnobs(CoreBuild build) {
   KnobSupport support;
   if (const std::vector<int> zero = ZeroValues(build); zero.size() < 4) support.Of(Knob::kZero) = zero;
@@ -83,6 +93,7 @@ inline KnobSupport SupportedKnobs(CoreBuild build) {
   if (const std::vector<int> sp = SequenceParallelValues(build); sp.size() == 1) support.Of(Knob::kSeqParallel) = sp;
   support.Of(Knob::kVirtualStages) = {1};
   if (const std::vector<int> fa = FlashAttentionValues(build); fa.size() == 1) support.Of(Knob::kFlashAttention) = fa;
+  if (const std::vector<int> cp = ContextParallelValues(build); !cp.empty()) support.Of(Knob::kCp) = cp;
   return support;
 }
 

@@ -131,13 +131,18 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.clock = &clock_;
   ctx_.tp_comm = grid.tp_comm;
   ctx_.sequence_parallel = options.sequence_parallel && grid.tp > 1;
+  ctx_.cp = grid.cp;
+  ctx_.cp_rank = grid.cp_rank;
+  ctx_.cp_comm = grid.cp_comm;
+  ctx_.dims.T = dims.T / grid.cp;  // this rank's tokens of each sequence (block.h)
   loss_scale_ = options.precision == 1 ? options.initial_loss_scale : 1.0;
 
   const bool mixed = options.precision != 0;
   zero_ = grid.shard > 1 ? options.zero : 0;
   const int S = grid.shard;
   params_ = LayoutParameters(dims, ctx_.shard, zero_ >= 2 ? S : 0);  // FSDP units for ZeRO-2/3
-  padded_count_ = zero_ >= 2 ? params_.count : (params_.count + grid.dp - 1) / grid.dp * grid.dp;
+  const int G = grid.GradientGroupSize();
+  padded_count_ = zero_ >= 2 ? params_.count : (params_.count + G - 1) / G * G;
   if (zero_ >= 2) {
     shards_ = ShardLayout::PerUnit(params_, S, grid.shard_rank);
   } else if (zero_ == 1) {
@@ -185,7 +190,7 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
     recompute_ = std::make_unique<BlockActivations>(AllocateBlockActivations(ctx_, true));
     recompute_out_ = ctx_.Activation(static_cast<size_t>(ctx_.StreamValues()));
   }
-  if (grid.dp > 1 && zero_ == 0) {
+  if (grid.GradientGroupSize() > 1 && zero_ == 0) {
     const bool tied_copy = dims.tied && grid.pp > 1 && grid.last_stage();
     sync_ = std::make_unique<GradientSync>(
         params_, options.bucket_values, tied_copy ? params_.block_begin.back() : params_.count, grid.dp_comm);
@@ -331,12 +336,19 @@ void Trainer::Forward(int64_t step, int j, bool sync_last) {
   auto mb = std::make_unique<MicroBatch>();
   std::vector<int> sample(static_cast<size_t>(T) + 1), tokens(N), targets(N);
   const int64_t global_batch = int64_t{B} * options_.num_micro_batches * grid_.dp;
+  // This rank's tokens of each sequence (all T, or with context parallelism its two chunks) and
+  // their next tokens, the targets.
+  const int Tl = ctx_.dims.T, chunk = grid_.cp == 1 ? T : Tl / 2;
   for (int b = 0; b < B; ++b) {
     const int64_t index =
         step * global_batch + (int64_t{grid_.dp_rank} * options_.num_micro_batches + j) * B + b;
     data_.Sample(index, T + 1, sample.data());
-    std::copy(sample.begin(), sample.end() - 1, tokens.begin() + int64_t{b} * T);
-    std::copy(sample.begin() + 1, sample.end(), targets.begin() + int64_t{b} * T);
+    for (int half = 0; half * chunk < Tl; ++half) {
+      const int from = grid_.cp == 1 ? 0 : ctx_.ChunkStart(half);
+      const int64_t to = int64_t{b} * Tl + int64_t{half} * chunk;
+      std::copy(sample.begin() + from, sample.begin() + from + chunk, tokens.begin() + to);
+      std::copy(sample.begin() + from + 1, sample.begin() + from + chunk + 1, targets.begin() + to);
+    }
   }
   mb->tokens = Buffer(allocator_, MemoryCategory::kWorkspace, N, 4.0, false);
   UploadAsync(mb->tokens.data(), tokens.data(), N * sizeof(int));
@@ -555,7 +567,7 @@ void Trainer::Optimize(StepStats& stats) {
   {
     TimedScope timed(clock_, Phase::kOptimizer);
     // Each value counted once: one replica's shards (every replica holds the same sums).
-    if (zero_ >= 1 ? grid_.replicate_rank == 0 : grid_.dp_rank == 0) {
+    if (zero_ >= 1 ? grid_.replicate_rank == 0 : grid_.first_replica()) {
       std::vector<DeviceRange> counted;  // one wait for the device, not one per tensor
       shards_.ForEachPiece(params_.tensors, [&](const TensorSpec& t, int64_t, int64_t at, int64_t count) {
         if (t.tied_copy || (t.tp_replicated && grid_.tp_rank != 0)) return;
@@ -620,7 +632,7 @@ std::map<std::string, std::vector<double>> Trainer::Gather(const std::vector<rea
   std::vector<double> global(static_cast<size_t>(whole.count), 0.0);
   // Gradients: every replica's part of the sum. Weights: one replica's (ZeRO-3: its shard group's
   // pieces).
-  const bool replica_counts = gradients || (zero_ == 3 ? grid_.replicate_rank == 0 : grid_.dp_rank == 0);
+  const bool replica_counts = gradients || (zero_ == 3 ? grid_.replicate_rank == 0 : grid_.first_replica());
   if (replica_counts) {
     const double unscale = gradients ? 1.0 / loss_scale_ : 1.0;
     for (const TensorSpec& t : params_.tensors) {
