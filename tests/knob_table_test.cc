@@ -215,7 +215,7 @@ TEST(KnobTable, NeutralShapeFieldsKeepAPresetsStudyId) {
   study.backend = "model";
   study.backend_settings = R"({"performance_model":"roofline-v1"})";
   const std::string before = StudyId(study);
-  EXPECT_EQ(before.substr(0, 8), "fa91f49c");  // README.md: Study gpt-1t-w3072-fa91f49c (the default space with cp and uneven stages)
+  EXPECT_EQ(before.substr(0, 8), "289750b7");  // README.md: Study gpt-1t-w3072-289750b7 (the default space with fp8)
   store::StudyRecord neutral = study;
   neutral.model_toml += "mlp = \"gelu\"\npositions = \"learned\"\nnorm = \"layernorm\"\nlinear_biases = true\n"
                         "patch_tokens = 0\noutput_width = 0\n";

@@ -195,7 +195,7 @@ TEST_F(UnevenStages, TheFirstStageKeepsActivationsOfItsOwnLayers) {
 class LongSequenceRules : public ::testing::Test {
  protected:
   ModelShape model_ = testing::PresetModel("llama3-8b");
-  SpaceSpec space_ = testing::PresetSpace("default");
+  SpaceSpec space_ = testing::PresetSpace("long-context");
 
   std::string Failed(Layout l) const {
     const search::SpaceQuery q{64, 8, &model_, &space_};

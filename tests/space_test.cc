@@ -253,7 +253,7 @@ TEST(Space, DivisorsOfWorld) {
 
 TEST(Space, LegalLayoutsAreUniqueAndSatisfyEveryConstraint) {
   const ModelShape m = testing::PresetModel("gpt-175b");
-  const SpaceSpec s = testing::PresetSpace("default");
+  const SpaceSpec s = testing::PresetSpace("long-context");
   SpaceEnumeration e = Enumerate(1024, m, s);
   ASSERT_FALSE(e.legal.empty());
   std::set<std::string> keys;
@@ -277,24 +277,28 @@ TEST(Space, LegalLayoutsAreUniqueAndSatisfyEveryConstraint) {
 // The default space for gpt-1t at 3072 GCDs: the issue's reference problem. The count pins
 // the constraint set; a change here must be deliberate. Issue 34 grew it from 13,770 legal
 // layouts (522,720 candidates; tests/data/space-2026-11.toml still gives those) with ZeRO 2 and
-// 3 and hybrid sharding (dp_replicate 1-64), to 114,300 (9,757,440 candidates) with fp8; issue 35
-// with cp 1-32 and uneven stages.
+// 3 and hybrid sharding (dp_replicate 1-64), to 114,300 (9,757,440 candidates) with fp8. Issue 35's
+// cp and uneven stages are the long-context space's (below): the default leaves them out.
 TEST(Space, Gpt1tAtWorld3072) {
   const ModelShape m = testing::PresetModel("gpt-1t");
   const SpaceSpec s = testing::PresetSpace("default");
   SpaceEnumeration e = Enumerate(3072, m, s);
-  EXPECT_EQ(e.candidates, 117089280);  // 4 precisions; fp8 excluded without an FP8 peak
-  EXPECT_EQ(e.legal.size(), 412041u);
-  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 182106);
-  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateDividesDp), 249831);
-  // 128 layers: every pp that divides them splits evenly by the uneven rule too (gpt-1t's head
-  // weighs 0.17 of a layer), so uneven stages add only the pp that do not divide (3, 6, 12, ...).
-  EXPECT_EQ(e.Excluded(Constraint::kUnevenStagesSplit), e.Excluded(Constraint::kPpDividesLayers));
-  EXPECT_EQ(e.Excluded(Constraint::kCpSplitsSequence), 0);  // 2048 splits into 2 x 32 chunks
-  EXPECT_EQ(e.Excluded(Constraint::kCpNeedsFlash), 1002960);
+  EXPECT_EQ(e.candidates, 9757440);  // 4 precisions; fp8 excluded without an FP8 peak
+  EXPECT_EQ(e.legal.size(), 114300u);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateNeedsZero), 41310);
+  EXPECT_EQ(e.Excluded(Constraint::kDpReplicateDividesDp), 37170);
   const SpaceEnumeration before = Enumerate(3072, m, testing::Space2026_11());
   EXPECT_EQ(before.candidates, 522720);
   EXPECT_EQ(before.legal.size(), 13770u);
+  const SpaceEnumeration longer = Enumerate(3072, m, testing::PresetSpace("long-context"));
+  EXPECT_EQ(longer.candidates, 117089280);
+  EXPECT_EQ(longer.legal.size(), 412041u);
+  // 128 layers: every pp that divides them splits evenly by the uneven rule too (gpt-1t's head
+  // weighs 0.17 of a layer), so uneven stages add only the pp that do not divide (3, 6, 12, ...).
+  EXPECT_EQ(longer.Excluded(Constraint::kUnevenStagesSplit), longer.Excluded(Constraint::kPpDividesLayers));
+  EXPECT_EQ(longer.Excluded(Constraint::kCpSplitsSequence), 0);  // 2048 splits into 2 x 32 chunks
+  EXPECT_EQ(longer.Excluded(Constraint::kCpNeedsFlash), 1002960);
+  ExpectConsistent(longer);
   // Issue 33's rules for GQA and sequence parallelism exclude no GPT layout.
   EXPECT_EQ(e.Excluded(Constraint::kTpFitsKvHeads), 0);
   EXPECT_EQ(e.Excluded(Constraint::kSeqParallelSplitsSequence), 0);

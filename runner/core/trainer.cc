@@ -114,9 +114,10 @@ class Trainer::GradientSync {
   std::vector<CommRequest> requests_;
 };
 
-Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingOptions& options,
-                 const TokenSource& data, TrackingAllocator& allocator)
-    : dims_(dims), grid_(grid), options_(options), data_(data), allocator_(allocator) {
+// The block context: this stage's blocks (the split the options give, else even), the storage
+// and attention settings, the TP and CP groups, and this rank's tokens of each sequence.
+void Trainer::SetUpContext(const ModelDims& dims, const ProcessGrid& grid, const TrainingOptions& options,
+                           TrackingAllocator& allocator) {
   ctx_.dims = dims;
   const StageSplit split =
       options.stage_layers.empty() ? EvenSplit(dims.L, grid.pp) : StageSplit{options.stage_layers};
@@ -135,6 +136,12 @@ Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingO
   ctx_.cp_rank = grid.cp_rank;
   ctx_.cp_comm = grid.cp_comm;
   ctx_.dims.T = dims.T / grid.cp;  // this rank's tokens of each sequence (block.h)
+}
+
+Trainer::Trainer(const ModelDims& dims, const ProcessGrid& grid, const TrainingOptions& options,
+                 const TokenSource& data, TrackingAllocator& allocator)
+    : dims_(dims), grid_(grid), options_(options), data_(data), allocator_(allocator) {
+  SetUpContext(dims, grid, options, allocator);
   loss_scale_ = options.precision == 1 ? options.initial_loss_scale : 1.0;
 
   const bool mixed = options.precision != 0;

@@ -101,6 +101,8 @@ class Trainer {
   double Gradient(int64_t offset) const;
 
  private:
+  void SetUpContext(const ModelDims& dims, const ProcessGrid& grid, const TrainingOptions& options,
+                    TrackingAllocator& allocator);
   struct MicroBatch;
   class GradientSync;
 
