@@ -50,6 +50,15 @@ struct SplitSearch {
   std::tuple<double, int, int> best{0.0, 0, 0};
   bool found = false;
 
+  // The best split found: first, the middles sharing the rest, last.
+  StageSplit Split() const {
+    const auto [most, first, last] = best;
+    StageSplit split;
+    split.layers.push_back(first);
+    for (int stage = 0; stage < middles; ++stage) split.layers.push_back((total - first - last) / middles);
+    split.layers.push_back(last);
+    return split;
+  }
   void Consider(int first, int last, int middle) {
     const double most = std::max({first * layer + ends.first, last * layer + ends.last, middle * layer});
     const std::tuple<double, int, int> candidate{most, first, last};
@@ -85,12 +94,7 @@ StageSplit UnevenSplit(const ModelShape& model, int pp) {
   } else {
     for (int middle = 1; middles * middle <= total - 2; ++middle) search.ScanMiddle(middle);
   }
-  StageSplit split;
-  const auto [most, first, last] = search.best;
-  split.layers.push_back(first);
-  for (int stage = 0; stage < middles; ++stage) split.layers.push_back((total - first - last) / middles);
-  split.layers.push_back(last);
-  return split;
+  return search.Split();
 }
 
 // The exhaustive search the rule is defined by (tests compare UnevenSplit with it).
@@ -105,12 +109,7 @@ StageSplit UnevenSplitByEveryCandidate(const ModelShape& model, int pp) {
       search.Consider(first, last, middles == 0 ? 0 : rest / middles);
     }
   }
-  StageSplit split;
-  const auto [most, first, last] = search.best;
-  split.layers.push_back(first);
-  for (int stage = 0; stage < middles; ++stage) split.layers.push_back((total - first - last) / middles);
-  split.layers.push_back(last);
-  return split;
+  return search.Split();
 }
 
 StageSplit SplitLayers(const ModelShape& model, int pp, bool uneven) {
