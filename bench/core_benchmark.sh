@@ -10,8 +10,8 @@
 #     6.6 s/step (0.05x; PyTorch's own single-rank step of 2 sequences takes 1.5 s there).
 #  5. context parallelism on a long sequence (bench/data/core-cp-bench.toml, 1024 tokens, fused
 #     attention): cp 2 on two ranks against dp 2 and tp 2 on the same two ranks, same batch.
-#     On the 2-core development machine (shared with other jobs, so noisy; two runs): cp2
-#     1.99 / 2.12 s/step, dp2 1.72 / 3.25, tp2 1.68 / 3.55; activations 40.0 MB (cp2, dp2), 50.5 (tp2).
+#     On the idle 2-core development machine (two runs, bf16): cp2 2.43 / 2.12 s/step, dp2
+#     3.02 / 2.22, tp2 2.36 / 1.95; activations 11.1 MB (cp2), 22.1 (dp2), 13.7 (tp2) per rank.
 #   bash bench/core_benchmark.sh [STEPS]        (default 15 measured steps, after 3 warm-up steps)
 # PyTorch's threads: torch.set_num_threads(T) does not bound OpenBLAS's own pool, so each peer
 # run is tried with OPENBLAS_NUM_THREADS = 1 and = T and the faster kept, as a user tuning it
