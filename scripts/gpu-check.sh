@@ -26,6 +26,12 @@
 #  9. the Llama-style model (GQA, SwiGLU, rotary, RMSNorm, no biases, untied): tiny-llama's first step
 #     on the GPU against the CPU build (fp32, bf16; unfused and fused attention), and fused attention
 #     on 130 tokens (three tiles; the GQA dK/dV kernels), as in 2 and 7.
+#  c. context parallelism (cp 2: the ring attention block kernels, flash_attention_gpu.cc) on
+#     200-token sequences (100 rows a rank: two tiles, a chunk boundary inside the first), MHA and
+#     GQA, fp32 and bf16, cp 2 and cp 2 with TP = 2 (two and four ranks on one GPU, --comm
+#     mpi-staged), against the one-rank GPU fa1 run and against the CPU build's cp 2 (the same
+#     ring and tiles), as in 2; with two or more GPUs also --comm nccl (the ring as one NCCL group
+#     a step), one rank per GPU.
 # Needs tunepar, tunepar-core and tunepar-core-cuda (and core_ops_cuda_test) in BUILD_DIR.
 #   bash scripts/gpu-check.sh [BUILD_DIR]      (default /tmp/tunepar-build; writes under ${OUT:-/tmp/gpu-check})
 set -uo pipefail
@@ -35,7 +41,7 @@ mkdir -p "$O"
 MPI="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root) -x LD_LIBRARY_PATH"
 failed=0
 step() { echo; echo "== $*"; }
-want() { [[ "${STEPS:-123456789}" == *$1* ]]; }  # STEPS=8: only the end-to-end search
+want() { [[ "${STEPS:-123456789c}" == *$1* ]]; }  # STEPS=8: only the end-to-end search
 compare() {  # compare DIR_A DIR_B FILE TOL WHAT
   python3 - "$@" <<'PY'
 import json, sys
@@ -263,6 +269,35 @@ for model in tiny-llama "$O/llama-130.toml"; do
     done
   done
 done
+fi
+
+if want c; then
+step "c. context parallelism (cp 2): GPU against its one-rank run and the CPU build's cp 2"
+printf 'name = "long"\nlayers = 2\nhidden = 64\nheads = 4\nseq_len = 200\nvocab = 256\nglobal_batch = 4\n' > "$O/long.toml"
+printf 'name = "long-llama"\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nseq_len = 200\nvocab = 256\nglobal_batch = 4\nmlp = "swiglu"\nffn_hidden = 128\npositions = "rotary"\nnorm = "rmsnorm"\ntied_embeddings = false\nlinear_biases = false\n' > "$O/long-llama.toml"
+for model in long long-llama; do
+  for precision in fp32 bf16; do
+    tol=1e-5 ltol=1e-6; [ $precision = bf16 ] && tol=$BF16_TOL ltol=1e-4
+    args="--model $O/$model.toml --precision $precision --flash-attention --micro-batches 2"
+    run "$O/cp-one-$model-$precision" 1 "$B/tunepar-core-cuda" $args --comm mpi-staged
+    for layout in "--cp 2" "--cp 2 --tp 2"; do
+      name="cp-$model-$precision-$(echo "$layout" | tr -d ' -')"
+      ranks=2; [[ "$layout" == *tp* ]] && ranks=4
+      run "$O/$name" $ranks "$B/tunepar-core-cuda" $args --comm mpi-staged $layout
+      compare "$O/cp-one-$model-$precision" "$O/$name" gradients.json $tol "staged $model $precision $layout vs one rank" || failed=1
+      compare_losses "$O/cp-one-$model-$precision" "$O/$name" $ltol "staged $model $precision $layout vs one rank" || failed=1
+    done
+    run "$O/cpu-cp-$model-$precision" 2 "$B/tunepar-core" $args --comm mpi --cp 2
+    compare "$O/cpu-cp-$model-$precision" "$O/cp-$model-$precision-cp2" gradients.json $tol "cp 2 $model $precision GPU vs CPU" || failed=1
+    compare_losses "$O/cpu-cp-$model-$precision" "$O/cp-$model-$precision-cp2" $ltol "cp 2 $model $precision GPU vs CPU" || failed=1
+    if [ "${gpus:-0}" -ge 2 ]; then
+      run "$O/cp-nccl-$model-$precision" 2 "$B/tunepar-core-cuda" $args --comm nccl --cp 2
+      compare "$O/cp-one-$model-$precision" "$O/cp-nccl-$model-$precision" gradients.json $tol "nccl $model $precision --cp 2 vs one rank" || failed=1
+      compare_losses "$O/cp-one-$model-$precision" "$O/cp-nccl-$model-$precision" $ltol "nccl $model $precision --cp 2 vs one rank" || failed=1
+    fi
+  done
+done
+[ "${gpus:-0}" -ge 2 ] || echo "(--comm nccl with cp 2 skipped: one GPU; NCCL refuses two ranks on one device)"
 fi
 
 echo

@@ -6,6 +6,7 @@
 // (gemm_layers.cc) are pinned on the CPU before a GPU runs them.
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runner/core/flash_attention.h"
 #include "runner/core/kernels.h"
 #include "runner/core/ops.h"
 #include "runner/core/parallel.h"
@@ -552,6 +554,111 @@ TEST_F(Ops, FlashAttentionOnSixteenBitStorage) {
                   "FlashAttentionBackward16 dqkv");
     }
   }
+}
+
+// Rank r's rows of a (B, cp T, width) array of the whole sequence: its local row t is row
+// SequencePosition(t, T, cp, r) (flash_attention.h: chunks r and 2 cp - 1 - r of 2 cp).
+template <typename V>
+V RankRows(const V& whole, int B, int T, int cp, int r, int width) {
+  V local(static_cast<size_t>(B) * T * width);
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < T; ++t) {
+      const int64_t from = (int64_t{b} * cp * T + SequencePosition(t, T, cp, r)) * width;
+      std::copy_n(whole.begin() + from, width, local.begin() + (int64_t{b} * T + t) * width);
+    }
+  }
+  return local;
+}
+// Rank r's entries of a (B, NH, cp T) log-sum-exp of the whole sequence.
+std::vector<double> RankLse(const std::vector<double>& whole, int B, int NH, int T, int cp, int r) {
+  std::vector<double> local;
+  for (int bh = 0; bh < B * NH; ++bh) {
+    for (int t = 0; t < T; ++t) local.push_back(whole[int64_t{bh} * cp * T + SequencePosition(t, T, cp, r)]);
+  }
+  return local;
+}
+// Columns [first, first + width) of a (rows, ld) array.
+std::vector<double> Columns(const std::vector<double>& a, int ld, int first, int width) {
+  std::vector<double> out;
+  for (size_t row = 0; row < a.size() / ld; ++row) {
+    out.insert(out.end(), a.begin() + row * ld + first, a.begin() + row * ld + first + width);
+  }
+  return out;
+}
+
+// Ring attention's block kernels on one process (context_parallel.cc's ring without the
+// transfers): each rank's queries meet every rank's K/V block (packed by CopyColumns) in the
+// ring's order, in fp32; the merged output and lse, each rank's dQ, and each block's dK/dV summed
+// over every rank's queries, against the causal loops over the whole sequence at the global
+// positions (1e-5, as the fused op). cp 2 with 70 rows a rank (two tiles, the chunk boundary
+// inside the first; rows of rank 0's first chunk see none of rank 1's keys) and cp 3.
+TEST_F(Ops, RingAttentionBlocksMatchTheLoopsInFp32) {
+  struct RingCase {
+    int cp, T, NH, hs;
+  };
+  for (const RingCase& c : {RingCase{2, 70, 2, 24}, RingCase{3, 40, 3, 16}}) {
+    SCOPED_TRACE("cp" + std::to_string(c.cp) + "_T" + std::to_string(c.T));
+    const int B = 2, T = c.T, cp = c.cp, NH = c.NH, Cl = NH * c.hs;
+    const Values qkv = Random(int64_t{B} * cp * T * 3 * Cl), dy = Random(int64_t{B} * cp * T * Cl);
+    std::vector<double> want_y, want_dqkv;
+    ReferenceAttention(qkv, dy, B, cp * T, Cl, NH, want_y, want_dqkv);
+    const std::vector<double> want_lse = ReferenceLogSumExp(qkv, B, cp * T, Cl, NH);
+    std::vector<std::unique_ptr<DeviceArray>> q, kv, acc, lse, d, dq, dkv;
+    for (int r = 0; r < cp; ++r) {
+      q.push_back(std::make_unique<DeviceArray>(RankRows(qkv, B, T, cp, r, 3 * Cl)));
+      kv.push_back(std::make_unique<DeviceArray>(Zeros(int64_t{B} * T * 2 * Cl)));
+      CopyColumns(kv[r]->get(), q[r]->get(), int64_t{B} * T, 3 * Cl, Cl, 2 * Cl, sizeof(real));
+      acc.push_back(std::make_unique<DeviceArray>(Zeros(int64_t{B} * T * Cl)));
+      lse.push_back(std::make_unique<DeviceArray>(Filled(int64_t{B} * NH * T, -INFINITY)));
+      d.push_back(std::make_unique<DeviceArray>(RankRows(dy, B, T, cp, r, Cl)));
+      dq.push_back(std::make_unique<DeviceArray>(Zeros(int64_t{B} * T * Cl)));
+      dkv.push_back(std::make_unique<DeviceArray>(Zeros(int64_t{B} * T * 2 * Cl)));
+    }
+    for (int r = 0; r < cp; ++r) {
+      for (int step = 0; step < cp; ++step) {
+        const int k = (r - step + cp) % cp;
+        FlashAttentionBlockForward(acc[r]->get(), lse[r]->get(), q[r]->get(), kv[k]->get(), cp, r, k, B, T, Cl, NH, 0, NH);
+      }
+      ExpectClose(acc[r]->Get(), RankRows(want_y, B, T, cp, r, Cl), 1e-5, "ring forward y");
+      ExpectClose(lse[r]->Get(), RankLse(want_lse, B, NH, T, cp, r), 1e-5, "ring forward lse");
+    }
+    for (int r = 0; r < cp; ++r) {
+      for (int step = 0; step < cp; ++step) {
+        const int k = (r - step + cp) % cp;
+        FlashAttentionBlockBackward(dq[r]->get(), dkv[k]->get(), d[r]->get(), q[r]->get(), kv[k]->get(), acc[r]->get(),
+                                    lse[r]->get(), cp, r, k, B, T, Cl, NH, 0, NH);
+      }
+    }
+    for (int r = 0; r < cp; ++r) {
+      const std::vector<double> want = RankRows(want_dqkv, B, T, cp, r, 3 * Cl);
+      ExpectClose(dq[r]->Get(), Columns(want, 3 * Cl, 0, Cl), 1e-5, "ring dQ");
+      ExpectClose(dkv[r]->Get(), Columns(want, 3 * Cl, Cl, 2 * Cl), 1e-5, "ring dK, dV");
+    }
+  }
+}
+
+// StoreColumns (rounded to the grid, as reals or 16-bit numbers) and CopyColumns of 16-bit
+// elements: the ring's column moves.
+TEST_F(Ops, RingColumnMovesPlaceTheColumns) {
+  const int64_t rows = 5;
+  const int ld = 7, first = 2, width = 3, precision = 2;
+  const Values src = Random(rows * width);
+  DeviceArray to(Zeros(rows * ld));
+  DeviceSixteenBit to16(Zeros(rows * ld), precision), packed16(Zeros(rows * width), precision);
+  DeviceArray from(src);
+  StoreColumns(to.get(), from.get(), rows, ld, first, width, precision);
+  StoreColumns16(to16.get(), from.get(), rows, ld, first, width, precision);
+  CopyColumns(packed16.get(), to16.get(), rows, ld, first, width, sizeof(uint16_t));
+  std::vector<double> want(rows * ld, 0.0), want_packed;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int i = 0; i < width; ++i) {
+      want[r * ld + first + i] = RoundTo(src[r * width + i], precision);
+      want_packed.push_back(want[r * ld + first + i]);
+    }
+  }
+  ExpectClose(to.Get(), want, 0, "StoreColumns");
+  ExpectClose(AsValues(to16.Get()), want, 0, "StoreColumns16");
+  ExpectClose(AsValues(packed16.Get()), want_packed, 0, "CopyColumns (16-bit)");
 }
 
 TEST_F(Ops, LinearLayerForwardAndBackward) {

@@ -1086,6 +1086,27 @@ TEST(CoreComm, NcclPathsReproduceTheSingleRankRunOnCpuRanks) {
   EXPECT_EQ(smoke.out.rfind("tunepar-core: smoke ok: 3 ranks, comm nccl, node ", 0), 0u) << smoke.out;
 }
 
+// Context parallelism's ring over nccl on CPU ranks (tunepar-core-nccl-over-mpi): each step's
+// transfers queued and issued as one group at the step's first wait, in order of tag (NCCL has
+// none), the dK/dV of the last block sent with the next block's K/V. cp 2 and 4, several tiles a
+// rank, GQA with tp 2, recomputation: every run reproduces the single-rank one.
+TEST(CoreComm, TheRingOverNcclReproducesTheSingleRankRunOnCpuRanks) {
+  for (LayoutCase c : std::vector<LayoutCase>{{1, 1, 1, 0, 2, "none", "nccl", LongSequenceModel(false)},
+                                              {2, 1, 1, 0, 2, "full", "nccl", LongSequenceModel(true)},
+                                              {1, 1, 1, 0, 1, "none", "nccl", "tiny-llama"}}) {
+    c.cp = c.model == "tiny-llama" ? 4 : 2;
+    SCOPED_TRACE(Name(c));
+    const CoreRun& ref = Reference("fp32", c.model);
+    ASSERT_EQ(ref.process.exit_code, 0) << ref.process.err;
+    const CoreRun run = RunCore(c.Ranks(), LayoutFlags(c), true, TUNEPAR_CORE_NCCL_OVER_MPI);
+    ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+    EXPECT_EQ(run.result["comm"], "nccl");
+    ExpectLossesMatch(ref, run, 1e-5);
+    ExpectGradientsMatch(ref.gradients, run.gradients, 1e-5);
+    ExpectWeightsMatch(ref.weights, run.weights, 1e-5, 0.1 * kLr * kSteps, 1e-3 * kLr * kSteps);
+  }
+}
+
 // A failing device call (here injected) on one rank ends every rank: status crash, one line.
 TEST(CoreComm, ADeviceErrorEndsTheTrialAsACrash) {
   const CoreRun run = RunCore(2, "--model tiny --dp 2 --comm mpi-staged --fault device --fault-rank 1", false);

@@ -28,12 +28,24 @@ struct QueuedSend {
   int peer;
 };
 
+// A ring transfer (DeviceIsendBytes / DeviceIrecvBytes) waiting, with nccl, for the first Wait
+// of one of those queued with it.
+struct QueuedTransfer {
+  void* data;
+  size_t bytes;
+  int peer, tag;
+  bool send;
+  MPI_Comm group;
+};
+
 struct CommState {
   CommMode mode = CommMode::kMpi;
   MPI_Comm world = MPI_COMM_WORLD;
   std::map<MPI_Comm, std::unique_ptr<NcclGroup>> nccl;  // by the MPI group it spans
   std::vector<QueuedSend> queued;                       // nccl sends waiting for the next receive
   int64_t sends_issued = 0, sends_queued = 0;
+  std::vector<QueuedTransfer> transfers;  // nccl ring transfers waiting to be issued together
+  int64_t transfers_issued = 0, transfers_queued = 0;
 };
 
 CommState& State() {
@@ -115,6 +127,37 @@ void IssueNcclGroup(void* into = nullptr, size_t bytes = 0, int from = 0) {
   world.GroupEnd();
   s.sends_issued = s.sends_queued;
   s.queued.clear();
+}
+
+// Issues the queued ring transfers on the compute stream, one NCCL group per communicator: after
+// the kernels queued so far, before those queued later. NCCL pairs a peer's sends and receives in
+// the order they are issued and has no tags, so within a group they go in order of tag (stable):
+// two ranks that queue matching transfers between the same two Waits then pair them right, as
+// MPI's tags would.
+void IssueQueuedTransfers() {
+  CommState& s = State();
+  std::vector<QueuedTransfer> queued = std::move(s.transfers);
+  s.transfers.clear();
+  std::stable_sort(queued.begin(), queued.end(),
+                   [](const QueuedTransfer& a, const QueuedTransfer& b) { return a.tag < b.tag; });
+  std::vector<MPI_Comm> groups;
+  for (const QueuedTransfer& q : queued) {
+    if (std::find(groups.begin(), groups.end(), q.group) == groups.end()) groups.push_back(q.group);
+  }
+  for (MPI_Comm group : groups) {
+    NcclGroup& nccl = NcclOf(group);
+    nccl.GroupStart();
+    for (const QueuedTransfer& q : queued) {
+      if (q.group != group) continue;
+      if (q.send) {
+        nccl.Send(q.data, q.bytes, q.peer);
+      } else {
+        nccl.Recv(q.data, q.bytes, q.peer);
+      }
+    }
+    nccl.GroupEnd();
+  }
+  s.transfers_issued = s.transfers_queued;
 }
 
 // What the MPI library says about device pointers: Open MPI's MPIX_Query_{cuda,rocm}_support,
@@ -212,6 +255,7 @@ void SetUpComm(CommMode mode, const ProcessGrid& grid, bool world_group) {
 
 void TearDownComm() {
   State().queued.clear();
+  State().transfers.clear();
   State().nccl.clear();
   for (auto& [bytes, memory] : StagingPool()) PinnedFree(memory);
   StagingPool().clear();
@@ -313,6 +357,11 @@ bool CommRequest::Test() {
     return true;
   }
   if (mpi_.empty()) return true;
+  if (nccl_transfer_ >= 0) {
+    if (nccl_transfer_ >= State().transfers_issued) IssueQueuedTransfers();
+    nccl_transfer_ = -1;
+    return true;
+  }
   int done = 0;
   MPI_Testall(static_cast<int>(mpi_.size()), mpi_.data(), &done, MPI_STATUSES_IGNORE);
   if (done) Finish();
@@ -328,6 +377,11 @@ void CommRequest::Wait() {
   if (nccl_send_ >= 0) {
     if (nccl_send_ >= State().sends_issued) IssueNcclGroup();
     nccl_send_ = -1;
+    return;
+  }
+  if (nccl_transfer_ >= 0) {
+    if (nccl_transfer_ >= State().transfers_issued) IssueQueuedTransfers();
+    nccl_transfer_ = -1;
     return;
   }
   if (mpi_.empty()) return;
@@ -395,9 +449,16 @@ void DeviceRecv(uint16_t* data, int64_t n, int peer, int tag, MPI_Comm world) {
   RecvElements(data, n, sizeof(uint16_t), MPI_UINT16_T, peer, tag, world);
 }
 
+CommRequest CommRequest::QueueTransfer(void* data, size_t bytes, int peer, int tag, bool send, MPI_Comm group) {
+  CommRequest r;
+  State().transfers.push_back({data, bytes, peer, tag, send, group});
+  r.nccl_transfer_ = State().transfers_queued++;
+  return r;
+}
+
 CommRequest DeviceIsendBytes(const void* data, size_t bytes, int peer, int tag, MPI_Comm group) {
   if (State().mode == CommMode::kNccl)
-    throw std::logic_error("context parallelism's ring runs over MPI (--comm mpi, mpi-staged or mpi-direct)");
+    return CommRequest::QueueTransfer(const_cast<void*>(data), bytes, peer, tag, true, group);
   return CommRequest::Send(data, static_cast<int64_t>(bytes), 1, MPI_BYTE, peer, tag, group);
 }
 
@@ -405,8 +466,7 @@ CommRequest DeviceIrecvBytes(void* data, size_t bytes, int peer, int tag, MPI_Co
   CommRequest r;
   void* into = data;
   switch (State().mode) {
-    case CommMode::kNccl:
-      throw std::logic_error("context parallelism's ring runs over MPI (--comm mpi, mpi-staged or mpi-direct)");
+    case CommMode::kNccl: return CommRequest::QueueTransfer(data, bytes, peer, tag, false, group);
     case CommMode::kMpiStaged:
       r.staging_ = HostStaging(bytes);
       r.result_to_ = data;

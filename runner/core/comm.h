@@ -95,7 +95,7 @@ class CommRequest {
   // once it is queued on the compute stream, so the buffer may be rewritten by work queued there).
   bool Test();
   void Wait();
-  bool active() const { return !mpi_.empty() || nccl_send_ >= 0 || on_comm_stream_; }
+  bool active() const { return !mpi_.empty() || nccl_send_ >= 0 || nccl_transfer_ >= 0 || on_comm_stream_; }
 
  private:
   friend CommRequest DeviceSend(const real*, int64_t, int, int, MPI_Comm);
@@ -110,6 +110,8 @@ class CommRequest {
   // A send of n elements of `element_bytes` (MPI `type`).
   static CommRequest Send(const void* data, int64_t n, size_t element_bytes, MPI_Datatype type, int peer, int tag,
                           MPI_Comm world);
+  // nccl: a ring transfer queued until the first Wait (or Test) of one queued with it.
+  static CommRequest QueueTransfer(void* data, size_t bytes, int peer, int tag, bool send, MPI_Comm group);
   void Finish();
 
   std::vector<MPI_Request> mpi_;
@@ -117,6 +119,7 @@ class CommRequest {
   void* result_to_ = nullptr;  // mpi-staged sum or gather: where the result goes when it arrives
   size_t result_bytes_ = 0;
   int64_t nccl_send_ = -1;  // nccl: the send's number, while it waits for the next receive
+  int64_t nccl_transfer_ = -1;  // nccl: a ring transfer's number, while it is queued
   // nccl sum: on the communication stream, after `ready_` (the compute stream's work that wrote
   // the data), finished at `done_`.
   bool on_comm_stream_ = false;
@@ -152,7 +155,11 @@ CommRequest DeviceIallGather16(uint16_t* data, int64_t count, MPI_Comm group);
 
 // Context parallelism's ring (context_parallel.h): a send and a receive of `bytes` of device data
 // to and from rank `peer` of `group`, started now; the receive's data is in place once it
-// completes. The MPI modes only (nccl: not yet, the GPU builds pin cp 1; it throws).
+// completes. With nccl (over group's communicator, SetUpComm's cp group) they are queued, and the
+// first Wait (or Test) of any queued one issues them all as one NCCL group on the compute stream,
+// after the kernels queued before that Wait (no overlap with them yet), in order of tag: ranks
+// must queue matching transfers between the same two Waits (the ring's steps do), as NCCL pairs
+// a peer's sends and receives in order and has no tags.
 CommRequest DeviceIsendBytes(const void* data, size_t bytes, int peer, int tag, MPI_Comm group);
 CommRequest DeviceIrecvBytes(void* data, size_t bytes, int peer, int tag, MPI_Comm group);
 

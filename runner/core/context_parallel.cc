@@ -101,11 +101,16 @@ void RingAttentionBackward(const RingContext& ctx, Buffer& dqkv, const Buffer& d
     Buffer& held = w.kv[step % 2];
     CommRequest send, recv;
     PassBlock(ctx, r, step, held, w.kv[(step + 1) % 2], send, recv);
-    // The held block's dK/dV so far (from the ranks that held it before), arriving meanwhile.
+    // The last step's block's dK/dV on to rank i + 1 (which holds that block now), and the held
+    // block's so far (from the ranks that held it before) arriving meanwhile: posted with the K/V
+    // pass, so that nccl issues each step's transfers as one group on every rank alike.
     CommRequest dkv_recv;
-    if (step > 0) dkv_recv = DeviceIrecvBytes(w.dkv_in.data(), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
+    if (step > 0) {
+      dkv_sent[(step - 1) % 2] = DeviceIsendBytes(w.dkv[(step - 1) % 2].data(), r.DkvBytes(), r.next, kDkvTag, ctx.cp_comm);
+      dkv_recv = DeviceIrecvBytes(w.dkv_in.data(), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
+    }
     Buffer& dkv = w.dkv[step % 2];
-    dkv_sent[step % 2].Wait();  // sent two steps ago
+    dkv_sent[step % 2].Wait();  // sent last step, two blocks ago
     Fill(dkv.data(), kv_values, 0);
     if (r.precision == 0) {
       FlashAttentionBlockBackward(w.sum.data(), dkv.data(), dy.data(), qkv.data(), held.data(), y.data(),
@@ -119,12 +124,12 @@ void RingAttentionBackward(const RingContext& ctx, Buffer& dqkv, const Buffer& d
       dkv_recv.Wait();
       Accumulate(dkv.data(), w.dkv_in.data(), kv_values);
     }
-    // On to rank i + 1, which holds this block next; after the last step that is the block's owner.
-    dkv_sent[step % 2] = DeviceIsendBytes(dkv.data(), r.DkvBytes(), r.next, kDkvTag, ctx.cp_comm);
     recv.Wait();
     send.Wait();
   }
-  // This rank's own block comes home from rank i - 1 with every rank's part summed.
+  // The last block's dK/dV on to its owner, rank i + 1; this rank's own block comes home from
+  // rank i - 1 with every rank's part summed.
+  dkv_sent[(r.cp - 1) % 2] = DeviceIsendBytes(w.dkv[(r.cp - 1) % 2].data(), r.DkvBytes(), r.next, kDkvTag, ctx.cp_comm);
   CommRequest home = DeviceIrecvBytes(w.dkv_in.data(), r.DkvBytes(), r.prev, kDkvTag, ctx.cp_comm);
   home.Wait();
   for (CommRequest& sent : dkv_sent) sent.Wait();

@@ -14,7 +14,10 @@
 // recomputed from the final log-sum-exp and output (D = rowsum(dO o O)); dQ accumulates here
 // (fp32); a block's dK/dV (fp32) travels with it, each rank adding its part before sending it on,
 // the previous step's transfer overlapping this step's kernel, and after the cp-th hop it is home.
-// The communication runs through the comm layer (comm.h), over MPI (the GPU builds pin cp 1).
+// The communication runs through the comm layer (comm.h) in any mode: over MPI, or with nccl each
+// step's transfers issued together as one NCCL group (the dK/dV of the last block is posted with
+// the next block's K/V so that every rank groups them alike). The block kernels are
+// flash_attention_{cpu,gpu}.cc's (CPU and CUDA builds; the HIP build pins cp 1).
 #pragma once
 
 #include <mpi.h>

@@ -107,6 +107,22 @@ __global__ void Round16BitKernel(uint16_t* out, const real* in, int64_t n, int p
   TP_FOR_EACH(i, n) out[i] = To16BitValue(RoundTo(in[i], precision), precision);
 }
 
+// Context parallelism's column moves (context_parallel.cc; the CPU versions in
+// flash_attention_cpu.cc): element i of the packed (rows, width) side is column first + i % width
+// of row i / width of the (rows, ld) side.
+template <typename Element>
+__global__ void CopyColumnsKernel(Element* dst, const Element* src, int64_t n, int64_t ld, int64_t first, int width) {
+  TP_FOR_EACH(i, n) dst[i] = src[i / width * ld + first + i % width];
+}
+__global__ void StoreColumnsKernel(real* dst, const real* src, int64_t n, int ld, int first, int width, int precision) {
+  TP_FOR_EACH(i, n) dst[i / width * ld + first + i % width] = RoundTo(src[i], precision);
+}
+__global__ void StoreColumns16Kernel(uint16_t* dst, const real* src, int64_t n, int ld, int first, int width,
+                                     int precision) {
+  const SixteenBitOutputs out{dst, precision};
+  TP_FOR_EACH(i, n) out.Set(i / width * ld + first + i % width, src[i]);
+}
+
 }  // namespace
 
 void Fill(real* p, int64_t n, real value) {
@@ -157,6 +173,34 @@ void From16Bit(real* out, const uint16_t* in, int64_t n, int precision) {
 
 void Round16Bit(uint16_t* out, const real* in, int64_t n, int precision) {
   if (n > 0) TP_LAUNCH(Round16BitKernel, Blocks(n), kThreads, out, in, n, precision);
+}
+
+// Elements of 2 or 4 bytes move as such, any other size byte by byte.
+void CopyColumns(void* dst, const void* src, int64_t rows, int ld, int first, int width, size_t element_bytes) {
+  if (rows <= 0 || width <= 0) return;
+  if (element_bytes == 2 || element_bytes == 4) {
+    const int64_t n = rows * width;
+    if (element_bytes == 2) {
+      TP_LAUNCH(CopyColumnsKernel<uint16_t>, Blocks(n), kThreads, static_cast<uint16_t*>(dst),
+                static_cast<const uint16_t*>(src), n, ld, first, width);
+    } else {
+      TP_LAUNCH(CopyColumnsKernel<uint32_t>, Blocks(n), kThreads, static_cast<uint32_t*>(dst),
+                static_cast<const uint32_t*>(src), n, ld, first, width);
+    }
+    return;
+  }
+  const auto bytes = static_cast<int64_t>(element_bytes);
+  const int64_t n = rows * width * bytes;
+  TP_LAUNCH(CopyColumnsKernel<unsigned char>, Blocks(n), kThreads, static_cast<unsigned char*>(dst),
+            static_cast<const unsigned char*>(src), n, ld * bytes, first * bytes, static_cast<int>(width * bytes));
+}
+void StoreColumns(real* dst, const real* src, int64_t rows, int ld, int first, int width, int precision) {
+  const int64_t n = rows * width;
+  if (n > 0) TP_LAUNCH(StoreColumnsKernel, Blocks(n), kThreads, dst, src, n, ld, first, width, precision);
+}
+void StoreColumns16(uint16_t* dst, const real* src, int64_t rows, int ld, int first, int width, int precision) {
+  const int64_t n = rows * width;
+  if (n > 0) TP_LAUNCH(StoreColumns16Kernel, Blocks(n), kThreads, dst, src, n, ld, first, width, precision);
 }
 
 void Copy16(uint16_t* dst, const uint16_t* src, int64_t n) {

@@ -248,7 +248,8 @@ void FlashAttentionBackward16(uint16_t* dqkv, const uint16_t* dy, const uint16_t
 // fp32, zero before the first block) and its log-sum-exp lse (B, NHl, T; -inf before the first
 // block). Backward (y and lse the final ones) adds the block's part of dQ to dq (B, T, Cl; fp32)
 // and of dK, dV to dkv (B, T, 2 KVl hs; fp32). The 16-bit forms read qkv, kv, y, dy as 16-bit
-// numbers. The GPU builds do not have them yet (supported_knobs.h pins cp 1 there).
+// numbers. The CUDA build runs them on its CUDA-core flash kernels; the HIP build's refuse
+// (supported_knobs.h pins cp 1 there).
 void FlashAttentionBlockForward(real* acc, real* lse, const real* qkv, const real* kv, int cp, int query_rank,
                                 int key_rank, int B, int T, int Cl, int NHl, int precision, int KVl);
 void FlashAttentionBlockForward16(real* acc, real* lse, const uint16_t* qkv, const uint16_t* kv, int cp,

@@ -74,17 +74,18 @@ inline std::vector<int> DpReplicateValues(CoreBuild build) {
 }
 
 // Context parallelism (context_parallel.h): ring attention on the fused kernel's blocks. The CPU
-// build runs every cp; the GPU builds have no ring kernels yet (flash_attention_gpu.cc's block
-// entry points refuse) and no NCCL ring, so they keep cp 1 until those are written and measured.
-// A build that gains cp gives its studies new ids, as a new capability should.
+// and CUDA builds run every cp (CUDA: flash_attention_gpu.cc's block kernels, the ring over NCCL
+// or MPI; compiled, not yet measured on a GPU). The HIP build compiles no flash kernel (64-wide
+// waves), so it keeps cp 1. A build that gains cp gives its studies new ids, as a new capability
+// should.
 inline std::vector<int> ContextParallelValues(CoreBuild build) {
-  if (build == CoreBuild::kCpu) return {};  // every value
-  return {1};
+  if (build == CoreBuild::kHip) return {1};
+  return {};  // every value
 }
 
 // vpp1, and sp0 / fa0 / zero0-1 / dpr1 unless the build runs them: the knobs it does not
 // implement, fixed off (a knob whose every value runs has no entry, as KnobSupport says: "vpp1"
-// for the CPU build, "vpp1 cp1" for the CUDA build, "zero0 zero1 sp0 vpp1 fa0 dpr1 cp1" for the HIP
+// for the CPU and CUDA builds, "zero0 zero1 sp0 vpp1 fa0 dpr1 cp1" for the HIP
 // build).
 inline KnobSupport SupportedKnobs(CoreBuild build) {
   KnobSupport support;
