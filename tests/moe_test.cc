@@ -12,6 +12,7 @@
 #include "base/layout_rules.h"
 #include "base/model_shape.h"
 #include "base/rank_order.h"
+#include "runner/core/supported_knobs.h"
 #include "runner/core_backend.h"
 #include "runner/performance_model.h"
 #include "search/space.h"
@@ -238,6 +239,20 @@ TEST(MoeKnob, OmittedEpOffersTheExpertsDivisors) {
   std::set<int> eps;
   for (const Layout& l : m->legal) eps.insert(l.ep);
   EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
+}
+
+// tunepar-core has no MoE layer: it refuses a model with experts (one line naming the model and
+// the count) and pins ep 1 for it; a dense model's support is what it was (no ep entry).
+TEST(MoeKnob, TheCoreRefusesExpertsAndPinsEpOne) {
+  const ModelShape mixtral = PresetModel("mixtral-8x7b");
+  const Status refused = core::SupportsModel(mixtral);
+  EXPECT_EQ(refused.code(), StatusCode::kConfig);
+  EXPECT_NE(refused.message().find("model mixtral-8x7b has 8 experts: tunepar-core has no MoE layer yet"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(core::SupportedKnobs(core::CoreBuild::kCpu, mixtral).Of(Knob::kEp), std::vector<int>{1});
+  EXPECT_TRUE(core::SupportedKnobs(core::CoreBuild::kCpu, PresetModel("llama3-8b")).Of(Knob::kEp).empty());
+  EXPECT_TRUE(core::SupportsModel(PresetModel("llama3-8b")).ok());
 }
 
 // ---- The performance model's MoE terms: Mixtral on DGX H100 (8 GPUs a node; NVLink 450 GB/s a
