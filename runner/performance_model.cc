@@ -533,10 +533,15 @@ double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_par
 
 // ---- AdamW: per parameter it reads the gradient (twice, with the norm for clipping), reads
 // and writes the fp32 master weight and both moments, and writes the 16-bit copy.
-double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
+// A MoE model's expert parameters (`expert_params` of them) are updated in shards over the
+// expert-dp ranks, the rest over dp x cp.
+double PerformanceModel::OptimizerTime(const Layout& l, double params, double expert_params) const {
   const bool mixed = l.precision != Precision::kFp32;
   const double optimizer_bytes = 2 * GradientBytes(l.precision) + 3 * 8.0 + (mixed ? BytesPerValue(l.precision) : 0.0);
-  return params / (l.zero >= 1 ? static_cast<double>(l.ZeroGroup()) : 1.0) * optimizer_bytes / memory_bandwidth_;
+  const bool sharded = l.zero >= 1;
+  const double updated = (params - expert_params) / (sharded ? static_cast<double>(l.ZeroGroup()) : 1.0) +
+                         expert_params / (sharded ? static_cast<double>(l.ExpertZeroGroup()) : 1.0);
+  return updated * optimizer_bytes / memory_bandwidth_;
 }
 
 // ---- fp8: once per step, on the step's first micro-batch, TransformerEngine casts the stage's
@@ -723,7 +728,9 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   out.time.dp_comm_exposed = dp_exposed.gradients;
   out.time.weight_gather_exposed = dp_exposed.weight_gather;
   out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
-  out.time.optimizer = OptimizerTime(l, stage.most_loaded) + Fp8WeightCastTime(l, stage);
+  const StageLayers on = LayersOnStages(l);
+  const double stage_experts = stage.expert_layer * std::max({on.first, on.middle, on.last});
+  out.time.optimizer = OptimizerTime(l, stage.most_loaded, stage_experts) + Fp8WeightCastTime(l, stage);
   const double dedicated = out.time.compute + out.time.tp_comm + out.time.cp_comm + out.time.moe_all_to_all +
                            out.time.pp_p2p + out.time.bubble + out.time.dp_comm_exposed +
                            out.time.weight_gather_exposed + out.time.optimizer;

@@ -201,7 +201,7 @@ class PerformanceModel {
   };
   DpExposed DataParallelExposedTime(const Layout& layout, const StageParameters& stage, DpOverlap hide) const;
   double TiedEmbeddingTime(const Layout& layout, double embedding_params) const;
-  double OptimizerTime(const Layout& layout, double params) const;
+  double OptimizerTime(const Layout& layout, double params, double expert_params) const;
   double Fp8WeightCastTime(const Layout& layout, const StageParameters& stage) const;
   double Fp8CastValuesPerPass(const Layout& layout) const;
   double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,

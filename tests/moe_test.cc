@@ -343,6 +343,9 @@ TEST_F(MoeModel, ExpertStatesShardOverEpAndExpertDp) {
   const double all = ep8.memory.weights / 2, experts = 32 * expert;  // parameters: all, of which one expert a layer
   EXPECT_NEAR(z1.memory.optimizer_states, (all - experts) * 12 / 64 + experts * 12 / 8, 1e-3 * experts);
   EXPECT_LT(z1.memory.optimizer_states, ep8.memory.optimizer_states);
+  // The optimizer step updates those shards: against ZeRO 0's whole update.
+  const double share = ((all - experts) / 64 + experts / 8) / all;
+  EXPECT_NEAR(z1.time.optimizer / ep8.time.optimizer, share, 1e-12);
 }
 
 // The expert GEMMs replace the dense MLP: Mixtral priced with no experts is a dense 14336-wide
