@@ -24,6 +24,21 @@ double LayerForwardFlops(const ModelShape& m, ScoreFlops scores) {
   return 2 * s * (2 * h * h + 2 * h * kv_width + m.MlpMatrices() * h * f) + AttentionCoreForwardFlops(m, scores);
 }
 
+// A MoE layer's forward pass for one sequence: the dense layer's attention, and in place of its
+// MLP each token's k routed and the shared experts (k h f_e matrices each). The router's h x E
+// GEMM is not counted, as Megatron-LM's num_floating_point_operations does not count it.
+double MoeLayerForwardFlops(const ModelShape& m, ScoreFlops scores) {
+  const double s = m.seq_len, h = m.hidden, f = m.MlpWidth(), f_e = m.ExpertMlpWidth();
+  const double experts_per_token = m.top_k + m.shared_experts;
+  return LayerForwardFlops(m, scores) + 2 * s * m.MlpMatrices() * h * (experts_per_token * f_e - f);
+}
+
+// Every layer's forward pass for one sequence: the dense and the MoE layers.
+double LayersForwardFlops(const ModelShape& m, ScoreFlops scores) {
+  const double dense = m.DenseLayers() * LayerForwardFlops(m, scores);
+  return m.MoeLayers() > 0 ? dense + m.MoeLayers() * MoeLayerForwardFlops(m, scores) : dense;
+}
+
 // The forward pass outside the layers for one sequence: a language model's logits (s x h x V),
 // or a ViT's head (s x h x O) and patch embedding (s x P x h).
 double HeadForwardFlops(const ModelShape& m) {
@@ -34,7 +49,10 @@ double HeadForwardFlops(const ModelShape& m) {
 
 }  // namespace
 
-double LayerForwardFlops(const ModelShape& m) { return LayerForwardFlops(m, ScoreFlops::kFull); }
+double LayerForwardFlops(const ModelShape& m) {
+  if (m.MoeLayers() == 0) return LayerForwardFlops(m, ScoreFlops::kFull);
+  return LayersForwardFlops(m, ScoreFlops::kFull) / m.layers;
+}
 
 EndsFlops EndsForwardFlops(const ModelShape& m) {
   const double s = m.seq_len, h = m.hidden;
@@ -43,12 +61,12 @@ EndsFlops EndsForwardFlops(const ModelShape& m) {
 }
 
 double ModelFlopsPerStep(const ModelShape& m, ScoreFlops scores) {
-  return 3 * (m.layers * LayerForwardFlops(m, scores) + HeadForwardFlops(m)) * m.global_batch;
+  return 3 * (LayersForwardFlops(m, scores) + HeadForwardFlops(m)) * m.global_batch;
 }
 
 double HardwareFlopsPerStep(const ModelShape& m, Recompute recompute, ScoreFlops scores) {
   double extra_forward = 0;
-  if (recompute == Recompute::kFull) extra_forward = m.layers * LayerForwardFlops(m, scores);
+  if (recompute == Recompute::kFull) extra_forward = LayersForwardFlops(m, scores);
   if (recompute == Recompute::kSelective) extra_forward = m.layers * AttentionCoreForwardFlops(m, scores);
   return ModelFlopsPerStep(m, scores) + extra_forward * m.global_batch;
 }

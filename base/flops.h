@@ -22,6 +22,9 @@ enum class ScoreFlops { kFull, kCausalHalf };
 //           embedding; the patch embedding's missing data gradient is counted like any GEMM's,
 //           as Megatron-Bridge's vit_flops does)
 // With g = a, k = 2, f = 4h this is 72 B L s h^2 (1 + s/(6h) + V/(12 h L)) (Korthikanti eq. 7).
+// A MoE layer (issue 36) runs (top_k + shared_experts) k h f_e matrices per token in place of
+// k h f, as Megatron-LM counts it (num_floating_point_operations); its router's h x E GEMM is not
+// counted (about E / (3 f_e (top_k + shared)) of the expert GEMMs: 0.02% for Mixtral).
 double ModelFlopsPerStep(const ModelShape& model, ScoreFlops scores = ScoreFlops::kFull);
 
 // FLOPs the hardware executes per step, including recomputation (full: one more forward pass
@@ -29,7 +32,8 @@ double ModelFlopsPerStep(const ModelShape& model, ScoreFlops scores = ScoreFlops
 // c 4 B L s^2 h. Korthikanti et al.'s eq. 8 counts 12 B L s^2 h for it; we count what runs).
 double HardwareFlopsPerStep(const ModelShape& model, Recompute recompute, ScoreFlops scores = ScoreFlops::kFull);
 
-// One layer's forward pass for one sequence (kFull scores): what the pipeline split balances.
+// One layer's forward pass for one sequence (kFull scores): what the pipeline split balances. Of
+// a MoE model, the mean over its dense and MoE layers (the split counts layers, not their kinds).
 double LayerForwardFlops(const ModelShape& model);
 // The forward work outside the layers for one sequence, by the stage it runs on: the first stage's
 // (a ViT's patch embedding; a token embedding is a lookup, 0) and the last stage's (the LM head's

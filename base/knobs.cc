@@ -8,11 +8,12 @@
 
 namespace tunepar {
 
-std::vector<int> KnobCandidates::For(int world) const {
-  if (!divisors_of_world) return codes;
+std::vector<int> KnobCandidates::For(int world, int experts) const {
+  if (!divisors_of_world && !divisors_of_experts) return codes;
+  const int n = divisors_of_world ? world : std::max(1, experts);
   std::vector<int> divisors;
-  for (int d = 1; d <= world; ++d) {
-    if (world % d == 0) divisors.push_back(d);
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) divisors.push_back(d);
   }
   return divisors;
 }
@@ -76,6 +77,13 @@ std::vector<KnobRow> BuiltInRows() {
        "Uneven pipeline stages: Megatron-LM's first/last-stage layer counts, balanced against the "
        "embedding and head (base/pipeline_split.h)",
        TUNEPAR_SWITCH_FIELD(uneven_stages)},
+      // Nested right after tp and cp (the same visit rank, later in the table), so that a dense
+      // model's ep > 1 fails at once; whether ep divides dp x cp is decided at pp.
+      {"ep", {"expert_parallel"}, "--ep", "ep", "ep", K::kSize, {}, "", 1, 1 << 20, 1, {false, {}, true}, false,
+       false, 0, E::kLog2, false,
+       "Expert-parallel size: ranks of the dp x cp group that split a MoE layer's experts (expert "
+       "tensor parallelism = tp); a space that omits it offers the divisors of the model's experts",
+       TUNEPAR_FIELD(ep)},
   };
 }
 

@@ -40,7 +40,8 @@ enum class Knob : int {
   kFlashAttention,
   kDpReplicate,
   kCp,
-  kUnevenStages
+  kUnevenStages,
+  kEp
 };
 
 enum class KnobKind {
@@ -59,12 +60,14 @@ enum class KnobEncoding {
 };
 
 // The candidate values of a knob in a space: an explicit list of codes, or (for sizes that may
-// say so) every divisor of the world size.
+// say so) every divisor of the world size, or (ep, when a space omits it) every divisor of the
+// model's experts: 1 alone for a dense model, so its space and study are what they were.
 struct KnobCandidates {
   bool divisors_of_world = false;
-  std::vector<int> codes;  // used when !divisors_of_world
+  std::vector<int> codes;  // used when !divisors_of_world and !divisors_of_experts
+  bool divisors_of_experts = false;
 
-  std::vector<int> For(int world) const;
+  std::vector<int> For(int world, int experts = 0) const;
   bool operator==(const KnobCandidates&) const = default;
 };
 using SizeCandidates = KnobCandidates;

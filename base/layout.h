@@ -43,6 +43,10 @@ struct Layout {
   // Uneven pipeline stages: the layers split by base/pipeline_split.h's rule (Megatron-LM's first
   // and last stage counts, balanced against the embedding and the head) instead of evenly.
   bool uneven_stages = false;
+  // Expert parallelism (a MoE model's): the experts of each MoE layer split over ep ranks carved
+  // from the dp x cp ranks (Megatron-Core's expert grid, base/rank_order.h), expert tensor
+  // parallelism = tp; tokens reach their experts by all-to-all.
+  int ep = 1;
   // Knobs whose table row keeps them by name (base/knobs.h), at a value other than neutral.
   std::map<std::string, int, std::less<>> more_knobs;
 
@@ -53,6 +57,10 @@ struct Layout {
   // replica: the shard group's ranks with their context-parallel peers, which hold the same
   // weights (Megatron-Core's dp-cp group, torchtitan's dp_shard_cp).
   int ZeroGroup() const { return cp * ShardGroup(); }
+  // The ranks that hold the same experts: the expert data-parallel size world / (tp ep pp) =
+  // dp cp / ep (Megatron-Core's expert-dp group), and the part of it ZeRO shards expert states over.
+  int ExpertDataGroup() const { return dp * cp / ep; }
+  int ExpertZeroGroup() const { return ZeroGroup() % ep == 0 ? ZeroGroup() / ep : 1; }
   // Model chunks the layers are split into: pipeline stages x virtual stages per stage.
   int ModelChunks() const { return pp * virtual_stages; }
   // Sequences per optimizer step: micro_batch x num_micro_batches x dp.

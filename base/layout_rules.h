@@ -32,6 +32,9 @@ enum class Constraint {
   kTpDividesFfn,            // the MLP width splits evenly over tp
   kTpPpDivideWorld,         // tp * cp * pp * dp = world
   kCpSplitsSequence,        // the sequence splits into 2 cp equal chunks (the causal load balance)
+  kEpNeedsExperts,          // expert parallelism splits experts: a dense model has none
+  kEpDividesExperts,        // each ep rank holds experts / ep whole experts
+  kEpDividesDpCp,           // the ep group is carved from the dp x cp ranks (Megatron-Core, etp = tp)
   kPpDividesLayers,         // layers split evenly over pipeline stages (without uneven_stages)
   kUnevenNeedsPp,           // uneven stages with one stage are the even split
   kUnevenStagesSplit,       // the uneven rule finds a split (every stage a layer), not the even one
@@ -51,7 +54,7 @@ enum class Constraint {
   kFp8NeedsPeak,               // fp8 GEMMs need hardware with an FP8 peak (H100: yes; A100, MI250X: no)
   kProgramRunsCombination,     // the space's [[rules]] (a command config's): combinations the program refuses
 };
-inline constexpr int kNumConstraints = 24;
+inline constexpr int kNumConstraints = 27;
 
 struct ConstraintRow {
   Constraint constraint;

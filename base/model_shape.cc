@@ -4,25 +4,37 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
+#include <cmath>
 #include <limits>
 
 #include "base/toml_fields.h"
 
 namespace tunepar {
 
+double ModelShape::ExpertParameters() const {
+  const double h = hidden, f_e = ExpertMlpWidth(), k = MlpMatrices(), biases = linear_biases ? 1 : 0;
+  return k * h * f_e + biases * ((k - 1) * f_e + h);
+}
+
 double ModelShape::Parameters() const {
   // Every term is an integer below 2^53, so the sum is exact in any order.
-  const double h = hidden, f = MlpWidth(), L = layers, g_over_a = static_cast<double>(KvHeads()) / heads;
+  const double h = hidden, f = MlpWidth(), g_over_a = static_cast<double>(KvHeads()) / heads;
   const double k = MlpMatrices(), biases = linear_biases ? 1 : 0;
   const double norm_vectors = norm == NormKind::kLayerNorm ? 2 : 1;  // weight (+ bias)
   const double attention = 2 * h * h + 2 * h * h * g_over_a + biases * (h + 2 * h * g_over_a + h);
   const double mlp_params = k * h * f + biases * ((k - 1) * f + h);
-  const double per_layer = attention + mlp_params + 2 * norm_vectors * h;
+  const double moe_mlp = (experts + shared_experts) * ExpertParameters() + h * experts;  // experts and router
+  const double not_mlp = attention + 2 * norm_vectors * h;
   const double positions_table = positions == Positions::kLearned ? static_cast<double>(seq_len) * h : 0.0;
   const double input = HasVocabulary() ? static_cast<double>(vocab) * h : patch_tokens * h + biases * h;
   const double head = HasVocabulary() ? (tied_embeddings ? 0.0 : static_cast<double>(vocab) * h)
                                       : h * output_width + biases * output_width;
-  return L * per_layer + input + positions_table + head + norm_vectors * h;
+  const double layer_params = DenseLayers() * (not_mlp + mlp_params) + MoeLayers() * (not_mlp + moe_mlp);
+  return layer_params + input + positions_table + head + norm_vectors * h;
+}
+
+double ModelShape::ActiveParameters() const {
+  return Parameters() - static_cast<double>(MoeLayers()) * (experts - top_k) * ExpertParameters();
 }
 
 std::string ModelShape::VocabularyText() const {
@@ -61,6 +73,20 @@ const std::vector<ShapeRow>& ShapeRows() {
        TUNEPAR_SHAPE_FIELD(patch_tokens), {}, 0, "0"},
       {"output_width", "O", false, false, "values the head predicts per token of a model without a vocabulary",
        TUNEPAR_SHAPE_FIELD(output_width), {}, 0, "0"},
+      {"experts", "E", false, false, "routed experts per MoE layer (default 0: a dense model)",
+       TUNEPAR_SHAPE_FIELD(experts), {}, 0, "0"},
+      {"top_k", "k", false, false, "experts each token is routed to (required with experts)",
+       TUNEPAR_SHAPE_FIELD(top_k), {}, 0, "0"},
+      {"expert_ffn_hidden", "f_e", false, false, "one expert's MLP width (default ffn_hidden)",
+       TUNEPAR_SHAPE_FIELD(expert_ffn_hidden), {}, 0, "0"},
+      {"shared_experts", "", false, false, "experts every token passes through, each expert_ffn_hidden wide (default 0)",
+       TUNEPAR_SHAPE_FIELD(shared_experts), {}, 0, "0"},
+      {"moe_every", "", false, false, "layer i (from 0) has experts when i % moe_every == 0, the others are dense (default 1)",
+       TUNEPAR_SHAPE_FIELD(moe_every), {}, 1, "1"},
+      {"capacity_factor", "CF", false, false,
+       "tokens an expert takes, as a multiple of the balanced share, up to 2 decimals (default 0: dropless)",
+       [](const ModelShape& m) { return static_cast<int>(std::lround(m.capacity_factor * 100)); },
+       [](ModelShape& m, int v) { m.capacity_factor = v / 100.0; }, {}, 0, "0", 2},
   };
   return rows;
 }
@@ -68,6 +94,20 @@ const std::vector<ShapeRow>& ShapeRows() {
 #undef TUNEPAR_SHAPE_FIELD
 
 namespace {
+
+// A field with decimals (capacity_factor = 1.25): a non-negative number with at most that many.
+Status ReadDecimalField(TomlFields& f, const ShapeRow& row, ModelShape* m) {
+  const double scale = std::pow(10.0, row.decimals);
+  double value = row.get(*m) / scale;
+  TUNEPAR_RETURN_IF_ERROR(f.Number(row.name, &value, row.required));
+  const double units = value * scale;
+  if (!(value >= 0) || units > std::numeric_limits<int>::max())
+    return f.Error(row.name, "must be a non-negative number");
+  if (std::abs(units - std::round(units)) > 1e-6)
+    return f.Error(row.name, fmt::format("at most {} decimals ({})", row.decimals, value));
+  row.set(*m, static_cast<int>(std::lround(units)));
+  return Status::Ok();
+}
 
 // One field of the shape table from the model file (absent and optional: left as it is).
 Status ReadShapeField(TomlFields& f, const ShapeRow& row, ModelShape* m) {
@@ -86,6 +126,7 @@ Status ReadShapeField(TomlFields& f, const ShapeRow& row, ModelShape* m) {
     row.set(*m, index);
     return Status::Ok();
   }
+  if (row.decimals > 0) return ReadDecimalField(f, row, m);
   if (row.min >= 1) {
     int value = row.get(*m);
     TUNEPAR_RETURN_IF_ERROR(f.PositiveInt(row.name, &value, row.required));
@@ -112,6 +153,7 @@ Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view 
   TUNEPAR_RETURN_IF_ERROR(f.Name(&m.name, file_stem));
   TUNEPAR_RETURN_IF_ERROR(f.String("description", &m.description, false));
   for (const ShapeRow& row : ShapeRows()) TUNEPAR_RETURN_IF_ERROR(ReadShapeField(f, row, &m));
+  TUNEPAR_RETURN_IF_ERROR(f.Number("moe_imbalance", &m.moe_imbalance, false));
   TUNEPAR_RETURN_IF_ERROR(f.RejectUnknownKeys());
   const bool ffn_given = m.ffn_hidden != 0;
   if (m.ffn_hidden == 0) m.ffn_hidden = DefaultMlpWidth(m.hidden);
@@ -123,6 +165,7 @@ Result<ModelShape> ParseModelShape(std::string_view toml_text, std::string_view 
 
 std::string ShapeFieldText(const ShapeRow& row, const ModelShape& m) {
   const int value = row.get(m);
+  if (row.decimals > 0) return fmt::format("{}", value / std::pow(10.0, row.decimals));
   if (!row.choices.empty()) return std::string(row.choices.at(value));
   return std::to_string(value);
 }
@@ -132,6 +175,34 @@ int ShapeChoiceIndex(const ShapeRow& row, std::string_view text) {
     if (row.choices[i] == text) return static_cast<int>(i);
   return -1;
 }
+
+namespace {
+
+// The mixture-of-experts fields' rules (issue 36).
+ShapeRule BrokenMoeRule(const ModelShape& m) {
+  const auto rule = [](std::string_view field, std::string text) { return ShapeRule{std::string(field), std::move(text)}; };
+  if (m.experts == 0) {
+    if (m.top_k > 0) return rule("top_k", "only with experts (a dense model routes nothing)");
+    if (m.expert_ffn_hidden > 0) return rule("expert_ffn_hidden", "only with experts");
+    if (m.shared_experts > 0) return rule("shared_experts", "only with experts (a dense model's MLP is ffn_hidden)");
+    if (m.moe_every != 1) return rule("moe_every", "only with experts");
+    if (m.capacity_factor > 0) return rule("capacity_factor", "only with experts");
+    if (m.moe_imbalance != 1.0) return rule("moe_imbalance", "only with experts");
+    return {};
+  }
+  if (m.experts == 1) return rule("experts", "0 (a dense model) or at least 2 (one expert is a dense MLP)");
+  if (m.top_k == 0) return rule("top_k", fmt::format("required with experts ({} experts)", m.experts));
+  if (m.top_k > m.experts)
+    return rule("top_k", fmt::format("at most experts (top {} of {} experts)", m.top_k, m.experts));
+  if (!(m.moe_imbalance >= 1.0))
+    return rule("moe_imbalance", fmt::format("at least 1 (the most loaded expert rank over the balanced share), got {}",
+                                             m.moe_imbalance));
+  if (m.moe_every > m.layers)
+    return rule("moe_every", fmt::format("at most layers ({} layers, every {})", m.layers, m.moe_every));
+  return {};
+}
+
+}  // namespace
 
 ShapeRule BrokenShapeRule(const ModelShape& m, bool ffn_given) {
   const auto rule = [](std::string_view field, std::string text) { return ShapeRule{std::string(field), std::move(text)}; };
@@ -155,7 +226,7 @@ ShapeRule BrokenShapeRule(const ModelShape& m, bool ffn_given) {
     return rule("output_width", "only with patch_tokens (a language model's output is its vocabulary)");
   if (m.patch_tokens > 0 && m.tied_embeddings)
     return rule("tied_embeddings", "a model without a vocabulary has no token embedding to tie (set it to false)");
-  return {};
+  return BrokenMoeRule(m);
 }
 
 }  // namespace tunepar

@@ -39,11 +39,24 @@ struct ModelShape {
   bool linear_biases = true;  // the linear layers have biases (GPT); Llama's have none
   int patch_tokens = 0;       // P, values in one input patch (channels p^2) of a model without a vocabulary (a ViT)
   int output_width = 0;       // O, values the head predicts per token when there is no vocabulary
+  // A mixture of experts (issue 36; Megatron-LM's names in brackets). experts = 0: a dense model.
+  int experts = 0;            // E routed experts per MoE layer [--num-experts]
+  int top_k = 0;              // k experts each token is routed to [--moe-router-topk]
+  int expert_ffn_hidden = 0;  // f_e, one expert's MLP width (0: ffn_hidden) [--moe-ffn-hidden-size]
+  int shared_experts = 0;     // experts every token passes through, each f_e wide (DeepSeek)
+  int moe_every = 1;          // layer i (from 0) is MoE when i % moe_every == 0, else dense [--moe-layer-freq]
+  double capacity_factor = 0; // CF: each expert takes at most ceil(T k / E CF) tokens; 0 = dropless
+  // The most loaded expert rank's tokens over the balanced share (>= 1; 1: balanced routing, as
+  // NVIDIA's performance recipes force). An assumption of the performance model about the routing,
+  // not a shape a program is told: read from the model file, outside the shape table. With a
+  // capacity factor every expert is padded to capacity and the load is CF instead.
+  double moe_imbalance = 1.0;
 
   // Trainable parameters: per layer QKV + projection (4h^2 + 4h), MLP (2hf + f + h), two layer
   // norms (4h); plus token and position embeddings (V + s) h, a separate LM head when untied,
   // and the final layer norm. With f = 4h this is Narayanan et al. 2021 eq. 2 plus 2h:
-  // 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)).
+  // 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)). A MoE layer's MLP is E + shared experts and the
+  // router h x E (no bias) in place of the dense MLP.
   double Parameters() const;
   int HeadDim() const { return hidden / heads; }
   // The MLP width f: ffn_hidden, or the default for a shape built without one.
@@ -58,6 +71,19 @@ struct ModelShape {
   int MlpMatrices() const { return mlp == MlpKind::kSwiglu ? 3 : 2; }
   // What the model reads and predicts per token, in summaries: "V 51200", or a ViT's "P 192 O 192".
   std::string VocabularyText() const;
+  // Layers with experts: ceil(L / moe_every) of a MoE model (Megatron's pattern i % freq == 0), else 0.
+  int MoeLayers() const { return experts > 0 ? (layers + moe_every - 1) / moe_every : 0; }
+  int DenseLayers() const { return layers - MoeLayers(); }
+  // f_e: expert_ffn_hidden, or the MLP width when not given.
+  int ExpertMlpWidth() const { return expert_ffn_hidden > 0 ? expert_ffn_hidden : MlpWidth(); }
+  // Parameters of one expert (and of one shared expert): k h f_e (+ biases (k - 1) f_e + h).
+  double ExpertParameters() const;
+  // Parameters a token passes through: the total less the E - k routed experts it is not sent to
+  // in each MoE layer (Mixtral 8x7B: 12.9B of 46.7B). A dense model's are all of them.
+  double ActiveParameters() const;
+  // An expert rank's routed tokens over the balanced share T k: CF when padded to capacity, else
+  // the stated imbalance.
+  double ExpertLoad() const { return capacity_factor > 0 ? capacity_factor : moe_imbalance; }
   // Tokens per optimizer step: B s.
   double TokensPerStep() const { return static_cast<double>(global_batch) * seq_len; }
 };
@@ -81,6 +107,9 @@ struct ShapeRow {
   // its study id (tuner/study/study_identity.cc, LateInputs). Empty: no such value (kv_heads's
   // neutral is heads, not a constant) or an older field.
   std::string_view neutral = {};
+  // A number with this many decimals in files, CSV and placeholders (capacity_factor: 2, "1.25"),
+  // held in the table as an integer in units of 10^-decimals (125); 0: an integer field.
+  int decimals = 0;
 };
 const std::vector<ShapeRow>& ShapeRows();
 

@@ -143,8 +143,10 @@ Result<RankOrder> RankOrder::Arrange(const GridSizes& g, const std::array<GridDi
 // orders are arranged directly, without parsing their names, and this thread's last grid is kept.
 RankOrder RankOrder::Of(const Layout& l) {
   const int replicas = l.dp_replicate >= 1 && l.dp % l.dp_replicate == 0 ? l.dp_replicate : 1;
-  const std::array<int, 5> sizes_key{l.tp, l.cp, l.dp, l.pp, replicas};
-  thread_local std::array<int, 5> last_key{0, 0, 0, 0, 0};
+  // ep inside dp x cp (the rule ep_divides_dp_cp); an illegal ep is left out of the grid (1).
+  const int ep = l.ep >= 1 && (l.cp * l.dp) % l.ep == 0 ? l.ep : 1;
+  const std::array<int, 6> sizes_key{l.tp, l.cp, l.dp, l.pp, replicas, ep};
+  thread_local std::array<int, 6> last_key{0, 0, 0, 0, 0, 0};
   thread_local RankOrder last;
   if (sizes_key == last_key) return last;
   GridSizes sizes;
@@ -153,6 +155,7 @@ RankOrder RankOrder::Of(const Layout& l) {
   sizes.dp = l.dp;
   sizes.pp = l.pp;
   sizes.dp_replicate = replicas;
+  sizes.ep = ep;
   last = *Arrange(sizes, kDenseDims, kExpertDims);
   last_key = sizes_key;
   return last;

@@ -67,7 +67,8 @@ class RankOrder {
   // give the grids different pipeline groups.
   static Result<RankOrder> CreateGrids(const GridSizes& sizes);
   // A layout's grid in the default order (tp, cp, dp, pp), dp split into shard x replicate by its
-  // dp_replicate.
+  // dp_replicate, and the expert grid (etp = tp, ep, edp = cp dp / ep, pp) by its ep: the ep
+  // group's members lie tp apart, inside the tp x cp x dp ranks of a stage.
   static RankOrder Of(const Layout& l);
 
   int World() const { return world_; }

@@ -36,7 +36,8 @@ struct SpaceSpec {
 
   const KnobCandidates& Of(Knob knob) const;
   KnobCandidates& Of(Knob knob);
-  std::vector<int> Values(Knob knob, int world) const { return Of(knob).For(world); }
+  // `experts`: the model's (ep's candidates when the space omits it: base/knobs.h).
+  std::vector<int> Values(Knob knob, int world, int experts = 0) const { return Of(knob).For(world, experts); }
   void Set(Knob knob, std::vector<int> codes) { Of(knob) = KnobCandidates{false, std::move(codes)}; }
 };
 

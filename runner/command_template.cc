@@ -47,6 +47,11 @@ std::map<std::string, std::string> Texts(const Layout& l, const TrialContext& c)
   const StageSplit split = c.model != nullptr ? SplitLayers(*c.model, l.pp, l.uneven_stages) : StageSplit{};
   texts["first_stage_layers"] = split.layers.empty() ? "0" : std::to_string(split.First());
   texts["last_stage_layers"] = split.layers.empty() ? "0" : std::to_string(split.Last());
+  // The shared experts' MLP width all together (Megatron-LM's --moe-shared-expert-intermediate-size:
+  // shared_experts x f_e); "0" without them.
+  texts["shared_expert_ffn_hidden"] =
+      c.model != nullptr ? std::to_string(static_cast<int64_t>(c.model->shared_experts) * c.model->ExpertMlpWidth())
+                         : "0";
   // Every field of the model's shape table ({global_batch} is the layout's, above).
   for (const ShapeRow& row : ShapeRows())
     texts.emplace(std::string(row.name), c.model != nullptr ? ShapeFieldText(row, *c.model) : "0");

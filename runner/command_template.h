@@ -8,6 +8,7 @@
 // {model}, every field of the model's shape table (base/model_shape.h: {layers} {hidden} {heads}
 // {seq_len} {vocab} {ffn_hidden} {kv_heads} {mlp} {positions} {norm} ...; choices by name:
 // {mlp=swiglu?--swiglu}), {layers_per_virtual_stage};
+// {shared_expert_ffn_hidden}: a MoE model's shared experts' width together (shared_experts x f_e);
 // {first_stage_layers} {last_stage_layers}: the layers of the first and last pipeline stage
 // (base/pipeline_split.h SplitLayers: with {uneven_stages} on, Megatron-LM's first/last-stage rule);
 // {torchtitan_model} {torchtitan_flavor}: torchtitan's names of the model's shape ("llama3", "8B";

@@ -40,6 +40,14 @@ std::string ElementwiseLabel(const ModelShape& m) {
   return label + ", softmax";
 }
 
+std::string ExpertsLabel(const ModelShape& m) {
+  std::string label = fmt::format("MoE experts (router, top-{} of {} experts f {}", m.top_k, m.experts, m.ExpertMlpWidth());
+  if (m.shared_experts > 0) label += fmt::format(", {} shared", m.shared_experts);
+  if (m.capacity_factor > 0) label += fmt::format(", capacity factor {}", m.capacity_factor);
+  if (m.moe_imbalance != 1.0) label += fmt::format(", imbalance {}", m.moe_imbalance);
+  return label + ")";
+}
+
 std::string EndsLabel(const ModelShape& m) {
   if (!m.HasVocabulary())
     return fmt::format("patch embedding ({} values per patch) and head ({} outputs per token)", m.patch_tokens,
@@ -52,6 +60,8 @@ std::string EndsLabel(const ModelShape& m) {
 std::vector<NamedTerm> NamedTimeTerms(const TimeBreakdown& t, const Layout& l) {
   std::vector<NamedTerm> terms{{"tp_comm_s", "tensor-parallel communication", t.tp_comm}};
   if (l.cp > 1) terms.push_back({"cp_comm_s", "context-parallel K/V exchange (ring, exposed)", t.cp_comm});
+  if (l.ep > 1 || t.moe_all_to_all > 0)
+    terms.push_back({"moe_all_to_all_s", "MoE token all-to-alls (dispatch and combine)", t.moe_all_to_all});
   terms.push_back({"pp_p2p_s", "pipeline point-to-point", t.pp_p2p});
   terms.push_back({"bubble_s", "pipeline bubble", t.bubble});
   terms.push_back({"dp_comm_exposed_s", "data-parallel communication (exposed)", t.dp_comm_exposed});
@@ -66,7 +76,7 @@ std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms
   const std::string core = std::string("attention core (QK^T, softmax, V") +
                            (m.positions == Positions::kAlibi ? "; ALiBi biases" : "") +
                            (m.Causal() ? ")" : "; bidirectional)");
-  return {{"qkv_projections_s", QkvLabel(m), t.qkv_projections},
+  std::vector<NamedTerm> terms = {{"qkv_projections_s", QkvLabel(m), t.qkv_projections},
           {"attention_output_s", "attention output projection", t.attention_output},
           {"mlp_s", fmt::format("MLP ({}: {} matrices, f {})", MlpName(m), m.MlpMatrices(), m.MlpWidth()), t.mlp},
           {"attention_core_s", core, t.attention_core},
@@ -74,6 +84,8 @@ std::vector<NamedTerm> NamedComputeTerms(const ModelShape& m, const ComputeTerms
           {"kernel_overhead_s", "kernel launches (per layer)", t.kernel_overhead},
           {"recompute_s", "recomputation", t.recompute},
           {"head_and_embedding_s", EndsLabel(m), t.head_and_embedding}};
+  if (m.experts > 0) terms.push_back({"expert_compute_s", ExpertsLabel(m), t.experts});
+  return terms;
 }
 
 std::string ShapeFeatures(const ModelShape& m) {
@@ -85,6 +97,12 @@ std::string ShapeFeatures(const ModelShape& m) {
     line += fmt::format(", ViT (patch {} -> head {})", m.patch_tokens, m.output_width);
   }
   if (!m.linear_biases) line += ", no biases";
+  if (m.experts > 0) {
+    line += fmt::format(", MoE {} experts top-{} f_e {}", m.experts, m.top_k, m.ExpertMlpWidth());
+    if (m.shared_experts > 0) line += fmt::format(" + {} shared", m.shared_experts);
+    if (m.moe_every > 1) line += fmt::format(" every {} layers", m.moe_every);
+    line += m.capacity_factor > 0 ? fmt::format(", capacity factor {}", m.capacity_factor) : ", dropless";
+  }
   return line;
 }
 

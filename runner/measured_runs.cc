@@ -1,5 +1,6 @@
 #include "runner/measured_runs.h"
 
+#include <cmath>
 #include <charconv>
 #include <map>
 #include <sstream>
@@ -166,6 +167,10 @@ Status ParseShape(const Row& r, ModelShape* m) {
       bool on = false;
       TUNEPAR_RETURN_IF_ERROR(r.Flag(name, &on));
       value = on ? 1 : 0;
+    } else if (row.decimals > 0) {  // capacity_factor: 1.25, held in hundredths (0: none)
+      double number = 0;
+      if (r.Text(name) != "0") TUNEPAR_RETURN_IF_ERROR(r.Number(name, &number));
+      value = static_cast<int>(std::lround(number * std::pow(10.0, row.decimals)));
     } else {
       TUNEPAR_RETURN_IF_ERROR(r.Int(name, &value, row.min));
     }

@@ -39,6 +39,8 @@ std::string PredictionJson(const Prediction& p, const ModelShape& model) {
         {"runtime_overhead", p.memory.runtime_overhead},
         {"gathered_weights", p.memory.gathered_weights}}},
   };
+  // A MoE model's all-to-alls (a dense model's details stay as they were).
+  if (model.experts > 0) j["breakdown"]["moe_all_to_all_s"] = p.time.moe_all_to_all;
   return j.dump();
 }
 

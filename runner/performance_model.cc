@@ -171,6 +171,11 @@ Status PerformanceModel::CheckLayout(const Layout& l) const {
   if (l.zero < 0 || l.zero > 3) return bad("ZeRO stage must be 0, 1, 2 or 3");
   if (l.dp_replicate < 1 || l.dp % l.dp_replicate != 0)
     return bad(fmt::format("dp_replicate {} does not divide dp {}", l.dp_replicate, l.dp));
+  if (l.ep < 1) return bad("ep must be positive");
+  if (l.ep > 1 && m.experts == 0) return bad(fmt::format("ep {} needs a model with experts (a dense model)", l.ep));
+  if (m.experts > 0 && m.experts % l.ep != 0)
+    return bad(fmt::format("ep {} does not divide {} experts", l.ep, m.experts));
+  if ((l.dp * l.cp) % l.ep != 0) return bad(fmt::format("ep {} does not divide dp {} x cp {}", l.ep, l.dp, l.cp));
   return Status::Ok();
 }
 
@@ -234,7 +239,81 @@ PerformanceModel::LayerTime PerformanceModel::LayerTimes(const Layout& l) const 
   const double collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
   layer.tp_comm = collectives * RingAllReduceTime(tokens * h * bv, l.tp, GroupLink(l.tp, RankOrder::Of(l).Stride(GridDim::kTp)));
   layer.cp_comm = KvExchangeExposedTime(l, layer);
+  if (m.experts > 0) AddExperts(l, &layer);
   return layer;
+}
+
+// ---- Mixtures of experts (issue 36). A MoE layer runs, in the dense MLP's place: the router
+// (a (T, E, h) GEMM replicated over tp and its softmax and top-k over T x E fp32 scores), the
+// shared experts as a dense MLP shared f_e wide split over tp, and the routed experts. Expert
+// parallelism with expert tensor parallelism = tp (Megatron-Core's default; ETP is not modelled
+// apart): each rank holds E / ep experts, each split over tp, and receives from its ep group's
+// ranks the tokens routed to them: ep T k / E rows per expert when routing is balanced, times the
+// load (the most loaded rank sets the pace: ModelShape::ExpertLoad, the stated imbalance, or with
+// a capacity factor every expert padded to ep ceil(T k CF / E) rows). Element-wise: the tokens'
+// permutation and unpermutation (read and write k h values each) and the experts' activation.
+// Four all-to-alls per micro-batch (dispatch and combine, forward and backward; two more when
+// the forward pass is recomputed), not overlapped. The layer's terms are the mean over the
+// model's dense and MoE layers (moe_every), so every stage holds the model's mix.
+void PerformanceModel::AddExperts(const Layout& l, LayerTime* layer) const {
+  const ModelShape& m = model_;
+  const double moe = static_cast<double>(m.MoeLayers()) / m.layers;
+  const double f = m.MlpWidth(), t = l.tp, tokens = TokensPerRank(l, m);
+  const double dense_activation = tokens * (m.mlp == MlpKind::kSwiglu ? kValuesPerSwigluUnit : kValuesPerMlpUnit) * f /
+                                  t * BytesPerValue(l.precision) / memory_bandwidth_;
+  const double replaced = moe * (layer->mlp + dense_activation);  // the dense MLP the MoE layers do not run
+  layer->mlp -= moe * layer->mlp;
+  layer->elementwise -= moe * dense_activation;
+  layer->experts = moe * ExpertForwardTime(l);
+  const double added = layer->experts - replaced;
+  layer->forward += added;
+  layer->backward += 2 * added;
+  if (l.recompute == Recompute::kFull) layer->recompute = layer->forward;
+  layer->moe_comm = moe * (4 + (l.recompute == Recompute::kFull ? 2 : 0)) * AllToAllTime(l);
+}
+
+double PerformanceModel::ExpertForwardTime(const Layout& l) const {
+  const ModelShape& m = model_;
+  const double gemm_peak = peak_[static_cast<int>(l.precision)], peak = peak_[StoragePeakIndex(l.precision)];
+  const double bv = BytesPerValue(l.precision), h = m.hidden, f_e = m.ExpertMlpWidth(), t = l.tp;
+  const double E = m.experts, k = m.top_k, ep = l.ep, tokens = TokensPerRank(l, m);
+  const bool swiglu = m.mlp == MlpKind::kSwiglu;
+  const double in_width = swiglu ? 2 * f_e : f_e, unit_values = swiglu ? kValuesPerSwigluUnit : kValuesPerMlpUnit;
+  // The router on the rank's tokens (s / t of them with sequence parallelism): logits, then the
+  // fp32 softmax and top-k (read, write).
+  const double router_tokens = tokens / (l.seq_parallel ? t : 1.0);
+  const double router = GemmTime(router_tokens, E, h, peak) + router_tokens * E * 2 * 4.0 / memory_bandwidth_;
+  // Rows per local expert: balanced ep T k / E, times the load; padded to capacity with a CF.
+  const double rows = m.capacity_factor > 0 ? ep * std::ceil(tokens * k * m.capacity_factor / E)
+                                            : ep * tokens * k / E * m.moe_imbalance;
+  const double routed = E / ep * (GemmTime(rows, in_width / t, h, gemm_peak) + GemmTime(rows, h, f_e / t, gemm_peak));
+  const double shared_width = m.shared_experts * f_e;
+  const double shared = m.shared_experts == 0 ? 0.0
+                                              : GemmTime(tokens, (swiglu ? 2 : 1) * shared_width / t, h, gemm_peak) +
+                                                    GemmTime(tokens, h, shared_width / t, gemm_peak);
+  const double values = E / ep * rows * (2 * 2 * h + unit_values * f_e / t) + tokens * unit_values * shared_width / t;
+  return router + routed + shared + values * bv / memory_bandwidth_;
+}
+
+// One dispatch (or combine): each rank sends its T k routed copies (T = b s / (t cp) with the tp
+// ranks splitting the tokens, Megatron's alltoall dispatcher) of h values, times the load, and
+// keeps the (1 / ep) bound for its own experts; the rest crosses the links the ep group spans
+// (members tp apart, rank order etp-ep-edp-pp): those inside the node at the node's bandwidth,
+// those on other nodes through the node's NICs, shared by its ranks all sending at once.
+double PerformanceModel::AllToAllTime(const Layout& l) const {
+  if (l.ep == 1) return 0.0;
+  const ModelShape& m = model_;
+  const double e = l.ep;
+  const double bytes = TokensPerRank(l, m) / l.tp * m.top_k * m.ExpertLoad() * m.hidden * BytesPerValue(l.precision);
+  const int stride = RankOrder::Of(l).Stride(GridDim::kEp);
+  const double in_node = std::clamp(ranks_per_node_ / std::max(1, stride), 1, l.ep);  // ep members per node
+  const LinkSpeed inside = GroupLink(static_cast<int>(in_node), stride);
+  double time = bytes * (in_node - 1) / e / inside.bandwidth + inside.latency;
+  if (in_node < e) {
+    const double nic_per_rank = node_network_ / ranks_per_node_;
+    time += bytes * (e - in_node) / e / nic_per_rank + eff_[EfficiencyKey::kNetworkLatencyUs] * 1e-6;
+  }
+  return time;
 }
 
 // ---- Context parallelism, Megatron-Core's ring (cp_comm_type p2p, TransformerEngine's
@@ -333,12 +412,18 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
   const double qkv_width = h + 2 * kv * d;
   // GPT: (4h^2 + 3h + 2hf + f) / t + 5h, every term an exact integer before the division.
   const double split = h * qkv_width + h * h + k * h * f + beta * (qkv_width + (k - 1) * f);
-  const double layer_params = split / t + (2 * norm_vectors * h + beta * h);
+  double layer_params = split / t + (2 * norm_vectors * h + beta * h);
+  StageParameters stage;
+  if (m.experts > 0) {  // the MoE layers' share: experts and shared experts split over tp, the router whole
+    const double moe = static_cast<double>(m.MoeLayers()) / m.layers;
+    stage.expert_layer = ExpertLayerParameters(l);
+    layer_params += moe * (m.shared_experts * m.ExpertParameters() / t + h * m.experts -
+                           (k * h * f + beta * (k - 1) * f) / t) + stage.expert_layer;
+  }
   const StageLayers on = LayersOnStages(l);
   const double layers_per_stage = on.first;  // every stage's when the split is even
   const double positions = m.positions == Positions::kLearned ? s * h : 0.0;
   const double final_norm = norm_vectors * h;
-  StageParameters stage;
   stage.layer = layer_params;
   if (!m.HasVocabulary()) {  // a ViT: patch embedding and head replicated over tp, never tied
     const double embed = m.patch_tokens * h + beta * h, head = h * m.output_width + beta * m.output_width;
@@ -358,6 +443,14 @@ PerformanceModel::StageParameters PerformanceModel::StageParams(const Layout& l)
                                       positions + final_norm
                                 : std::max({stage.first, stage.last, stage.middle});
   return stage;
+}
+
+// ---- The routed experts' weights a rank holds per layer: E / ep experts split over tp (expert
+// tensor parallelism = tp), the mean over the dense and MoE layers.
+double PerformanceModel::ExpertLayerParameters(const Layout& l) const {
+  const ModelShape& m = model_;
+  const double moe = static_cast<double>(m.MoeLayers()) / m.layers;
+  return moe * m.experts / l.ep * m.ExpertParameters() / l.tp;
 }
 
 // ---- The layers on the first, the middle (the most loaded of them) and the last stage: L / p
@@ -381,7 +474,8 @@ PerformanceModel::SlowestStage PerformanceModel::SlowestStageOf(const Layout& l,
                                                                 const HeadTime& head, double embed) const {
   const StageLayers on = LayersOnStages(l);
   if (!on.uneven) return {on.first, l.pp == 1 ? head.compute + embed : std::max(head.compute, embed), head.tp_comm, false};
-  const double per_layer = layer.forward + layer.backward + layer.recompute + layer.tp_comm + layer.cp_comm;
+  const double per_layer =
+      layer.forward + layer.backward + layer.recompute + layer.tp_comm + layer.cp_comm + layer.moe_comm;
   SlowestStage slowest{on.first, embed, 0.0, true};
   auto time = [&](const SlowestStage& stage) { return stage.layers * per_layer + stage.ends + stage.ends_tp; };
   for (const SlowestStage& stage : {SlowestStage{on.middle, 0.0, 0.0, true}, SlowestStage{on.last, head.compute, head.tp_comm, true}})
@@ -439,10 +533,15 @@ double PerformanceModel::TiedEmbeddingTime(const Layout& l, double embedding_par
 
 // ---- AdamW: per parameter it reads the gradient (twice, with the norm for clipping), reads
 // and writes the fp32 master weight and both moments, and writes the 16-bit copy.
-double PerformanceModel::OptimizerTime(const Layout& l, double params) const {
+// A MoE model's expert parameters (`expert_params` of them) are updated in shards over the
+// expert-dp ranks, the rest over dp x cp.
+double PerformanceModel::OptimizerTime(const Layout& l, double params, double expert_params) const {
   const bool mixed = l.precision != Precision::kFp32;
   const double optimizer_bytes = 2 * GradientBytes(l.precision) + 3 * 8.0 + (mixed ? BytesPerValue(l.precision) : 0.0);
-  return params / (l.zero >= 1 ? static_cast<double>(l.ZeroGroup()) : 1.0) * optimizer_bytes / memory_bandwidth_;
+  const bool sharded = l.zero >= 1;
+  const double updated = (params - expert_params) / (sharded ? static_cast<double>(l.ZeroGroup()) : 1.0) +
+                         expert_params / (sharded ? static_cast<double>(l.ExpertZeroGroup()) : 1.0);
+  return updated * optimizer_bytes / memory_bandwidth_;
 }
 
 // ---- fp8: once per step, on the step's first micro-batch, TransformerEngine casts the stage's
@@ -462,7 +561,7 @@ double PerformanceModel::DeviceSharingTime(const Layout& l, const TimeBreakdown&
   if (ranks_per_node_ <= gpus_per_node_) return 0;
   const double p = l.pp, mb = l.num_micro_batches;
   const double work_per_rank = time.compute - mb * head_per_mb * (p - 1) / p + time.tp_comm + time.cp_comm +
-                               time.pp_p2p + time.dp_comm_exposed + time.weight_gather_exposed + time.optimizer;
+                               time.moe_all_to_all + time.pp_p2p + time.dp_comm_exposed + time.weight_gather_exposed + time.optimizer;
   const double shared = work_per_rank * ranks_per_node_ / gpus_per_node_;
   return std::max(0.0, shared - dedicated);
 }
@@ -482,9 +581,22 @@ PerformanceModel::ActivationUnits PerformanceModel::ActivationUnitsPerLayer(cons
                                                                             Precision precision) {
   const double f_over_h = static_cast<double>(m.MlpWidth()) / m.hidden;
   const double kv_over_a = KvHeadsOverTp(m, tp) / m.heads;
-  const double mlp = m.mlp == MlpKind::kSwiglu ? 6 * f_over_h : 4 * f_over_h;
+  const double dense_mlp = m.mlp == MlpKind::kSwiglu ? 6 * f_over_h : 4 * f_over_h;
+  const double mlp = m.experts > 0 ? MoeMlpUnits(m, dense_mlp) : dense_mlp;
   if (precision == Precision::kFp8) return {8.0, 2 + 4 * kv_over_a + 1 + mlp - f_over_h};
   return {10.0, 2 + 4 * kv_over_a + 2 + mlp};
+}
+
+// A MoE layer keeps, per token, its k routed copies (the permuted inputs, 2 units each) and each
+// copy's expert activations as a dense MLP f_e wide keeps them, times the load (the most loaded
+// rank's; padded to capacity with a CF); its shared experts' as a dense MLP; the router's scores
+// are not counted (T x E, small beside them). Dense layers keep the dense MLP's.
+double PerformanceModel::MoeMlpUnits(const ModelShape& m, double dense_mlp_units) {
+  const double moe = static_cast<double>(m.MoeLayers()) / m.layers;
+  const double fe_over_h = static_cast<double>(m.ExpertMlpWidth()) / m.hidden;
+  const double expert = (m.mlp == MlpKind::kSwiglu ? 6 : 4) * fe_over_h;
+  const double moe_layer = m.top_k * m.ExpertLoad() * (expert + 2) + m.shared_experts * expert;
+  return (1 - moe) * dense_mlp_units + moe * moe_layer;
 }
 
 ModelStates ZeroModelStates(double params, double weight_bytes, double gradient_bytes, double optimizer_bytes,
@@ -528,7 +640,8 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   // Context parallelism's ring holds 4 K/V blocks at most: backward's K/V and dK/dV in hand and arriving.
   const double kv_block = tokens * 2 * KvHeadsOverTp(m, l.tp) / t * m.HeadDim() * bv;
   const double comm_buffers = (l.pp > 1 ? 2 * v * tokens * h * bv / t : 0.0) + (l.tp > 1 ? tokens * h * bv : 0.0) +
-                              (l.cp > 1 ? 4 * kv_block : 0.0);
+                              (l.cp > 1 ? 4 * kv_block : 0.0) +
+                              (l.ep > 1 ? 2 * tokens / t * m.top_k * m.ExpertLoad() * h * bv : 0.0);
   // FSDP (ZeRO-3) holds a unit's weights whole while it computes (a layer, or the embedding or
   // the head: a vocabulary shard), and the next unit's, gathered ahead on the communication stream.
   const double gathered = l.zero >= 3 ? (stage.layer + std::max(stage.layer, stage.embedding)) * bv : 0.0;
@@ -537,14 +650,19 @@ MemoryBreakdown PerformanceModel::Memory(const Layout& l, const StageParameters&
   auto fp8_copies = [&](double stage_layers) {
     return l.precision != Precision::kFp8 ? 0.0 : l.zero >= 3 ? 2.0 * 2 * stage.layer : 2.0 * stage.layer * stage_layers;
   };
+  // A MoE model's expert weights: their states sharded by ZeRO over the expert-dp ranks
+  // (world / (tp ep pp), Megatron's theoretical_memory_usage), the rest over dp x cp.
   auto stage_memory = [&](double stage_params, double stage_layers, double activations) {
     MemoryBreakdown mem;
+    const double experts = stage.expert_layer * stage_layers;
     const ModelStates states =
-        ZeroModelStates(stage_params, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ZeroGroup());
-    mem.weights = states.weights + fp8_copies(stage_layers);
+        ZeroModelStates(stage_params - experts, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ZeroGroup());
+    const ModelStates expert_states =
+        ZeroModelStates(experts, bv, grad_bytes, mixed ? 12.0 : 8.0, l.zero, l.ExpertZeroGroup());
+    mem.weights = states.weights + expert_states.weights + fp8_copies(stage_layers);
     mem.gathered_weights = gathered;
-    mem.gradients = states.gradients;
-    mem.optimizer_states = states.optimizer;
+    mem.gradients = states.gradients + expert_states.gradients;
+    mem.optimizer_states = states.optimizer + expert_states.optimizer;
     mem.activations = activations;
     mem.comm_buffers = comm_buffers;
     mem.runtime_overhead = eff_[K::kMemoryOverheadGb] * 1e9 + eff_[K::kMemoryFragmentation] * activations;
@@ -576,6 +694,7 @@ ComputeTerms PerformanceModel::TermsPerStep(const Layout& l, const LayerTime& la
   terms.kernel_overhead = per_step * 3 * layer.overhead;
   terms.recompute = per_step * layer.recompute;
   terms.head_and_embedding = static_cast<double>(l.num_micro_batches) * ends;
+  terms.experts = per_step * 3 * layer.experts;
   return terms;
 }
 
@@ -592,12 +711,14 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   const double compute_mb = layers_per_stage * (layer.forward + layer.backward + layer.recompute) + ends_mb;
   const double tp_mb = layers_per_stage * layer.tp_comm + slowest.ends_tp;
   const double cp_mb = layers_per_stage * layer.cp_comm;
-  const double slot = compute_mb + tp_mb + cp_mb + p2p;
+  const double moe_mb = layers_per_stage * layer.moe_comm;
+  const double slot = compute_mb + tp_mb + cp_mb + moe_mb + p2p;
   Prediction out;
   out.time.compute = mb * compute_mb;
   out.compute_terms = TermsPerStep(l, layer, slowest);
   out.time.tp_comm = mb * tp_mb;
   out.time.cp_comm = mb * cp_mb;
+  out.time.moe_all_to_all = mb * moe_mb;
   out.time.pp_p2p = mb * p2p;
   out.time.bubble = (p - 1) / v * slot;
   const StageParameters stage = StageParams(l);
@@ -607,9 +728,12 @@ Prediction PerformanceModel::Predict(const Layout& l) const {
   out.time.dp_comm_exposed = dp_exposed.gradients;
   out.time.weight_gather_exposed = dp_exposed.weight_gather;
   out.time.pp_p2p += TiedEmbeddingTime(l, stage.embedding);
-  out.time.optimizer = OptimizerTime(l, stage.most_loaded) + Fp8WeightCastTime(l, stage);
-  const double dedicated = out.time.compute + out.time.tp_comm + out.time.cp_comm + out.time.pp_p2p + out.time.bubble +
-                           out.time.dp_comm_exposed + out.time.weight_gather_exposed + out.time.optimizer;
+  const StageLayers on = LayersOnStages(l);
+  const double stage_experts = stage.expert_layer * std::max({on.first, on.middle, on.last});
+  out.time.optimizer = OptimizerTime(l, stage.most_loaded, stage_experts) + Fp8WeightCastTime(l, stage);
+  const double dedicated = out.time.compute + out.time.tp_comm + out.time.cp_comm + out.time.moe_all_to_all +
+                           out.time.pp_p2p + out.time.bubble + out.time.dp_comm_exposed +
+                           out.time.weight_gather_exposed + out.time.optimizer;
   out.time.device_sharing = DeviceSharingTime(l, out.time, ends_mb, dedicated);
   out.step_time_s = dedicated + out.time.device_sharing;
   out.tokens_per_s = model_.TokensPerStep() / out.step_time_s;

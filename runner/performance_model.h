@@ -52,6 +52,7 @@ struct TimeBreakdown {         // seconds per optimizer step; they add up to the
   double compute = 0;          // GEMMs, attention, element-wise kernels, recomputation
   double tp_comm = 0;          // tensor-parallel collectives (not overlapped)
   double cp_comm = 0;          // context parallelism's K/V exchange (ring) not hidden by the chunk attention
+  double moe_all_to_all = 0;   // a MoE layer's token dispatch and combine (4 all-to-alls per micro-batch)
   double pp_p2p = 0;           // pipeline sends and receives
   double bubble = 0;           // pipeline fill and drain: (p - 1) / v slots
   double dp_comm_exposed = 0;  // gradient reduction (and ZeRO-1/2's weight gather) not hidden by backward
@@ -71,9 +72,10 @@ struct ComputeTerms {
   double kernel_overhead = 0;     // fixed per-layer launch and synchronisation cost
   double recompute = 0;           // the forward pass again (full) or the attention core (selective)
   double head_and_embedding = 0;  // LM head and cross-entropy; a ViT's patch embedding and head
+  double experts = 0;             // a MoE layer's router and expert GEMMs (the most loaded expert rank's)
   double Total() const {
     return qkv_projections + attention_output + mlp + attention_core + elementwise + kernel_overhead + recompute +
-           head_and_embedding;
+           head_and_embedding + experts;
   }
 };
 
@@ -147,6 +149,8 @@ class PerformanceModel {
   struct LayerTime {  // one layer, one micro-batch, one tensor-parallel rank, seconds
     double forward = 0, backward = 0, recompute = 0, tp_comm = 0;
     double cp_comm = 0;  // the K/V ring's exposed hops (context parallelism)
+    double moe_comm = 0;  // a MoE layer's all-to-alls (forward, backward, recomputed forward)
+    double experts = 0;   // the router and expert GEMMs, forward (in mlp's place; backward 2x)
     // The forward pass's parts (the backward pass runs each GEMM twice, the rest as LayerTimes says).
     double qkv = 0, attention_output = 0, mlp = 0, attention_forward = 0, attention_backward = 0;
     double elementwise = 0, overhead = 0;
@@ -158,8 +162,17 @@ class PerformanceModel {
     double first = 0, last = 0, most_loaded = 0, embedding = 0;
     double middle = 0;  // the most loaded middle stage's (uneven splits; 0 when even)
     double layer = 0;  // one transformer layer's, on its tensor-parallel rank
+    // Of `layer`: the routed experts' weights a rank holds (E / ep experts, split over tp; a MoE
+    // model's mean over its dense and MoE layers), whose states ZeRO shards over the expert-dp ranks.
+    double expert_layer = 0;
   };
   LayerTime LayerTimes(const Layout& layout) const;
+  // A MoE model: the MoE layers' router, experts and all-to-alls in `layer`, as the mean over its
+  // dense and MoE layers.
+  void AddExperts(const Layout& layout, LayerTime* layer) const;
+  double ExpertForwardTime(const Layout& layout) const;  // one MoE layer, one micro-batch
+  double AllToAllTime(const Layout& layout) const;       // one dispatch or combine
+  double ExpertLayerParameters(const Layout& layout) const;
   double KvExchangeExposedTime(const Layout& layout, const LayerTime& layer) const;
   struct StageLayers {  // layers on the first, the most loaded middle and the last stage
     double first = 0, middle = 0, last = 0;
@@ -188,7 +201,7 @@ class PerformanceModel {
   };
   DpExposed DataParallelExposedTime(const Layout& layout, const StageParameters& stage, DpOverlap hide) const;
   double TiedEmbeddingTime(const Layout& layout, double embedding_params) const;
-  double OptimizerTime(const Layout& layout, double params) const;
+  double OptimizerTime(const Layout& layout, double params, double expert_params) const;
   double Fp8WeightCastTime(const Layout& layout, const StageParameters& stage) const;
   double Fp8CastValuesPerPass(const Layout& layout) const;
   double DeviceSharingTime(const Layout& layout, const TimeBreakdown& time, double head_per_micro_batch,
@@ -199,6 +212,8 @@ class PerformanceModel {
     double split = 0;       // S: split over tp
   };
   static ActivationUnits ActivationUnitsPerLayer(const ModelShape& model, int tp, Precision precision);
+  // A MoE model's MLP units of S (split over tp) per layer, the mean over its dense and MoE layers.
+  static double MoeMlpUnits(const ModelShape& model, double dense_mlp_units);
   // The link a group of `size` ranks, `stride` ranks apart, runs its collectives over.
   LinkSpeed GroupLink(int size, int stride) const;
   double GemmTime(double m, double n, double k, double peak) const;

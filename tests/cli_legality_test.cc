@@ -187,6 +187,37 @@ TEST(CliLongSequences, UnevenStagesSayTheSplitAndTheDryRunProposesContextParalle
   EXPECT_GT(j["best"][0]["details"]["breakdown"]["cp_comm_s"].get<double>(), 0.0);
 }
 
+// Issue 36's case as a user types it: a dry run of Mixtral 8x7B on 256 LUMI-G GCDs in the default
+// space proposes expert-parallel layouts and names the all-to-all and expert terms; ep on a dense
+// model and an inconsistent MoE file are one line each, naming what is wrong.
+TEST(CliMixturesOfExperts, MixtralDryRunProposesExpertParallelism) {
+  TempDir dir;
+  const std::string dry = "--store " + (dir / "store") + " search --world 256 --hardware lumi-g --model mixtral-8x7b";
+  const testing::CliRun text = RunTunepar(dry);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("mixtral-8x7b (46.7B parameters, 12.9B active)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("MoE token all-to-alls (dispatch and combine)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("MoE experts (router, top-2 of 8 experts f 14336)"), std::string::npos) << text.out;
+  const testing::CliRun json = RunTunepar("--json " + dry);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  ASSERT_FALSE(j["best"].empty());
+  EXPECT_GT(j["best"][0]["ep"].get<int>(), 1) << j["best"][0]["layout"];
+  EXPECT_GT(j["best"][0]["details"]["breakdown"]["moe_all_to_all_s"].get<double>(), 0.0);
+  EXPECT_GT(j["best"][0]["details"]["compute_terms"]["expert_compute_s"].get<double>(), 0.0);
+
+  ExpectOneLineError(RunTunepar("--store " + (dir / "store") +
+                                " search --world 64 --hardware lumi-g --model llama3-8b --fix ep=2"),
+                     kExitNoLegalLayout, "expert parallelism (ep > 1) needs a model with experts");
+  ExpectOneLineError(RunTunepar("predict --world 64 --hardware lumi-g --model llama3-8b --tp 2 --mbs 1 --fix ep=2"),
+                     kExitUsage, "(ep_needs_experts)");
+  std::string bad = testing::PresetText("models", "mixtral-8x7b");
+  bad.replace(bad.find("top_k = 2"), 9, "top_k = 9");
+  testing::WriteFile(dir / "bad-moe.toml", bad);
+  ExpectOneLineError(RunTunepar("predict --world 64 --hardware lumi-g --tp 1 --mbs 1 --model " + (dir / "bad-moe.toml")),
+                     kExitConfig, "key 'top_k': at most experts (top 9 of 8 experts)");
+}
+
 TEST(CliPredict, AcceptsExactlyTheLayoutsTheSpaceLists) {
   const testing::CliRun space = RunTunepar("--json space --world 8 --model tiny --hardware local-cpu --list");
   ASSERT_EQ(space.exit_code, 0) << space.err;

@@ -202,9 +202,10 @@ TEST(CommandKnobs, OnlyWhatTheTemplatePassesIsReceived) {
   // Received in part: none and selective run the same program; none (listed first) stands for both.
   EXPECT_EQ(support->Of(Knob::kRecompute),
             (std::vector<int>{static_cast<int>(Recompute::kNone), static_cast<int>(Recompute::kFull)}));
-  EXPECT_EQ(PinnedKnobs(*support), "zero0 rcnone rcfull sp0 vpp1 fa0 dpr1 cp1 uneven0");
+  EXPECT_EQ(PinnedKnobs(*support), "zero0 rcnone rcfull sp0 vpp1 fa0 dpr1 cp1 uneven0 ep1");
   EXPECT_EQ(UnreceivedKnobs(*support),
-            "zero 0, seq_parallel off, virtual_stages 1, flash_attention off, dp_replicate 1, cp 1, uneven_stages off");
+            "zero 0, seq_parallel off, virtual_stages 1, flash_attention off, dp_replicate 1, cp 1, uneven_stages off, "
+            "ep 1");
 }
 
 TEST(CommandKnobs, DerivedAndConditionalPlaceholdersCarryTheirKnobs) {
@@ -216,19 +217,19 @@ TEST(CommandKnobs, DerivedAndConditionalPlaceholdersCarryTheirKnobs) {
                                     .SupportedKnobs(OpenSpace(), 8);
   ASSERT_TRUE(support.ok()) << support.status().message();
   // Nothing carries hybrid sharding or uneven stages; dp carries cp (dp = world / (tp cp pp)).
-  EXPECT_EQ(PinnedKnobs(*support), "dpr1 uneven0");
+  EXPECT_EQ(PinnedKnobs(*support), "dpr1 uneven0 ep1");
   // The shard group, dp / dp_replicate, carries it.
   Result<KnobSupport> hybrid = Backend(
       "train --dp {dp} --shard {dp_shard} --nmb {nmb} {sp?--sequence-parallel} {flash_attention?--flash} --zero {zero} "
       "--layers-per-chunk {layers_per_virtual_stage} --{precision} --recompute {recompute}")
                                    .SupportedKnobs(OpenSpace(), 8);
   ASSERT_TRUE(hybrid.ok()) << hybrid.status().message();
-  EXPECT_EQ(PinnedKnobs(*hybrid), "uneven0");
+  EXPECT_EQ(PinnedKnobs(*hybrid), "uneven0 ep1");
 }
 
 TEST(CommandKnobs, TheLayoutVariableCountsOnlyWhenTheProgramReadsIt) {
   EXPECT_EQ(PinnedKnobs(Backend("train {tp} {pp} {mbs} {precision}").SupportedKnobs(OpenSpace(), 8).value()),
-            "zero0 rcnone sp0 vpp1 fa0 dpr1 cp1 uneven0");
+            "zero0 rcnone sp0 vpp1 fa0 dpr1 cp1 uneven0 ep1");
   EXPECT_EQ(PinnedKnobs(Backend("train", true).SupportedKnobs(OpenSpace(), 8).value()), "");
 }
 
@@ -238,7 +239,7 @@ TEST(CommandKnobs, TheDeepSpeedConfigCarriesItsKnobs) {
   Result<KnobSupport> support =
       Backend("train --tp {tp} --pp {pp} --deepspeed_config {deepspeed_config}").SupportedKnobs(OpenSpace(), 8);
   ASSERT_TRUE(support.ok()) << support.status().message();
-  EXPECT_EQ(PinnedKnobs(*support), "rcnone sp0 vpp1 fa0 dpr1 uneven0");
+  EXPECT_EQ(PinnedKnobs(*support), "rcnone sp0 vpp1 fa0 dpr1 uneven0 ep1");
 }
 
 TEST(CommandKnobs, AKnobWithNoValueToRunAtMustBeDeclared) {

@@ -72,7 +72,12 @@ std::vector<std::string> ModelFiles(const testing::TempDir& dir) {
                           "seq_len = 2048\nvocab = 128256\nglobal_batch = 960\nmlp = \"swiglu\"\n"
                           "ffn_hidden = 16384\npositions = \"rotary\"\nnorm = \"rmsnorm\"\n"
                           "tied_embeddings = false\nlinear_biases = false\n";
-  return {gpt, llama, "llama3-70b"};
+  // A GPT-style mixture of experts (issue 36) with every MoE field away from its default.
+  const std::string moe = dir / "moe-120l.toml";
+  std::ofstream(moe) << "name = \"moe-120l\"\nlayers = 120\nhidden = 6144\nheads = 48\nseq_len = 2048\n"
+                        "vocab = 51200\nglobal_batch = 960\nexperts = 8\ntop_k = 2\nexpert_ffn_hidden = 4096\n"
+                        "shared_experts = 2\nmoe_every = 2\ncapacity_factor = 1.25\n";
+  return {gpt, llama, "llama3-70b", moe};
 }
 
 // What each shipped config refuses to train, at study start (runner::CheckTrainsModel): a part
@@ -82,6 +87,8 @@ const std::map<std::pair<std::string, std::string>, std::string> kRefused = {
     {{"megatron-deepspeed", "llama3-70b"}, "does not pass {ffn_hidden}"},
     {{"torchtitan", "gpt-120l"}, "model gpt-120l has the shape of none of torchtitan's (llama3 8B, 70B, 405B"},
     {{"torchtitan", "llama-120l"}, "model llama-120l has the shape of none of torchtitan's"},
+    {{"megatron-deepspeed", "moe-120l"}, "does not pass {experts}"},
+    {{"torchtitan", "moe-120l"}, "model moe-120l has the shape of none of torchtitan's"},
 };
 
 // torchtitan's flavour of each model it trains (torchtitan/models/llama3/__init__.py @ v0.2.2).
@@ -199,6 +206,20 @@ void CheckMegatronLm(Verdict& v, const Layout& l, const ModelShape& m) {
   if (l.zero >= 2) v.expect_on("--no-gradient-accumulation-fusion", true);
   v.expect("hybrid sharding (not mapped)", "1", std::to_string(l.dp_replicate));
   v.expect_flag("--context-parallel-size", std::to_string(l.cp));
+  // Mixtures of experts: ep always, the expert flags with experts (dropless without a capacity factor).
+  v.expect_flag("--expert-model-parallel-size", std::to_string(l.ep));
+  const bool moe = m.experts > 0;
+  auto moe_flag = [&](const std::string& flag, bool given, int64_t value) {
+    v.expect_flag(flag, moe && given ? std::to_string(value) : "(absent)");
+  };
+  moe_flag("--num-experts", true, m.experts);
+  moe_flag("--moe-router-topk", true, m.top_k);
+  moe_flag("--moe-layer-freq", true, m.moe_every);
+  moe_flag("--moe-ffn-hidden-size", m.expert_ffn_hidden > 0, m.expert_ffn_hidden);
+  moe_flag("--moe-shared-expert-intermediate-size", m.shared_experts > 0,
+           static_cast<int64_t>(m.shared_experts) * m.ExpertMlpWidth());
+  v.expect_flag("--moe-expert-capacity-factor", m.capacity_factor > 0 ? fmt::format("{}", m.capacity_factor) : "(absent)");
+  v.expect_on("--moe-pad-expert-input-to-capacity", m.capacity_factor > 0);
   // Uneven stages: the first and last stage's counts of the one rule (base/pipeline_split.h).
   const StageSplit split = SplitLayers(m, l.pp, l.uneven_stages);
   v.expect_flag("--decoder-first-pipeline-num-layers", l.uneven_stages ? std::to_string(split.First()) : "(absent)");
@@ -353,8 +374,8 @@ TEST(ShippedCommandConfigs, EveryLayoutOfEverySpaceRendersFlagsThatAgree) {
       }
     }
   }
-  // megatron-deepspeed x gpt, megatron-lm x 3 models, torchtitan x llama3-70b.
-  EXPECT_EQ(rendered_pairs, 5);
+  // megatron-deepspeed x gpt, megatron-lm x 4 models, torchtitan x llama3-70b.
+  EXPECT_EQ(rendered_pairs, 6);
 }
 
 // A Megatron-LM model it cannot train is refused at study start with the field that says why:

@@ -350,7 +350,7 @@ TEST(LaunchScript, MegatronLmLaunchCarriesTheShapeFlags) {
   const std::string training = Steps(run.out).back();
   EXPECT_NE(training.find(
                 " python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
-                "--context-parallel-size 1 --num-layers-per-virtual-pipeline-stage 10 --sequence-parallel --micro-batch-size 1 --global-batch-size "
+                "--context-parallel-size 1 --expert-model-parallel-size 1 --num-layers-per-virtual-pipeline-stage 10 --sequence-parallel --micro-batch-size 1 --global-batch-size "
                 "1024 --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
                 "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "
                 "--position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights "
@@ -371,13 +371,32 @@ TEST(LaunchScript, MegatronLmLaunchCarriesContextParallelismAndTheStageSplit) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string training = Steps(run.out).back();
   EXPECT_NE(training.find(" --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --context-parallel-size 2 "
-                          "--decoder-first-pipeline-num-layers 19 --decoder-last-pipeline-num-layers 19 "),
+                          "--expert-model-parallel-size 1 --decoder-first-pipeline-num-layers 19 --decoder-last-pipeline-num-layers 19 "),
             std::string::npos)
       << training;
   const std::string even = "tp8-pp4-dp4-mbs1-nmb256-bf16-zero1-rcselective-sp1-vpp1-fa1";
   const CliRun core = RunTunepar("launch-script --model llama3-70b --hardware dgx-h100 --layout " + even + "-uneven1");
   ASSERT_EQ(core.exit_code, 0) << core.err;
   EXPECT_NE(Steps(core.out).back().find(" --layout " + even + "-uneven1 "), std::string::npos) << Steps(core.out).back();
+}
+
+// A MoE model's launch (issue 36): Mixtral with ep 8 carries Megatron-LM's expert flags
+// (dropless: no capacity factor; no shared experts); tunepar-core, which has no MoE layer, and
+// torchtitan's config (no MoE flavour mapped) give no script, naming why.
+TEST(LaunchScript, MegatronLmLaunchCarriesTheExpertFlags) {
+  const std::string layout = " --layout tp1-pp4-dp64-mbs1-nmb8-bf16-zero1-rcnone-sp0-vpp1-fa1-ep8 --steps 1000";
+  const CliRun run = RunTunepar("launch-script --model mixtral-8x7b --hardware dgx-h100 --command-config " +
+                                std::string(TUNEPAR_SOURCE_DIR) + "/configs/commands/megatron-lm.toml" + layout);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string training = Steps(run.out).back();
+  EXPECT_NE(training.find(" --context-parallel-size 1 --expert-model-parallel-size 8 --num-experts 8 --moe-router-topk 2 "
+                          "--moe-layer-freq 1 --moe-token-dispatcher-type alltoall --moe-ffn-hidden-size 14336 "),
+            std::string::npos)
+      << training;
+  EXPECT_EQ(training.find("--moe-expert-capacity-factor"), std::string::npos) << training;
+  EXPECT_EQ(training.find("--moe-shared-expert-intermediate-size"), std::string::npos) << training;
+  ExpectOneLineError(RunTunepar("launch-script --model mixtral-8x7b --hardware dgx-h100" + layout), kExitConfig,
+                     "tunepar-core has no MoE layer yet");
 }
 
 // A model the command config's program cannot train gets no script either (exit 3, the field

@@ -108,14 +108,21 @@ inline Status SupportsModel(const ModelShape& m) {
   }
   if (m.positions == Positions::kAlibi)
     return ConfigError(fmt::format("model {}: ALiBi positions are not implemented in tunepar-core", m.name));
+  if (m.experts > 0) {
+    return ConfigError(fmt::format("model {} has {} experts: tunepar-core has no MoE layer yet (issue 36); use the "
+                                   "model or command backend",
+                                   m.name, m.experts));
+  }
   return Status::Ok();
 }
 
 // The knobs of `build` for `model`: with grouped-query attention also the tp sizes it splits the
-// K/V heads over (tp divides them: K/V heads replicated over tp > kv_heads are not implemented).
-// A multi-head model adds nothing, so its studies keep their ids.
+// K/V heads over (tp divides them: K/V heads replicated over tp > kv_heads are not implemented);
+// with experts, ep 1 (no MoE layer: SupportsModel refuses such a model before a trial runs). A
+// dense multi-head model adds nothing, so its studies keep their ids (a dense model's ep is 1 anyway).
 inline KnobSupport SupportedKnobs(CoreBuild build, const ModelShape& model) {
   KnobSupport support = SupportedKnobs(build);
+  if (model.experts > 0) support.Of(Knob::kEp) = {1};
   if (model.KvHeads() == model.heads) return support;
   for (int tp = 1; tp <= model.KvHeads(); ++tp)
     if (model.KvHeads() % tp == 0) support.Of(Knob::kTp).push_back(tp);

@@ -23,8 +23,10 @@ std::string SpaceSummary(const SpaceSpec& space) {
     const KnobCandidates& c = space.Of(k);
     std::vector<std::string> values;
     for (int code : c.codes) values.push_back(KnobValueText(k, code));
-    parts.push_back(fmt::format("{} {}", RowOf(k).column,
-                                c.divisors_of_world ? std::string("divisors") : fmt::format("{}", fmt::join(values, ","))));
+    const std::string text = c.divisors_of_world     ? std::string("divisors")
+                             : c.divisors_of_experts ? std::string("experts' divisors")
+                                                     : fmt::format("{}", fmt::join(values, ","));
+    parts.push_back(fmt::format("{} {}", RowOf(k).column, text));
   }
   return fmt::format("{}", fmt::join(parts, " "));
 }

@@ -39,6 +39,7 @@ std::string Domain(Knob knob) {
 std::string SpaceDefault(Knob knob) {
   const KnobCandidates& c = RowOf(knob).space_default;
   if (c.divisors_of_world) return "divisors";
+  if (c.divisors_of_experts) return "divisors of the model's experts";
   std::vector<std::string> values;
   for (int code : c.codes) values.push_back(KnobValueText(knob, code));
   return fmt::format("{}{}", fmt::join(values, ","), RowOf(knob).space_requires ? " (required)" : "");

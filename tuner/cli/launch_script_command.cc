@@ -145,7 +145,8 @@ Status ChooseMpi(const LaunchScriptOptions& o, const std::string& core_binary, r
 Status SetCoreCommand(const LaunchScriptOptions& o, const Chosen& chosen, runner::LaunchScriptRequest* r) {
   std::string why;
   const core::CoreBuild build = CoreBuildFor(chosen.hardware, &why);
-  if (Status supported = CheckSupported(chosen.layout, core::SupportedKnobs(build), core::BinaryName(build));
+  TUNEPAR_RETURN_IF_ERROR(core::SupportsModel(chosen.model));  // a MoE model, a ViT, ALiBi: exit 3, naming it
+  if (Status supported = CheckSupported(chosen.layout, core::SupportedKnobs(build, chosen.model), core::BinaryName(build));
       !supported.ok()) {
     return InvalidArgument(supported.message() +
                            "; give --command-config configs/commands/megatron-deepspeed.toml or --training-command");

@@ -165,8 +165,8 @@ void PrintMemoryTable(const Problem& problem, const Layout& layout, const runner
 }
 
 void PrintPrediction(const Problem& problem, int world, const Layout& layout, const runner::Prediction& p) {
-  fmt::print("tunepar predict: {} ({} parameters) on {}, world {}, global batch {}\n", problem.model.name,
-             HumanCount(problem.model.Parameters()), problem.hardware.name, world, problem.model.global_batch);
+  fmt::print("tunepar predict: {} ({}) on {}, world {}, global batch {}\n", problem.model.name,
+             ParametersText(problem.model.Parameters(), problem.model.ActiveParameters()), problem.hardware.name, world, problem.model.global_batch);
   fmt::print("shape {}\n", runner::ShapeFeatures(problem.model));
   fmt::print("layout {}\n{}\n", LayoutKey(layout), StageSplitLine(problem.model, layout));
   fmt::print("step time {}   tokens/s {}   TFLOP/s per GPU {}   MFU {:.1f}%\n", Seconds(p.step_time_s),

@@ -492,8 +492,8 @@ void BayesianSearch::PrintHeader(const std::vector<store::TrialRecord>& recovere
   if (global_.json) return;
   const Problem& problem = context_.problem;
   const int gpn = problem.hardware.gpus_per_node, per_node = context_.PlacedRanksPerNode(), nodes = context_.Nodes();
-  fmt::print("tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{}{}), space {}: {} legal layouts\n",
-             problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, context_.world, nodes,
+  fmt::print("tunepar search: model {} ({}), hardware {}, world {} ({} node{}{}), space {}: {} legal layouts\n",
+             problem.model.name, ParametersText(problem.model.Parameters(), problem.model.ActiveParameters()), problem.hardware.name, context_.world, nodes,
              nodes > 1 ? "s" : "",
              per_node > gpn ? fmt::format("; {} ranks per node share {} devices", per_node, gpn) : "",
              problem.space.name, WithCommas(static_cast<int64_t>(context_.space.legal.size())));

@@ -80,8 +80,8 @@ void PrintText(const GlobalOptions& global, const StudySession& session, const s
     auto it = counts.find(status);
     return it == counts.end() ? int64_t{0} : it->second;
   };
-  fmt::print("tunepar search: model {} ({} parameters), hardware {}, world {} ({} node{} x {}), space {}\n",
-             problem.model.name, HumanCount(problem.model.Parameters()), problem.hardware.name, context.world, context.Nodes(),
+  fmt::print("tunepar search: model {} ({}), hardware {}, world {} ({} node{} x {}), space {}\n",
+             problem.model.name, ParametersText(problem.model.Parameters(), problem.model.ActiveParameters()), problem.hardware.name, context.world, context.Nodes(),
              context.Nodes() == 1 ? "" : "s", std::min(context.world, problem.hardware.gpus_per_node), problem.space.name);
   fmt::print("shape: {}\n", runner::ShapeFeatures(problem.model));
   fmt::print("backend model: {}\n", runner::kPerformanceModelVersion);

@@ -132,6 +132,11 @@ std::string HumanCount(double n) {
   return fmt::format("{:.0f}", n);
 }
 
+std::string ParametersText(double total, double active) {
+  if (active == total) return HumanCount(total) + " parameters";
+  return fmt::format("{} parameters, {} active", HumanCount(total), HumanCount(active));
+}
+
 std::string Counted(int64_t n, const std::string& noun) {
   return WithCommas(n) + " " + noun + (n == 1 ? "" : "s");
 }

@@ -31,6 +31,8 @@ size_t DisplayWidth(std::string_view utf8);
 std::string WithCommas(int64_t n);            // 40128 -> "40,128"
 std::string Fixed(double value, int digits);  // fixed-point, "-" for NaN
 std::string HumanCount(double n);
+// A model's size in summaries: "1.01T parameters", a MoE model's "46.7B parameters, 12.9B active".
+std::string ParametersText(double total, double active);
 // TFLOP/s per GPU: one decimal from 1 up; below, two significant digits, so that a small run (a
 // CPU, a tiny model: 0.0042) does not read 0.0. "-" for NaN.
 std::string TflopsText(double value);
