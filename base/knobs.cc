@@ -8,9 +8,20 @@
 
 namespace tunepar {
 
-std::vector<int> KnobCandidates::For(int world, int experts) const {
+namespace {
+
+std::vector<int> SequenceSplits(int seq_len) {
+  std::vector<int> splits = {1};
+  for (int cp = 2; seq_len / cp >= kMinTokensPerContextRank && seq_len % (2 * cp) == 0; cp *= 2) splits.push_back(cp);
+  return splits;
+}
+
+}  // namespace
+
+std::vector<int> KnobCandidates::For(int world, ModelExtent model) const {
+  if (sequence_splits) return SequenceSplits(model.seq_len);
   if (!divisors_of_world && !divisors_of_experts) return codes;
-  const int n = divisors_of_world ? world : std::max(1, experts);
+  const int n = divisors_of_world ? world : std::max(1, model.experts);
   std::vector<int> divisors;
   for (int d = 1; d <= n; ++d) {
     if (n % d == 0) divisors.push_back(d);
@@ -66,7 +77,7 @@ std::vector<KnobRow> BuiltInRows() {
        TUNEPAR_FIELD(dp_replicate)},
       // Nested right after tp (the same visit rank, later in the table): dp follows from pp once
       // tp and cp are set.
-      {"cp", {"context_parallel"}, "--cp", "cp", "cp", K::kSize, {}, "", 1, 1 << 20, 1, {false, {1}}, false, true,
+      {"cp", {"context_parallel"}, "--cp", "cp", "cp", K::kSize, {}, "", 1, 1 << 20, 1, {false, {}, false, true}, false, true,
        0, E::kLog2, false,
        "Context-parallel size: ranks that split every sequence (2 cp chunks, causally balanced), "
        "passing K/V around a ring",

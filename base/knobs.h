@@ -59,15 +59,29 @@ enum class KnobEncoding {
   kCategory,  // unordered: one coordinate per value (two values: one 0/1 coordinate)
 };
 
+// What of the model a space's model-derived candidates follow: its experts and its sequence.
+struct ModelExtent {
+  int experts = 0;
+  int seq_len = 0;
+};
+
+// Context parallelism a space offers by default keeps at least this many tokens of a sequence on
+// each rank (Llama 3 405B's 131072-token stage ran cp 16: 8192 tokens a rank, Dubey et al. 2024
+// section 3.3.2); shorter sequences are not split unless a space lists cp.
+inline constexpr int kMinTokensPerContextRank = 8192;
+
 // The candidate values of a knob in a space: an explicit list of codes, or (for sizes that may
 // say so) every divisor of the world size, or (ep, when a space omits it) every divisor of the
-// model's experts: 1 alone for a dense model, so its space and study are what they were.
+// model's experts: 1 alone for a dense model, so its space and study are what they were, or (cp,
+// when a space omits it) the powers of two that leave each rank kMinTokensPerContextRank tokens
+// or more: 1 alone for sequences under 16384 tokens.
 struct KnobCandidates {
   bool divisors_of_world = false;
-  std::vector<int> codes;  // used when !divisors_of_world and !divisors_of_experts
+  std::vector<int> codes;  // used when none of the model-derived lists below is asked for
   bool divisors_of_experts = false;
+  bool sequence_splits = false;
 
-  std::vector<int> For(int world, int experts = 0) const;
+  std::vector<int> For(int world, ModelExtent model = {}) const;
   bool operator==(const KnobCandidates&) const = default;
 };
 using SizeCandidates = KnobCandidates;

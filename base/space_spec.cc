@@ -227,4 +227,12 @@ Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view so
   return s;
 }
 
+SpaceSpec ForModel(SpaceSpec space, ModelExtent model) {
+  for (Knob k : Knobs()) {
+    KnobCandidates& c = space.Of(k);
+    if (c.divisors_of_experts || c.sequence_splits) c = KnobCandidates{false, c.For(0, model)};
+  }
+  return space;
+}
+
 }  // namespace tunepar

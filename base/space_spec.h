@@ -36,8 +36,9 @@ struct SpaceSpec {
 
   const KnobCandidates& Of(Knob knob) const;
   KnobCandidates& Of(Knob knob);
-  // `experts`: the model's (ep's candidates when the space omits it: base/knobs.h).
-  std::vector<int> Values(Knob knob, int world, int experts = 0) const { return Of(knob).For(world, experts); }
+  // `model`: the model's experts and sequence (ep's and cp's candidates when the space omits
+  // them: base/knobs.h).
+  std::vector<int> Values(Knob knob, int world, ModelExtent model = {}) const { return Of(knob).For(world, model); }
   void Set(Knob knob, std::vector<int> codes) { Of(knob) = KnobCandidates{false, std::move(codes)}; }
 };
 
@@ -49,6 +50,11 @@ struct SpaceSpec {
 //   [[rules]]      when = { zero = [2, 3] }   then = { pp = [1] }   why = "..."   (KnobRule; any
 //                  number, each with a non-empty when and then table of knob lists, and a why)
 // Without `name` the space is named after `file_stem` (a user's own file).
+// The space for one model: the candidates a space takes from the model when it omits a knob (ep:
+// the divisors of its experts; cp: its sequence's splits) made explicit, so that everything given
+// the space (the search, predict, a backend's knob support) sees the same lists.
+SpaceSpec ForModel(SpaceSpec space, ModelExtent model);
+
 Result<SpaceSpec> ParseSpaceSpec(std::string_view toml_text, std::string_view source,
                                  std::string_view file_stem = {});
 

@@ -19,8 +19,10 @@ std::vector<const ConstraintRow*> RulesAt(Knob knob) {
   return rules;
 }
 
-// The model's experts, which a space that omits ep offers the divisors of.
-int Experts(const SpaceQuery& q) { return q.model != nullptr ? q.model->experts : 0; }
+// The model's experts and sequence, which a space that omits ep or cp offers candidates by.
+ModelExtent Extent(const SpaceQuery& q) {
+  return q.model != nullptr ? ModelExtent{q.model->experts, q.model->seq_len} : ModelExtent{};
+}
 
 const ConstraintRow* FirstFailed(const std::vector<const ConstraintRow*>& rules, const SpaceQuery& q, const Layout& l) {
   for (const ConstraintRow* rule : rules) {
@@ -51,7 +53,7 @@ struct Level {
 class Enumerator {
  public:
   Enumerator(const SpaceQuery& q, SpaceEnumeration* out) : q_(q), out_(out) {
-    for (Knob k : KnobsInVisitOrder()) levels_.push_back({k, q.space->Values(k, q.world, Experts(q)), RulesAt(k)});
+    for (Knob k : KnobsInVisitOrder()) levels_.push_back({k, q.space->Values(k, q.world, Extent(q)), RulesAt(k)});
     for (int i = static_cast<int>(levels_.size()) - 2; i >= 0; --i)
       levels_[i].inner = levels_[i + 1].inner * static_cast<int64_t>(levels_[i + 1].codes.size());
   }
@@ -115,7 +117,7 @@ std::string WhyIllegal(const SpaceQuery& q, const Layout& l) {
 // among the space's, some `then` knob a value outside), as "zero 3 needs pp 1 (why)"; "; "-joined.
 std::string RulesInPlay(const SpaceQuery& q) {
   auto any_value = [&](Knob k, auto&& pred) {
-    const std::vector<int> values = q.space->Values(k, q.world, Experts(q));
+    const std::vector<int> values = q.space->Values(k, q.world, Extent(q));
     return std::any_of(values.begin(), values.end(), pred);
   };
   std::vector<std::string> rules;
@@ -135,7 +137,7 @@ std::string RulesInPlay(const SpaceQuery& q) {
 
 std::string ValueOutsideSpace(const SpaceQuery& q, const Layout& l) {
   for (Knob k : KnobsInVisitOrder()) {
-    if (!Among(q.space->Values(k, q.world, Experts(q)), KnobCode(k, l))) return fmt::format("{} {}", KnobName(k), KnobValue(k, l));
+    if (!Among(q.space->Values(k, q.world, Extent(q)), KnobCode(k, l))) return fmt::format("{} {}", KnobName(k), KnobValue(k, l));
   }
   return "";
 }

@@ -155,8 +155,8 @@ TEST(CliFp8, AskedForOnHardwareWithoutAnFp8PeakExitsTwoNamingTheRule) {
 
 // Issue 35's two cases as a user types them: a 70-layer GPT on 8 stages with --fix
 // uneven_stages=on says how its layers were split; Llama 3 8B at 131072 tokens on 64 H100s
-// gets context-parallel layouts from a dry run in the long-context space, whose breakdown names
-// the K/V exchange.
+// gets context-parallel layouts from a dry run in the default space (which offers cp 1-16 for
+// that sequence: 8192 tokens a rank or more), whose breakdown names the K/V exchange.
 TEST(CliLongSequences, UnevenStagesSayTheSplitAndTheDryRunProposesContextParallelism) {
   TempDir dir;
   testing::WriteFile(dir / "gpt-70l.toml",
@@ -173,12 +173,12 @@ TEST(CliLongSequences, UnevenStagesSayTheSplitAndTheDryRunProposesContextParalle
   llama.replace(llama.find("seq_len = 8192"), 14, "seq_len = 131072");
   llama.replace(llama.find("global_batch = 1024"), 19, "global_batch = 64");
   testing::WriteFile(dir / "llama-128k.toml", llama);
-  const testing::CliRun dry = RunTunepar("--store " + (dir / "store") + " search --world 64 --hardware dgx-h100 --space long-context --model " +
+  const testing::CliRun dry = RunTunepar("--store " + (dir / "store") + " search --world 64 --hardware dgx-h100 --model " +
                                          (dir / "llama-128k.toml"));
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
   // The best layout's step names the K/V exchange, and the best layouts split the sequence.
   EXPECT_NE(dry.out.find("context-parallel K/V exchange (ring, exposed)"), std::string::npos) << dry.out;
-  const testing::CliRun best = RunTunepar("--store " + (dir / "store") + " --json search --world 64 --hardware dgx-h100 --space long-context --model " +
+  const testing::CliRun best = RunTunepar("--store " + (dir / "store") + " --json search --world 64 --hardware dgx-h100 --model " +
                                           (dir / "llama-128k.toml"));
   ASSERT_EQ(best.exit_code, 0) << best.err;
   const nlohmann::json j = nlohmann::json::parse(best.out);

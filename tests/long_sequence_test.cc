@@ -1,6 +1,7 @@
 // Context parallelism and uneven pipeline stages in the performance model and the legality rules
 // (issue 35): each term with a test that fails when the term is dropped.
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -253,6 +254,41 @@ TEST_F(LongSequenceRules, UnevenStagesReplacePpDividesLayers) {
   Layout even = Flash(1, 1, 8);
   even.uneven_stages = true;
   EXPECT_NE(Failed(even).find("uneven_stages_split"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tunepar::runner
+
+namespace tunepar::runner {
+namespace {
+
+// A space that omits cp offers the powers of two leaving each rank 8192 tokens or more: nothing
+// for the presets' 2048- and 8192-token sequences (their spaces and the README's dry run are what
+// they were), cp 1-16 at 131072 tokens; a space that lists cp keeps its list; ForModel makes the
+// list explicit for everything handed the space.
+TEST(LongSequenceSpace, AnOmittedCpFollowsTheSequence) {
+  const SpaceSpec space = testing::PresetSpace("default");
+  ModelShape llama = testing::PresetModel("llama3-8b");
+  EXPECT_EQ(space.Values(Knob::kCp, 64, {0, llama.seq_len}), std::vector<int>{1});
+  EXPECT_EQ(space.Values(Knob::kCp, 64, {0, 16384}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(space.Values(Knob::kCp, 64, {0, 131072}), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(testing::PresetSpace("long-context").Values(Knob::kCp, 64, {0, 2048}),
+            (std::vector<int>{1, 2, 4, 8, 16, 32}));
+  const SpaceSpec resolved = ForModel(space, {0, 131072});
+  EXPECT_FALSE(resolved.Of(Knob::kCp).sequence_splits);
+  EXPECT_EQ(resolved.Values(Knob::kCp, 64), (std::vector<int>{1, 2, 4, 8, 16}));
+
+  const ModelShape gpt = testing::PresetModel("gpt-1t");
+  Result<search::SpaceEnumeration> d = search::EnumerateSpace({3072, 8, &gpt, &space});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->legal.size(), 114300u);  // README's dry run
+  llama.seq_len = 131072;
+  llama.global_batch = 64;
+  Result<search::SpaceEnumeration> l = search::EnumerateSpace({64, 8, &llama, &space});
+  ASSERT_TRUE(l.ok());
+  std::set<int> cps;
+  for (const Layout& layout : l->legal) cps.insert(layout.cp);
+  EXPECT_EQ(cps, (std::set<int>{1, 2, 4, 8, 16}));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ std::string SpaceSummary(const SpaceSpec& space) {
     for (int code : c.codes) values.push_back(KnobValueText(k, code));
     const std::string text = c.divisors_of_world     ? std::string("divisors")
                              : c.divisors_of_experts ? std::string("experts' divisors")
+                             : c.sequence_splits     ? std::string("sequence splits")
                                                      : fmt::format("{}", fmt::join(values, ","));
     parts.push_back(fmt::format("{} {}", RowOf(k).column, text));
   }

@@ -40,6 +40,7 @@ std::string SpaceDefault(Knob knob) {
   const KnobCandidates& c = RowOf(knob).space_default;
   if (c.divisors_of_world) return "divisors";
   if (c.divisors_of_experts) return "divisors of the model's experts";
+  if (c.sequence_splits) return fmt::format("powers of two keeping >= {} tokens a rank", kMinTokensPerContextRank);
   std::vector<std::string> values;
   for (int code : c.codes) values.push_back(KnobValueText(knob, code));
   return fmt::format("{}{}", fmt::join(values, ","), RowOf(knob).space_requires ? " (required)" : "");

@@ -121,9 +121,9 @@ Result<Problem> ParseProblem(ConfigText model, ConfigText hardware, ConfigText s
   if (!profile.ok()) return profile.status();
   Result<SpaceSpec> spec = ParseSpaceSpec(p.space_text.text, p.space_text.origin, p.space_text.name);
   if (!spec.ok()) return spec.status();
+  p.space = ForModel(std::move(*spec), ModelExtent{shape->experts, shape->seq_len});
   p.model = std::move(*shape);
   p.hardware = std::move(*profile);
-  p.space = std::move(*spec);
   return p;
 }
 
